@@ -24,6 +24,19 @@ func NewTraceBuilder() *TraceBuilder {
 	}
 }
 
+// Grow reserves room for about n more messages, each with its own call id, so
+// that a reader that knows its input's size avoids repeated copying while growing.
+func (b *TraceBuilder) Grow(n int) {
+	if n <= 0 {
+		return
+	}
+	b.trace.Messages = slices.Grow(b.trace.Messages, n)
+	if len(b.callIDs) == 0 {
+		b.callIDs = make(map[string]uint32, n/2)
+		b.trace.CallIDs = slices.Grow(b.trace.CallIDs, n/2)
+	}
+}
+
 // Node interns a node name.
 func (b *TraceBuilder) Node(name []byte) NodeID {
 	if id, ok := b.nodes[string(name)]; ok {

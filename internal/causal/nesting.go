@@ -31,6 +31,9 @@ type NestingConfig struct {
 	// ground-truth path id: the paper's "cheat" mode (§7.5.1), which yields the
 	// true paths against which inference is scored.
 	UsePathIDs bool
+	// CertainFirst assigns children in order of decreasing certainty instead of
+	// call order (experimental).
+	CertainFirst bool
 }
 
 // DefaultNestingConfig returns the paper's settings: no skew window, no smoothing,
@@ -126,7 +129,11 @@ func Nest(pairs []CallPair, cfg NestingConfig) (*Nesting, error) {
 	if cfg.SmoothSigma > 0 {
 		board.smooth(cfg.SmoothSigma)
 	}
-	n.findNestedPairs(byCall, cands, candStart, board, cfg)
+	order := byCall
+	if cfg.CertainFirst {
+		order = board.certaintyOrder(byCall, candStart)
+	}
+	n.findNestedPairs(order, cands, candStart, board, cfg)
 	return n, nil
 }
 
@@ -394,13 +401,57 @@ func (n *Nesting) findNestedPairs(byCall []int32, cands []int32, start []uint32,
 		} else {
 			n.Confidence[child] = float32(1 / float64(hi-lo))
 		}
-		if n.lastChild[best] < 0 {
-			n.firstChild[best] = child
-		} else {
-			n.nextSibling[n.lastChild[best]] = child
-		}
-		n.lastChild[best] = child
+		n.insertChild(best, child)
 	}
+}
+
+// insertChild links child into parent's children, kept in call order.
+func (n *Nesting) insertChild(parent, child int32) {
+	call := n.Pairs[child].Call
+	prev := int32(-1)
+	for s := n.firstChild[parent]; s >= 0 && n.Pairs[s].Call <= call; s = n.nextSibling[s] {
+		prev = s
+	}
+	if prev < 0 {
+		n.nextSibling[child] = n.firstChild[parent]
+		n.firstChild[parent] = child
+	} else {
+		n.nextSibling[child] = n.nextSibling[prev]
+		n.nextSibling[prev] = child
+	}
+	if n.nextSibling[child] < 0 {
+		n.lastChild[parent] = child
+	}
+}
+
+// certaintyOrder sorts children by decreasing share of their best raw score among
+// their candidates, so that unambiguous nestings are settled before ambiguous ones
+// are weighed with the penalties. Ties keep call order.
+func (sb *scoreboard) certaintyOrder(byCall []int32, start []uint32) []int32 {
+	share := make([]float64, len(start)-1)
+	for _, child := range byCall {
+		lo, hi := start[child], start[child+1]
+		var best, sum float64
+		for k := lo; k < hi; k++ {
+			v := sb.hists[sb.candHist[k]][sb.candBin[k]]
+			sum += v
+			best = max(best, v)
+		}
+		if sum > 0 {
+			share[child] = best / sum
+		}
+	}
+	order := slices.Clone(byCall)
+	slices.SortStableFunc(order, func(a, b int32) int {
+		switch {
+		case share[a] > share[b]:
+			return -1
+		case share[a] < share[b]:
+			return 1
+		}
+		return 0
+	})
+	return order
 }
 
 // isAncestorOrSelf reports whether a is p or one of p's assigned ancestors.
