@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+)
+
+// startCPUProfile profiles the process into path until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// errHelp is returned when -h was asked for; the usage has been printed.
+var errHelp = errors.New("help requested")
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "usage: tierscope %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, mapping -h to errHelp and every other problem to a usage
+// error. Positional arguments are refused: every input is named by a flag.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard) // we print our own one-line error
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return errHelp
+	}
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (inputs are given with --in)", fs.Arg(0))
+	}
+	return nil
+}
+
+// input opens the file named by --in; "-" is standard input. The returned name is
+// the one to use in error messages.
+func input(path string, stdin io.Reader) (io.Reader, string, func(), error) {
+	switch path {
+	case "":
+		return nil, "", nil, usagef("--in is required (use --in - for standard input)")
+	case "-":
+		return stdin, "<stdin>", func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return f, path, func() { f.Close() }, nil
+}
+
+// output writes to the file named by --out, or to stdout when it is empty or "-".
+// The file is created only when the command succeeds, so a failed run never leaves
+// a truncated result behind.
+type output struct {
+	path   string
+	stdout io.Writer
+	buf    *bufio.Writer
+	tmp    *os.File
+}
+
+func openOutput(path string, stdout io.Writer) (*output, error) {
+	o := &output{path: path, stdout: stdout}
+	if path == "" || path == "-" {
+		o.buf = bufio.NewWriterSize(stdout, 1<<16)
+		return o, nil
+	}
+	dir, base := ".", path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		dir, base = path[:i+1], path[i+1:]
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return nil, err
+	}
+	// CreateTemp makes the file private; a result file is as readable as any other.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	o.tmp = tmp
+	o.buf = bufio.NewWriterSize(tmp, 1<<16)
+	return o, nil
+}
+
+func (o *output) Write(p []byte) (int, error) { return o.buf.Write(p) }
+
+// commit flushes and, for a file, moves it into place.
+func (o *output) commit() error {
+	if err := o.buf.Flush(); err != nil {
+		o.abort()
+		return err
+	}
+	if o.tmp == nil {
+		return nil
+	}
+	if err := o.tmp.Close(); err != nil {
+		os.Remove(o.tmp.Name())
+		return err
+	}
+	return os.Rename(o.tmp.Name(), o.path)
+}
+
+// abort discards a partly written file.
+func (o *output) abort() {
+	if o.tmp != nil {
+		o.tmp.Close()
+		os.Remove(o.tmp.Name())
+	}
+}

@@ -1,0 +1,80 @@
+// Command tierscope runs Tierscope's performance-model algorithms over files.
+// FORMATS.md is its contract: every command reads --in (or standard input with
+// "--in -"), writes --out (or standard output), and exits 0 on success, 1 on bad
+// input and 2 on bad usage, with one error line on standard error.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit codes of the command-line contract.
+const (
+	exitOK         = 0
+	exitBadInput   = 1
+	exitBadUsage   = 2
+	programName    = "tierscope"
+	usageHeadline  = "usage: tierscope <command> [flags]"
+	commandSummary = `commands:
+  paths      infer causal path patterns from a message trace (FORMATS.md §2)
+  maketrace  generate a message trace from tracelets (FORMATS.md §3)
+
+Run 'tierscope <command> -h' for the flags of a command.`
+)
+
+// usageError is a mistake in the command line; it exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+type command struct {
+	name string
+	run  func(args []string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"paths", runPaths},
+	{"maketrace", runMaketrace},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns its exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, usageHeadline)
+		fmt.Fprintln(stderr, commandSummary)
+		if len(args) == 0 {
+			return exitBadUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(args[1:], stdin, stdout, stderr)
+		var ue usageError
+		switch {
+		case err == nil:
+			return exitOK
+		case errors.Is(err, errHelp):
+			return exitOK
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "%s %s: %v\n", programName, c.name, err)
+			return exitBadUsage
+		default:
+			fmt.Fprintf(stderr, "%s %s: %v\n", programName, c.name, err)
+			return exitBadInput
+		}
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q\n%s\n", programName, args[0], commandSummary)
+	return exitBadUsage
+}

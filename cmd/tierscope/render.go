@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/tierscope/tierscope/internal/api"
+)
+
+// writeDot renders one cluster per pattern in the style of paper 001 figure 8: a
+// node's ellipse holds its name and mean latency, an edge its mean call delay, and
+// the first edge also the pattern's instance count and total latency.
+func writeDot(w io.Writer, r *api.PathsReport) error {
+	var b strings.Builder
+	b.WriteString("digraph paths {\n  node [shape=ellipse];\n")
+	for i, p := range r.Patterns {
+		fmt.Fprintf(&b, "  subgraph cluster_%d {\n    label=%s;\n", i, dotQuote(fmt.Sprintf("#%d %s", i+1, p.Signature)))
+		next := 0
+		var walk func(n api.PathNode, parent string, first bool)
+		walk = func(n api.PathNode, parent string, first bool) {
+			id := fmt.Sprintf("p%dn%d", i, next)
+			next++
+			label := n.Node
+			if n.LatencyMs != nil {
+				label += "\n" + ms(n.LatencyMs.Mean)
+			}
+			fmt.Fprintf(&b, "    %s [label=%s];\n", id, dotQuote(label))
+			if parent != "" {
+				edge := ""
+				if n.CallDelayMs != nil {
+					edge = ms(n.CallDelayMs.Mean)
+				}
+				if first {
+					edge = fmt.Sprintf("%d × %s\n%s", p.Count, ms(p.TotalLatencyMs), edge)
+				}
+				fmt.Fprintf(&b, "    %s -> %s [label=%s];\n", parent, id, dotQuote(edge))
+			}
+			for k, c := range n.Children {
+				walk(c, id, parent == "" && k == 0)
+			}
+		}
+		walk(p.Root, "", false)
+		b.WriteString("  }\n")
+	}
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func dotQuote(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	s = strings.ReplaceAll(s, `"`, `\"`)
+	return `"` + strings.ReplaceAll(s, "\n", `\n`) + `"`
+}
+
+// writeText renders patterns as indented trees for people at a terminal.
+func writeText(w io.Writer, r *api.PathsReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d messages, %d call pairs, %d discarded, mean parallelism %.2f, %d patterns shown\n",
+		r.Messages, r.CallPairs, r.DiscardedMessages, r.MeanParallelism, len(r.Patterns))
+	for i, p := range r.Patterns {
+		fmt.Fprintf(&b, "\n#%d  %s\n    %d instances, total latency %s\n", i+1, p.Signature, p.Count, ms(p.TotalLatencyMs))
+		var walk func(n api.PathNode, prefix string, last bool, root bool)
+		walk = func(n api.PathNode, prefix string, last bool, root bool) {
+			branch, childPrefix := "", prefix
+			if !root {
+				branch = "├─ "
+				childPrefix = prefix + "│  "
+				if last {
+					branch, childPrefix = "└─ ", prefix+"   "
+				}
+			}
+			line := prefix + branch + n.Node
+			if n.LatencyMs != nil {
+				line = fmt.Sprintf("%-28s latency %s (p50 %s, p99 %s)  called after %s",
+					line, ms(n.LatencyMs.Mean), ms(n.LatencyMs.P50), ms(n.LatencyMs.P99), ms(n.CallDelayMs.Mean))
+			}
+			b.WriteString("    " + line + "\n")
+			for k, c := range n.Children {
+				walk(c, childPrefix, k == len(n.Children)-1, false)
+			}
+		}
+		walk(p.Root, "", true, true)
+	}
+	if t := r.Truth; t != nil {
+		fmt.Fprintf(&b, "\ntruth: %d true patterns, %d false-positive patterns, false-negative instances %d/%d (%.2f%%), message attribution error %.2f%%, top-10 false negatives %d\n",
+			t.TruthPatterns, t.FalsePositivePatterns, t.FalseNegativeInstances, t.TruthInstances, 100*t.FalseNegativeInstanceRate, 100*t.MessageAttributionError, t.TopNFalseNegatives[min(9, len(t.TopNFalseNegatives)-1)])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ms formats milliseconds with a sensible number of digits.
+func ms(v float64) string {
+	switch {
+	case v >= 10000:
+		return strconv.FormatFloat(v/1000, 'f', 1, 64) + " s"
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64) + " ms"
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
+	}
+}

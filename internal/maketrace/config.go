@@ -1,0 +1,537 @@
+package maketrace
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultStart is the Unix time, in seconds, of t=0 when a config does not set `start`.
+const DefaultStart = 1700000000
+
+// Config is a parsed, validated tracelet configuration.
+type Config struct {
+	File      string        // the name used in error messages
+	Duration  time.Duration // trace length; 0 when the file does not set it
+	Start     int64         // Unix seconds of t=0
+	CallIDs   bool          // write call ids; false writes "-" so returns match the earliest open call
+	Tracelets []Tracelet
+}
+
+// Tracelet is one transaction template run by Instances closed-loop clients.
+type Tracelet struct {
+	Name      string
+	Instances int
+	ThinkMin  time.Duration // uniform think time before each run, including the first
+	ThinkMax  time.Duration
+	Root      *Call
+}
+
+// Call is one RPC of a tracelet and, recursively, the calls its callee makes.
+type Call struct {
+	From          string    // the caller; set on the root only
+	To            []string  // the alternative callees; one is chosen per run
+	Weights       []float64 // same length as To; nil means uniform
+	Delay         Gaussian  // at the caller, from its previous event to this call
+	DelayByCaller map[string]Gaussian
+	Reply         Gaussian // at the callee, from its last event to its return
+	Parallel      bool     // children all start from this call's arrival
+	Calls         []*Call
+}
+
+// Gaussian is a delay distribution; samples are clamped at zero.
+type Gaussian struct {
+	Mean, Std time.Duration
+}
+
+// parser walks a yaml.Node tree so that every error can name the file, line and field.
+type parser struct{ file string }
+
+type configError struct {
+	file  string
+	line  int
+	field string
+	msg   string
+}
+
+func (e *configError) Error() string {
+	if e.field == "" {
+		return fmt.Sprintf("%s:%d: %s", e.file, e.line, e.msg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.file, e.line, e.field, e.msg)
+}
+
+func (p *parser) errf(n *yaml.Node, field, format string, args ...any) error {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	return &configError{p.file, line, field, fmt.Sprintf(format, args...)}
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// ParseConfig parses and validates a YAML tracelet configuration. file names the
+// source in error messages, which have the form "file:line: field: problem".
+func ParseConfig(data []byte, file string) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		// Rewrite yaml.v3's "yaml: line N: msg" into the file:line form used everywhere else.
+		var te *yaml.TypeError
+		msg := err.Error()
+		if !errors.As(err, &te) {
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				return nil, fmt.Errorf("%s:%s: %s", file, m[1], m[2])
+			}
+		}
+		return nil, fmt.Errorf("%s: %s", file, msg)
+	}
+	p := &parser{file: file}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s:1: empty config: tracelets are required", file)
+	}
+	return p.config(doc.Content[0])
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// errUnknown is returned by a fields callback for a key it does not know.
+var errUnknown = errors.New("unknown field")
+
+// fields checks that n is a mapping without duplicate keys and calls set for each key
+// in document order; a key that set rejects with errUnknown is reported with the list
+// of known fields.
+func (p *parser) fields(n *yaml.Node, field string, known []string, set func(key string, k, v *yaml.Node) error) error {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		return p.errf(n, field, "expected a mapping, got %s", kindName(n))
+	}
+	seen := make(map[string]bool, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolve(n.Content[i+1])
+		key := k.Value
+		sub := join(field, key)
+		if seen[key] {
+			return p.errf(k, sub, "duplicate field")
+		}
+		seen[key] = true
+		if err := set(key, k, v); err == errUnknown {
+			return p.errf(k, field, "unknown field %q (known: %s)", key, strings.Join(known, ", "))
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func join(field, key string) string {
+	if field == "" {
+		return key
+	}
+	return field + "." + key
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "an unexpected node"
+}
+
+func (p *parser) scalar(n *yaml.Node, field string) (string, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return "", p.errf(n, field, "expected a value, got %s", kindName(n))
+	}
+	return n.Value, nil
+}
+
+func (p *parser) duration(n *yaml.Node, field string) (time.Duration, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return 0, err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, p.errf(n, field, "invalid duration %q (use Go syntax such as 15ms or 1.5s)", s)
+	}
+	if d < 0 {
+		return 0, p.errf(n, field, "must not be negative, got %s", s)
+	}
+	return d, nil
+}
+
+func (p *parser) int(n *yaml.Node, field string) (int64, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, p.errf(n, field, "expected an integer, got %q", s)
+	}
+	return v, nil
+}
+
+func (p *parser) bool(n *yaml.Node, field string) (bool, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		return false, p.errf(n, field, "expected true or false, got %s", kindName(n))
+	}
+	var b bool
+	if err := n.Decode(&b); err != nil {
+		return false, p.errf(n, field, "expected true or false, got %q", n.Value)
+	}
+	return b, nil
+}
+
+func (p *parser) nodeName(n *yaml.Node, field string) (string, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return "", err
+	}
+	if err := checkNodeName(s); err != nil {
+		return "", p.errf(n, field, "%v", err)
+	}
+	return s, nil
+}
+
+// checkNodeName enforces what the TSV trace format can carry in a node column.
+func checkNodeName(s string) error {
+	if s == "" {
+		return errors.New("node name is empty")
+	}
+	if strings.ContainsAny(s, "\t\n\r") {
+		return fmt.Errorf("node name %q contains a tab or newline", s)
+	}
+	return nil
+}
+
+func (p *parser) config(root *yaml.Node) (*Config, error) {
+	cfg := &Config{File: p.file, Start: DefaultStart, CallIDs: true}
+	var tracelets *yaml.Node
+	err := p.fields(root, "", []string{"duration", "start", "call_ids", "tracelets"}, func(key string, k, v *yaml.Node) error {
+		var err error
+		switch key {
+		case "duration":
+			cfg.Duration, err = p.duration(v, key)
+			if err == nil && cfg.Duration == 0 {
+				err = p.errf(v, key, "must be positive")
+			}
+		case "start":
+			cfg.Start, err = p.int(v, key)
+			if err == nil && (cfg.Start < 0 || cfg.Start > math.MaxInt64/int64(time.Second)-1e6) {
+				err = p.errf(v, key, "out of range: %d", cfg.Start)
+			}
+		case "call_ids":
+			cfg.CallIDs, err = p.bool(v, key)
+		case "tracelets":
+			tracelets = v
+		default:
+			return errUnknown
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if tracelets == nil || tracelets.Kind == yaml.ScalarNode && tracelets.Tag == "!!null" {
+		n := root
+		if tracelets != nil {
+			n = tracelets
+		}
+		return nil, p.errf(n, "tracelets", "at least one tracelet is required")
+	}
+	if tracelets.Kind != yaml.SequenceNode {
+		return nil, p.errf(tracelets, "tracelets", "expected a list, got %s", kindName(tracelets))
+	}
+	if len(tracelets.Content) == 0 {
+		return nil, p.errf(tracelets, "tracelets", "at least one tracelet is required")
+	}
+	names := map[string]bool{}
+	for i, tn := range tracelets.Content {
+		t, err := p.tracelet(resolve(tn), fmt.Sprintf("tracelets[%d]", i), i)
+		if err != nil {
+			return nil, err
+		}
+		if names[t.Name] {
+			return nil, p.errf(tn, fmt.Sprintf("tracelets[%d].name", i), "duplicate tracelet name %q", t.Name)
+		}
+		names[t.Name] = true
+		cfg.Tracelets = append(cfg.Tracelets, t)
+	}
+	return cfg, nil
+}
+
+func (p *parser) tracelet(n *yaml.Node, field string, index int) (Tracelet, error) {
+	t := Tracelet{Name: fmt.Sprintf("tracelet%d", index+1), Instances: 1}
+	var rootNode *yaml.Node
+	err := p.fields(n, field, []string{"name", "instances", "think", "root"}, func(key string, k, v *yaml.Node) error {
+		sub := join(field, key)
+		switch key {
+		case "name":
+			s, err := p.scalar(v, sub)
+			if err != nil {
+				return err
+			}
+			if s == "" {
+				return p.errf(v, sub, "must not be empty")
+			}
+			t.Name = s
+		case "instances":
+			i, err := p.int(v, sub)
+			if err != nil {
+				return err
+			}
+			if i < 1 || i > 1<<20 {
+				return p.errf(v, sub, "must be between 1 and %d, got %d", 1<<20, i)
+			}
+			t.Instances = int(i)
+		case "think":
+			var minN *yaml.Node
+			err := p.fields(v, sub, []string{"min", "max"}, func(key string, k, v *yaml.Node) error {
+				if key != "min" && key != "max" {
+					return errUnknown
+				}
+				d, err := p.duration(v, join(sub, key))
+				if key == "min" {
+					t.ThinkMin, minN = d, v
+				} else {
+					t.ThinkMax = d
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if t.ThinkMin > t.ThinkMax {
+				if minN == nil {
+					minN = v
+				}
+				return p.errf(minN, sub, "min (%s) is greater than max (%s)", t.ThinkMin, t.ThinkMax)
+			}
+		case "root":
+			rootNode = v
+		default:
+			return errUnknown
+		}
+		return nil
+	})
+	if err != nil {
+		return t, err
+	}
+	if rootNode == nil {
+		return t, p.errf(n, field+".root", "required")
+	}
+	t.Root, err = p.call(rootNode, field+".root", nil)
+	if err != nil {
+		return t, err
+	}
+	if t.ThinkMax == 0 && !advances(t.Root) {
+		return t, p.errf(n, field, "zero think time and zero delays: the tracelet would never advance time")
+	}
+	return t, nil
+}
+
+// advances reports whether a run of the call tree can take a positive amount of time.
+func advances(c *Call) bool {
+	pos := func(g Gaussian) bool { return g.Mean > 0 || g.Std > 0 }
+	if pos(c.Delay) || pos(c.Reply) {
+		return true
+	}
+	for _, g := range c.DelayByCaller {
+		if pos(g) {
+			return true
+		}
+	}
+	for _, ch := range c.Calls {
+		if advances(ch) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parser) gaussian(n *yaml.Node, field string) (Gaussian, error) {
+	var g Gaussian
+	err := p.fields(n, field, []string{"mean", "std"}, func(key string, k, v *yaml.Node) error {
+		if key != "mean" && key != "std" {
+			return errUnknown
+		}
+		d, err := p.duration(v, join(field, key))
+		if key == "mean" {
+			g.Mean = d
+		} else {
+			g.Std = d
+		}
+		return err
+	})
+	return g, err
+}
+
+// call parses one call; parent is nil for the root.
+func (p *parser) call(n *yaml.Node, field string, parent *Call) (*Call, error) {
+	c := &Call{}
+	isRoot := parent == nil
+	known := []string{"to", "weights", "delay", "delay_by_caller", "reply", "parallel", "calls"}
+	if isRoot {
+		known = []string{"from", "to", "weights", "reply", "parallel", "calls"}
+	}
+	var toN, weightsN, byCallerN, callsN, fromN *yaml.Node
+	err := p.fields(n, field, known, func(key string, k, v *yaml.Node) error {
+		sub := join(field, key)
+		var err error
+		switch key {
+		case "from":
+			if !isRoot {
+				return p.errf(k, sub, "only the root call has a caller (from); a child's caller is its parent's callee")
+			}
+			fromN = v
+			c.From, err = p.nodeName(v, sub)
+		case "to":
+			toN = v
+		case "weights":
+			weightsN = v
+		case "delay":
+			if isRoot {
+				return p.errf(k, field, "unknown field %q on the root call (the tracelet's think time precedes it)", key)
+			}
+			c.Delay, err = p.gaussian(v, sub)
+		case "delay_by_caller":
+			if isRoot {
+				return errUnknown
+			}
+			byCallerN = v
+		case "reply":
+			c.Reply, err = p.gaussian(v, sub)
+		case "parallel":
+			c.Parallel, err = p.bool(v, sub)
+		case "calls":
+			callsN = v
+		default:
+			return errUnknown
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if isRoot && fromN == nil {
+		return nil, p.errf(n, field+".from", "required on the root call")
+	}
+	// to: a node name or a non-empty list of distinct names.
+	if toN == nil {
+		return nil, p.errf(n, field+".to", "required")
+	}
+	switch toN.Kind {
+	case yaml.ScalarNode:
+		s, err := p.nodeName(toN, field+".to")
+		if err != nil {
+			return nil, err
+		}
+		c.To = []string{s}
+	case yaml.SequenceNode:
+		if len(toN.Content) == 0 {
+			return nil, p.errf(toN, field+".to", "must not be empty")
+		}
+		for i, e := range toN.Content {
+			sub := fmt.Sprintf("%s.to[%d]", field, i)
+			s, err := p.nodeName(resolve(e), sub)
+			if err != nil {
+				return nil, err
+			}
+			for _, prev := range c.To {
+				if prev == s {
+					return nil, p.errf(e, sub, "duplicate callee %q", s)
+				}
+			}
+			c.To = append(c.To, s)
+		}
+	default:
+		return nil, p.errf(toN, field+".to", "expected a node name or a list of node names, got %s", kindName(toN))
+	}
+	if weightsN != nil {
+		sub := field + ".weights"
+		if weightsN.Kind != yaml.SequenceNode {
+			return nil, p.errf(weightsN, sub, "expected a list of numbers, got %s", kindName(weightsN))
+		}
+		if len(weightsN.Content) != len(c.To) {
+			return nil, p.errf(weightsN, sub, "has %d entries but to has %d", len(weightsN.Content), len(c.To))
+		}
+		for i, e := range weightsN.Content {
+			e = resolve(e)
+			s, err := p.scalar(e, fmt.Sprintf("%s[%d]", sub, i))
+			if err != nil {
+				return nil, err
+			}
+			w, err := strconv.ParseFloat(s, 64)
+			if err != nil || !(w > 0) || math.IsInf(w, 0) {
+				return nil, p.errf(e, fmt.Sprintf("%s[%d]", sub, i), "must be a positive number, got %q", s)
+			}
+			c.Weights = append(c.Weights, w)
+		}
+	}
+	if byCallerN != nil {
+		sub := field + ".delay_by_caller"
+		if byCallerN.Kind != yaml.MappingNode {
+			return nil, p.errf(byCallerN, sub, "expected a mapping from caller node to {mean, std}, got %s", kindName(byCallerN))
+		}
+		c.DelayByCaller = map[string]Gaussian{}
+		for i := 0; i+1 < len(byCallerN.Content); i += 2 {
+			k, v := byCallerN.Content[i], resolve(byCallerN.Content[i+1])
+			name, err := p.nodeName(k, sub)
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := c.DelayByCaller[name]; dup {
+				return nil, p.errf(k, sub+"."+name, "duplicate caller")
+			}
+			// The caller of a child is one of its parent's callees; any other key could
+			// never apply and is almost certainly a typo.
+			found := false
+			for _, t := range parent.To {
+				found = found || t == name
+			}
+			if !found {
+				return nil, p.errf(k, sub+"."+name, "%q is not a callee of the parent call (%s), so it never makes this call", name, strings.Join(parent.To, ", "))
+			}
+			if c.DelayByCaller[name], err = p.gaussian(v, sub+"."+name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if callsN != nil {
+		sub := field + ".calls"
+		if callsN.Kind == yaml.ScalarNode && callsN.Tag == "!!null" {
+			return c, nil
+		}
+		if callsN.Kind != yaml.SequenceNode {
+			return nil, p.errf(callsN, sub, "expected a list of calls, got %s", kindName(callsN))
+		}
+		for i, e := range callsN.Content {
+			ch, err := p.call(resolve(e), fmt.Sprintf("%s[%d]", sub, i), c)
+			if err != nil {
+				return nil, err
+			}
+			c.Calls = append(c.Calls, ch)
+		}
+	}
+	return c, nil
+}
