@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -40,6 +41,7 @@ func runMaketrace(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		dropRate    = fs.Float64("drop-rate", 0, "target fraction of messages a rate-limited sniffer drops (paper 001 §7.5.5)")
 		captureRate = fs.Float64("capture-rate", 0, "sniffer peak capture rate in messages/s (overrides --drop-rate)")
 		queue       = fs.Int("queue", 0, "sniffer queue length in messages (default 64)")
+		load        = fs.Float64("load", 1, "multiply every tracelet's parallel instances by this factor (parallelism sweeps, paper 001 §7.5.3)")
 		out         = fs.String("out", "", "output trace file (default standard output)")
 		skews       skewFlags
 	)
@@ -56,6 +58,8 @@ func runMaketrace(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return usagef("--drop-rate must be in [0, 1)")
 	case *captureRate < 0 || *queue < 0:
 		return usagef("--capture-rate and --queue must be ≥ 0")
+	case !(*load > 0) || *load > 1000:
+		return usagef("--load must be in (0, 1000]")
 	}
 	data, err := os.ReadFile(*configPath)
 	if err != nil {
@@ -64,6 +68,9 @@ func runMaketrace(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	cfg, err := maketrace.ParseConfig(data, *configPath)
 	if err != nil {
 		return err
+	}
+	for i := range cfg.Tracelets {
+		cfg.Tracelets[i].Instances = max(1, int(math.Round(float64(cfg.Tracelets[i].Instances)**load)))
 	}
 	start := time.Now()
 	tr, st, err := maketrace.Generate(cfg, maketrace.Options{

@@ -34,7 +34,7 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		binBase    = fs.Float64("bin-base", def.Bins.Base, "scoreboard bin growth factor")
 		binCount   = fs.Int("bins", def.Bins.Count, "scoreboard bins")
 		binMin     = fs.Duration("bin-min", time.Duration(def.Bins.Min), "upper edge of the first scoreboard bin")
-		certain    = fs.Bool("certain-first", false, "assign the most certain children first (experimental)")
+		order      = fs.String("order", "certainty", "order in which children choose parents: certainty (most certain first) or call (paper's figure 4)")
 		cpuProfile = fs.String("cpuprofile", "", "write a Go CPU profile to this file")
 		verbose    = fs.Bool("v", false, "report each stage's time and the memory used on standard error")
 	)
@@ -60,7 +60,14 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		OverlapPenalty:   *penOverlap,
 		SameChildPenalty: *penSame,
 		GenericPenalty:   *penGeneric,
-		CertainFirst:     *certain,
+	}
+	switch *order {
+	case "certainty":
+		cfg.Order = causal.OrderByCertainty
+	case "call":
+		cfg.Order = causal.OrderByCall
+	default:
+		return usagef("--order must be certainty or call, not %q", *order)
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
@@ -125,7 +132,7 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 // inferPaths runs the nesting algorithm and, when asked, the cheat-mode truth.
 func inferPaths(tr *causal.Trace, cfg causal.NestingConfig, withTruth bool, progress *stageLog) (*api.PathsReport, error) {
-	pairs, disc := causal.FindCallPairs(tr.Messages)
+	pairs, disc := causal.FindCallPairs(tr.Messages, cfg.SkewWindow)
 	progress.stage("matched %d call pairs", len(pairs))
 	nesting, err := causal.Nest(pairs, cfg)
 	if err != nil {

@@ -1,5 +1,7 @@
 package causal
 
+import "time"
+
 // CallPair is one call matched with its return (paper 001 §5.1.1.1): Caller sent a
 // CALL_SENT to Callee at Call, and Callee sent the matching RET_SENT at Return.
 type CallPair struct {
@@ -43,56 +45,118 @@ type fifo struct{ head, tail int32 }
 // (caller, callee, call id), as procedure FindCallPairs of figure 4. When ids are
 // missing ("-") or repeat (retransmissions), the return takes the earliest open call
 // of that key, the paper's fallback. msgs must be sorted by time. Pairs are returned
-// in the order of their returns.
-func FindCallPairs(msgs []Message) ([]CallPair, Discards) {
+// in the order in which they were completed.
+//
+// The skew window applies here too: when the callee's clock runs ahead of the
+// caller's by more than the call lasted, the return is stamped before its call. A
+// return with no open call therefore waits up to skewWindow for a call of its key;
+// such a pair has Return < Call. With a zero window a return must follow its call,
+// as in the paper.
+func FindCallPairs(msgs []Message, skewWindow time.Duration) ([]CallPair, Discards) {
 	var (
 		disc  Discards
 		pairs = make([]CallPair, 0, len(msgs)/2)
-		open  = make(map[callKey]fifo)
-		slab  []openCall // nodes of all FIFOs; freed slots are reused through free
-		free  = int32(-1)
+		open  = newFIFOs() // calls waiting for their return
+		early = newFIFOs() // returns waiting, within the skew window, for their call
+		w     = int64(skewWindow)
 	)
 	for _, m := range msgs {
 		switch m.Op {
 		case OpCall:
 			k := callKey{m.Sender, m.Receiver, m.CallID}
-			var slot int32
-			if free >= 0 {
-				slot, free = free, slab[free].next
-				slab[slot] = openCall{time: m.Time, path: m.PathID, next: -1}
-			} else {
-				slot = int32(len(slab))
-				slab = append(slab, openCall{time: m.Time, path: m.PathID, next: -1})
+			if w > 0 {
+				for {
+					r, ok := early.peek(k)
+					if !ok || m.Time-r.time <= w {
+						break
+					}
+					early.pop(k)
+					disc.ReturnWithoutCall++
+				}
+				if r, ok := early.pop(k); ok {
+					pairs = append(pairs, CallPair{Caller: k.caller, Callee: k.callee, Call: m.Time, Return: r.time, PathID: m.PathID})
+					continue
+				}
 			}
-			if q, ok := open[k]; ok {
-				slab[q.tail].next = slot
-				open[k] = fifo{q.head, slot}
-			} else {
-				open[k] = fifo{slot, slot}
-			}
+			open.push(k, m.Time, m.PathID)
 		case OpReturn:
 			k := callKey{m.Receiver, m.Sender, m.CallID}
-			q, ok := open[k]
-			if !ok {
+			c, ok := open.pop(k)
+			switch {
+			case ok:
+				pairs = append(pairs, CallPair{Caller: k.caller, Callee: k.callee, Call: c.time, Return: m.Time, PathID: c.path})
+			case w > 0:
+				early.push(k, m.Time, m.PathID)
+			default:
 				disc.ReturnWithoutCall++
-				continue
 			}
-			c := slab[q.head]
-			if c.next < 0 {
-				delete(open, k)
-			} else {
-				open[k] = fifo{c.next, q.tail}
-			}
-			slab[q.head].next, free = free, q.head
-			pairs = append(pairs, CallPair{Caller: k.caller, Callee: k.callee, Call: c.time, Return: m.Time, PathID: c.path})
 		default:
 			disc.OneWay++
 		}
 	}
-	for _, q := range open {
-		for i := q.head; i >= 0; i = slab[i].next {
-			disc.CallWithoutReturn++
+	disc.CallWithoutReturn += open.len()
+	disc.ReturnWithoutCall += early.len()
+	return pairs, disc
+}
+
+// fifos is a set of FIFO queues of timestamped entries, one per callKey, sharing one
+// slab whose freed slots are reused, so that matching allocates only as the number
+// of simultaneously open calls grows.
+type fifos struct {
+	queues map[callKey]fifo
+	slab   []openCall
+	free   int32
+}
+
+func newFIFOs() *fifos { return &fifos{queues: make(map[callKey]fifo), free: -1} }
+
+func (f *fifos) push(k callKey, t int64, path uint32) {
+	var slot int32
+	if f.free >= 0 {
+		slot, f.free = f.free, f.slab[f.free].next
+		f.slab[slot] = openCall{time: t, path: path, next: -1}
+	} else {
+		slot = int32(len(f.slab))
+		f.slab = append(f.slab, openCall{time: t, path: path, next: -1})
+	}
+	if q, ok := f.queues[k]; ok {
+		f.slab[q.tail].next = slot
+		f.queues[k] = fifo{q.head, slot}
+	} else {
+		f.queues[k] = fifo{slot, slot}
+	}
+}
+
+func (f *fifos) peek(k callKey) (openCall, bool) {
+	q, ok := f.queues[k]
+	if !ok {
+		return openCall{}, false
+	}
+	return f.slab[q.head], true
+}
+
+func (f *fifos) pop(k callKey) (openCall, bool) {
+	q, ok := f.queues[k]
+	if !ok {
+		return openCall{}, false
+	}
+	c := f.slab[q.head]
+	if c.next < 0 {
+		delete(f.queues, k)
+	} else {
+		f.queues[k] = fifo{c.next, q.tail}
+	}
+	f.slab[q.head].next, f.free = f.free, q.head
+	return c, true
+}
+
+// len counts the entries still queued.
+func (f *fifos) len() int {
+	n := 0
+	for _, q := range f.queues {
+		for i := q.head; i >= 0; i = f.slab[i].next {
+			n++
 		}
 	}
-	return pairs, disc
+	return n
 }

@@ -16,7 +16,9 @@ type NestingConfig struct {
 	// t4 ≥ t3−w. Zero requires strict containment.
 	SkewWindow time.Duration
 	// Bins index each scoreboard histogram by the nesting delay t2−t1 in
-	// nanoseconds; the paper uses log base 1.05 with 340 bins from 1 ms.
+	// nanoseconds; the paper uses log base 1.05 with 340 bins from 1 ms. Negative
+	// delays, which only clock skew produces, get mirrored bins of their own, so
+	// that a skewed nesting is not lumped with every short one in bin 0.
 	Bins stats.LogBins
 	// SmoothSigma is the standard deviation, in bins, of the Gaussian that the
 	// scoreboard histograms are convolved with after scoring (§5.1.1.2). Zero
@@ -31,13 +33,29 @@ type NestingConfig struct {
 	// ground-truth path id: the paper's "cheat" mode (§7.5.1), which yields the
 	// true paths against which inference is scored.
 	UsePathIDs bool
-	// CertainFirst assigns children in order of decreasing certainty instead of
-	// call order (experimental).
-	CertainFirst bool
+	// Order is the order in which children choose their parents. Because the
+	// penalties count the children already assigned, it matters; figure 4 leaves it
+	// open ("for each child in call pairs").
+	Order NestingOrder
 }
 
+// NestingOrder is the order in which FindNestedPairs visits children.
+type NestingOrder uint8
+
+const (
+	// OrderByCertainty visits children by decreasing share of their best raw
+	// score among their candidates, ties in call order. Unambiguous nestings are
+	// settled first, so the penalties of an ambiguous child see the children its
+	// candidates really have: a parent whose own later child is certain is not
+	// free to take a stranger's child first.
+	OrderByCertainty NestingOrder = iota
+	// OrderByCall visits children by call time, the literal reading of figure 4.
+	OrderByCall
+)
+
 // DefaultNestingConfig returns the paper's settings: no skew window, no smoothing,
-// 340 bins of log base 1.05 from 1 ms, and penalties x=2, y=z=0.
+// 340 bins of log base 1.05 from 1 ms, and penalties x=2, y=z=0; children are
+// visited by certainty.
 func DefaultNestingConfig() NestingConfig {
 	return NestingConfig{
 		Bins:           stats.LogBins{Base: 1.05, Min: float64(time.Millisecond), Count: 340},
@@ -49,6 +67,12 @@ func DefaultNestingConfig() NestingConfig {
 func (c NestingConfig) Validate() error {
 	if err := c.Bins.Validate(); err != nil {
 		return fmt.Errorf("nesting: %w", err)
+	}
+	if c.Bins.Count > maxBins {
+		return fmt.Errorf("nesting: at most %d bins, got %d", maxBins, c.Bins.Count)
+	}
+	if c.Order != OrderByCertainty && c.Order != OrderByCall {
+		return fmt.Errorf("nesting: unknown order %d", c.Order)
 	}
 	if c.SkewWindow < 0 {
 		return fmt.Errorf("nesting: skew window must be ≥ 0, got %v", c.SkewWindow)
@@ -101,6 +125,9 @@ func (n *Nesting) ChildrenOf(i int32, dst []int32) []int32 {
 	return dst
 }
 
+// maxBins keeps a signed bin index within the uint16 that each candidate stores.
+const maxBins = 1 << 15
+
 // triple is a scoreboard key: a call A→B with a nested call B→C.
 type triple struct{ a, b, c NodeID }
 
@@ -130,7 +157,7 @@ func Nest(pairs []CallPair, cfg NestingConfig) (*Nesting, error) {
 		board.smooth(cfg.SmoothSigma)
 	}
 	order := byCall
-	if cfg.CertainFirst {
+	if cfg.Order == OrderByCertainty {
 		order = board.certaintyOrder(byCall, candStart)
 	}
 	n.findNestedPairs(order, cands, candStart, board, cfg)
@@ -280,14 +307,24 @@ func scoreNestings(pairs []CallPair, cands []int32, start []uint32, cfg NestingC
 			if !ok {
 				h = int32(len(sb.hists))
 				sb.index[key] = h
-				sb.hists = append(sb.hists, make([]float64, cfg.Bins.Count))
+				sb.hists = append(sb.hists, make([]float64, 2*cfg.Bins.Count-1))
 			}
-			bin := cfg.Bins.Index(float64(c.Call - p.Call))
+			bin := signedBin(cfg.Bins, c.Call-p.Call)
 			sb.hists[h][bin] += weight
 			sb.candHist[k], sb.candBin[k] = h, uint16(bin)
 		}
 	}
 	return sb
+}
+
+// signedBin places a nesting delay on a symmetric log axis: bin Count−1 holds
+// |delay| < Min, higher bins positive delays and lower bins negative ones, so that
+// neighbouring bins hold neighbouring delays and smoothing can cross zero.
+func signedBin(bins stats.LogBins, delay int64) int {
+	if delay < 0 {
+		return bins.Count - 1 - bins.Index(-float64(delay))
+	}
+	return bins.Count - 1 + bins.Index(float64(delay))
 }
 
 // smooth convolves every histogram with a Gaussian of the given width in bins,

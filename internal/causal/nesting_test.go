@@ -33,7 +33,7 @@ func build(t *testing.T, lines ...string) *Trace {
 
 func nest(t *testing.T, tr *Trace, cfg NestingConfig) (*Nesting, []*Pattern) {
 	t.Helper()
-	pairs, _ := FindCallPairs(tr.Messages)
+	pairs, _ := FindCallPairs(tr.Messages, cfg.SkewWindow)
 	n, err := Nest(pairs, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestCallPairMatching(t *testing.T) {
 		"1 C A B x", "2 C A B y", "3 R B A y", "4 R B A x", // ids cross: matched by id
 		"5 C A B -", "6 C A B -", "7 R B A -", "8 R B A -", // no ids: earliest open call
 		"9 R B A zz", "10 C A B lost", "11 M A B -")
-	pairs, disc := FindCallPairs(tr.Messages)
+	pairs, disc := FindCallPairs(tr.Messages, 0)
 	if len(pairs) != 4 {
 		t.Fatalf("%d pairs, want 4", len(pairs))
 	}
@@ -257,7 +257,7 @@ func TestCompareAttributionError(t *testing.T) {
 	// Two interleaved A→B calls, each with one B→C child; truth from path ids.
 	tr := build(t,
 		"0 C A B a p1", "1 C A B b p2", "5 C B C c p2", "6 R C B c p2", "8 C B C d p1", "9 R C B d p1", "10 R B A a p1", "20 R B A b p2")
-	pairs, _ := FindCallPairs(tr.Messages)
+	pairs, _ := FindCallPairs(tr.Messages, 0)
 	cheat := DefaultNestingConfig()
 	cheat.UsePathIDs = true
 	truth, _ := Nest(pairs, cheat)
