@@ -10,18 +10,19 @@ import (
 type TraceBuilder struct {
 	trace   Trace
 	nodes   map[string]NodeID
-	callIDs map[string]uint32
-	pathIDs map[string]uint32
+	callIDs *internTable
+	pathIDs *internTable
 }
 
 // NewTraceBuilder returns an empty builder.
 func NewTraceBuilder() *TraceBuilder {
-	return &TraceBuilder{
-		trace:   Trace{CallIDs: []string{""}, PathIDs: []string{""}},
-		nodes:   make(map[string]NodeID),
-		callIDs: make(map[string]uint32),
-		pathIDs: make(map[string]uint32),
+	b := &TraceBuilder{
+		trace: Trace{CallIDs: []string{""}, PathIDs: []string{""}},
+		nodes: make(map[string]NodeID),
 	}
+	b.callIDs = newInternTable(&b.trace.CallIDs)
+	b.pathIDs = newInternTable(&b.trace.PathIDs)
+	return b
 }
 
 // Grow reserves room for about n more messages, each with its own call id, so
@@ -31,10 +32,8 @@ func (b *TraceBuilder) Grow(n int) {
 		return
 	}
 	b.trace.Messages = slices.Grow(b.trace.Messages, n)
-	if len(b.callIDs) == 0 {
-		b.callIDs = make(map[string]uint32, n/2)
-		b.trace.CallIDs = slices.Grow(b.trace.CallIDs, n/2)
-	}
+	b.callIDs.reserve(n / 2)
+	b.trace.CallIDs = slices.Grow(b.trace.CallIDs, n/2)
 }
 
 // Node interns a node name.
@@ -51,26 +50,19 @@ func (b *TraceBuilder) Node(name []byte) NodeID {
 
 // CallID interns a call id; "-" and the empty id map to NoID.
 func (b *TraceBuilder) CallID(id []byte) uint32 {
-	return intern(id, b.callIDs, &b.trace.CallIDs)
+	return internID(id, b.callIDs)
 }
 
 // PathID interns a ground-truth path id; "-" and the empty id map to NoID.
 func (b *TraceBuilder) PathID(id []byte) uint32 {
-	return intern(id, b.pathIDs, &b.trace.PathIDs)
+	return internID(id, b.pathIDs)
 }
 
-func intern(id []byte, index map[string]uint32, table *[]string) uint32 {
+func internID(id []byte, table *internTable) uint32 {
 	if len(id) == 0 || (len(id) == 1 && id[0] == '-') {
 		return NoID
 	}
-	if v, ok := index[string(id)]; ok {
-		return v
-	}
-	s := string(id)
-	v := uint32(len(*table))
-	*table = append(*table, s)
-	index[s] = v
-	return v
+	return table.intern(id)
 }
 
 // Add appends a message whose ids were interned by this builder.

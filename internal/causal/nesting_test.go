@@ -298,3 +298,27 @@ func TestEmptyInput(t *testing.T) {
 		t.Fatalf("empty input: %v", err)
 	}
 }
+
+func TestInternTable(t *testing.T) {
+	var strs []string
+	tab := newInternTable(&strs)
+	ids := map[string]uint32{}
+	for i := 0; i < 100000; i++ {
+		s := "id" + itoa(i%37000) + strings.Repeat("x", i%5)
+		got := tab.intern([]byte(s))
+		if want, ok := ids[s]; ok && want != got {
+			t.Fatalf("%q interned as %d and %d", s, want, got)
+		}
+		ids[s] = got
+		if strs[got] != s {
+			t.Fatalf("table[%d] = %q, want %q", got, strs[got], s)
+		}
+	}
+	if len(strs) != len(ids) {
+		t.Fatalf("%d strings for %d distinct ids", len(strs), len(ids))
+	}
+	long := strings.Repeat("L", arenaChunk)
+	if strs[tab.intern([]byte(long))] != long || tab.intern([]byte(long)) != tab.intern([]byte(long)) {
+		t.Fatal("long string not interned")
+	}
+}

@@ -617,8 +617,9 @@ func TestTestdata(t *testing.T) {
 			lo, hi := 40_000, 60_000
 			if strings.HasPrefix(name, "multitier") {
 				lo, hi = 180_000, 220_000
-			} else if par < 3 {
-				t.Errorf("mean parallelism %.1f, want several runs open at once", par)
+			} else if par < 0.5 {
+				// The pathological cases only test something when runs overlap on B.
+				t.Errorf("mean runs open %.1f, want runs to overlap often", par)
 			}
 			if st.Messages < lo || st.Messages > hi {
 				t.Errorf("%d messages, want %d..%d", st.Messages, lo, hi)

@@ -441,3 +441,17 @@ func TestWriteIOError(t *testing.T) {
 type failingWriter struct{ err error }
 
 func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+func TestReadSkipPathIDs(t *testing.T) {
+	in := "1.0\tCALL_SENT\tA\tB\tx\tp1\n2.0\tRET_SENT\tB\tA\tx\tp1\n"
+	tr, err := msgtrace.ReadWithOptions(strings.NewReader(in), "t.tsv", msgtrace.ReadOptions{SkipPathIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Messages) != 2 || tr.Messages[0].PathID != causal.NoID || len(tr.PathIDs) != 1 {
+		t.Fatalf("path ids were interned: %+v %v", tr.Messages, tr.PathIDs)
+	}
+	if _, err := msgtrace.ReadWithOptions(strings.NewReader("1.0\tCALL_SENT\tA\tB\tx\tp\textra\n"), "t.tsv", msgtrace.ReadOptions{SkipPathIDs: true}); err == nil {
+		t.Fatal("a seventh column was accepted")
+	}
+}
