@@ -5,7 +5,7 @@ BIN       := bin
 OUT       := out
 TIERSCOPE := $(BIN)/tierscope
 
-.PHONY: all build run test vet fmt-check unit bench bench-go bench-paths fuzz clean
+.PHONY: all build run test vet fmt-check unit bench bench-go bench-paths e2e-long fuzz clean
 
 all: build
 
@@ -40,6 +40,10 @@ bench-go:
 
 bench-paths: build
 	scripts/bench-paths.sh
+
+# Long experiments: the accuracy sweeps of paper 001 figures 19, 21 and 22.
+e2e-long:
+	$(GO) test -tags long -count=1 -timeout 30m -run 'TestFigure(19|21|22)' -v ./internal/causal/ | grep -E 'fig[0-9]+|^(ok|FAIL|---)'
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./internal/msgtrace

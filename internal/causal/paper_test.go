@@ -22,14 +22,18 @@ type run struct {
 	acc      causal.Accuracy
 }
 
-func generate(t testing.TB, config string, opt maketrace.Options) *causal.Trace {
+func readTestdata(t testing.TB, config string) []byte {
 	t.Helper()
-	path := filepath.Join("..", "..", "testdata", config)
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := maketrace.ParseConfig(data, path)
+	return data
+}
+
+func generate(t testing.TB, config string, opt maketrace.Options) *causal.Trace {
+	t.Helper()
+	cfg, err := maketrace.ParseConfig(readTestdata(t, config), config)
 	if err != nil {
 		t.Fatal(err)
 	}
