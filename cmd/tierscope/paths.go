@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/tierscope/tierscope/internal/api"
@@ -24,7 +26,8 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		in         = fs.String("in", "", "message trace (FORMATS.md §1); - for standard input")
 		out        = fs.String("out", "", "output file (default standard output)")
 		format     = fs.String("format", "json", "output format: json, dot or text")
-		top        = fs.Int("top", 0, "write only the N most frequent patterns (0 = all)")
+		top        = fs.Int("top", 0, "write only the first N patterns (0 = all)")
+		sortBy     = fs.String("sort", "count", "pattern order: count (FORMATS.md §2) or latency (total latency, as in figure 11)")
 		quantum    = fs.Duration("quantum", 10*time.Millisecond, "convolution time quantum μ (nesting ignores it)")
 		truth      = fs.Bool("truth", false, "score against the path column (paper 001 §7.5.1)")
 		skew       = fs.Duration("skew-window", 0, "skew window tolerance for nesting comparisons (§7.5.6)")
@@ -47,6 +50,9 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	if *format != "json" && *format != "dot" && *format != "text" {
 		return usagef("--format must be json, dot or text, not %q", *format)
+	}
+	if *sortBy != "count" && *sortBy != "latency" {
+		return usagef("--sort must be count or latency, not %q", *sortBy)
 	}
 	if *top < 0 {
 		return usagef("--top must be ≥ 0")
@@ -102,6 +108,9 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	report, err := inferPaths(tr, cfg, *truth, progress)
 	if err != nil {
 		return err
+	}
+	if *sortBy == "latency" {
+		slices.SortStableFunc(report.Patterns, func(a, b api.PathPattern) int { return cmp.Compare(b.TotalLatencyMs, a.TotalLatencyMs) })
 	}
 	if *top > 0 && len(report.Patterns) > *top {
 		report.Patterns = report.Patterns[:*top]
