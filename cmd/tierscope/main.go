@@ -21,6 +21,8 @@ const (
 	commandSummary = `commands:
   paths      infer causal path patterns from a message trace (FORMATS.md §2)
   maketrace  generate a message trace from tracelets (FORMATS.md §3)
+  convert    convert a trace dataset (Nezha CSV) to OTLP/JSON lines (FORMATS.md §4)
+  stitch     infer lost parents of OTLP spans and tag their causal paths (FORMATS.md §4)
 
 Run 'tierscope <command> -h' for the flags of a command.`
 )
@@ -40,6 +42,8 @@ type command struct {
 var commands = []command{
 	{"paths", runPaths},
 	{"maketrace", runMaketrace},
+	{"convert", runConvert},
+	{"stitch", runStitch},
 }
 
 func main() {

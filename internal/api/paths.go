@@ -60,3 +60,39 @@ type PathsTruth struct {
 	TruthPatterns             int     `json:"truth_patterns"`
 	FalseNegativeInstanceRate float64 `json:"false_negative_instance_rate"`
 }
+
+// StitchReport is the report of `tierscope stitch` (FORMATS.md §4).
+type StitchReport struct {
+	Spans          int           `json:"spans"`
+	Orphans        int           `json:"orphans"`
+	Inferred       int           `json:"inferred"`
+	LeftOrphan     int           `json:"left_orphan"`
+	Unresolved     int           `json:"unresolved"`
+	Skipped        int           `json:"skipped"`
+	ZeroDuration   int           `json:"zero_duration"`
+	UnknownKind    int           `json:"unknown_kind"`
+	LongAttributes int           `json:"long_attributes"`
+	Patterns       []PathPattern `json:"patterns"`
+	Truth          *StitchTruth  `json:"truth,omitempty"`
+}
+
+// StitchTruth scores stitching against the true parents carried by test data.
+type StitchTruth struct {
+	Links          int                 `json:"links"`
+	Correct        int                 `json:"correct"`
+	Accuracy       float64             `json:"accuracy"`
+	OrphanLinks    int                 `json:"orphan_links"`
+	OrphanCorrect  int                 `json:"orphan_correct"`
+	OrphanAccuracy float64             `json:"orphan_accuracy"`
+	RootsAttached  int                 `json:"roots_attached"`
+	Calibration    []CalibrationBucket `json:"calibration"`
+}
+
+// CalibrationBucket is the accuracy of inferred parents in one confidence range.
+type CalibrationBucket struct {
+	Low      float64 `json:"low"`
+	High     float64 `json:"high"`
+	Inferred int     `json:"inferred"`
+	Correct  int     `json:"correct"`
+	Accuracy float64 `json:"accuracy"`
+}

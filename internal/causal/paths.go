@@ -16,8 +16,8 @@ var LatencyBins = stats.LogBins{Base: 1.05, Min: 0.001, Count: 500}
 // PatternNode is one node of a causal path pattern. Latency is the time from the
 // call into the node to its return, including its callees; CallDelay is the time
 // from the call into its parent to the call into this node (figure 4,
-// CreatePathNode). Both are in milliseconds and nil at the pattern's root, which is
-// the node that sent the first call.
+// CreatePathNode). Both are in milliseconds. For message traces the pattern's root
+// is the node that sent the first call, which has no timing, so both are nil there.
 type PatternNode struct {
 	Node      string
 	Latency   *stats.LogHistogram
@@ -30,30 +30,9 @@ type PatternNode struct {
 type Pattern struct {
 	Signature string
 	Count     int
-	// TotalLatency is the sum over instances of the root call's latency, in ms.
+	// TotalLatency is the sum over instances of the first call's latency, in ms.
 	TotalLatency float64
 	Root         *PatternNode
-}
-
-// Patterns coalesces the nesting into causal path patterns, step 4 of the
-// algorithm. Every pair that has no parent starts a path; the path's signature is
-// canonical (FORMATS.md §2): a node's name, followed, when it has children, by their
-// signatures sorted as byte strings in parentheses. Children with equal signatures
-// are matched to pattern nodes in call order, so repeated calls keep their own
-// statistics. Patterns are sorted by count, largest first, then by signature.
-func (n *Nesting) Patterns(nodes []string) []*Pattern {
-	b := patternBuilder{n: n, nodes: nodes, sigs: make(sliceSigs, len(n.Pairs)), table: make(map[string]*Pattern)}
-	for i := range n.Pairs {
-		if n.Parent[i] < 0 {
-			b.addInstance(int32(i))
-		}
-	}
-	out := make([]*Pattern, 0, len(b.table))
-	for _, p := range b.table {
-		out = append(out, p)
-	}
-	SortPatterns(out)
-	return out
 }
 
 // SortPatterns orders patterns by count, largest first, then by signature.
@@ -66,85 +45,129 @@ func SortPatterns(ps []*Pattern) {
 	})
 }
 
+// callTree is a forest of timed calls from which patterns are built.
+type callTree interface {
+	name(i int32) string
+	interval(i int32) (start, end int64)
+	children(i int32, dst []int32) []int32
+}
+
+// Patterns coalesces the nesting into causal path patterns, step 4 of the
+// algorithm. Every pair that has no parent starts a path whose root is the pair's
+// caller. Signatures are canonical (FORMATS.md §2): a node's name, followed, when it
+// has children, by their signatures sorted as byte strings in parentheses. Children
+// with equal signatures are matched to pattern nodes in call order, so repeated
+// calls keep their own statistics. Patterns are sorted by SortPatterns.
+func (n *Nesting) Patterns(nodes []string) []*Pattern {
+	t := nestingTree{n, nodes}
+	b := newPatternBuilder(t, len(n.Pairs))
+	for i := range n.Pairs {
+		if n.Parent[i] < 0 {
+			b.add(int32(i), nodes[n.Pairs[i].Caller])
+		}
+	}
+	return b.patterns()
+}
+
 // RootSignature is the signature of the path that starts at pair root.
 func (n *Nesting) RootSignature(nodes []string, root int32) string {
-	b := patternBuilder{n: n, nodes: nodes, sigs: make(mapSigs)}
+	b := newPatternBuilder(nestingTree{n, nodes}, len(n.Pairs))
 	return nodes[n.Pairs[root].Caller] + "(" + b.signature(root) + ")"
 }
 
-type patternBuilder struct {
+type nestingTree struct {
 	n     *Nesting
 	nodes []string
-	sigs  sigStore
+}
+
+func (t nestingTree) name(i int32) string                   { return t.nodes[t.n.Pairs[i].Callee] }
+func (t nestingTree) interval(i int32) (int64, int64)       { return t.n.Pairs[i].Call, t.n.Pairs[i].Return }
+func (t nestingTree) children(i int32, dst []int32) []int32 { return t.n.ChildrenOf(i, dst) }
+
+type patternBuilder struct {
+	t     callTree
+	sigs  []string // memoised subtree signatures
 	table map[string]*Pattern
 	kids  [][]int32 // per-depth scratch for sorted children
 }
 
-// sigStore memoises subtree signatures per pair: a slice for whole-trace work, a map
-// for single look-ups.
-type sigStore interface {
-	get(i int32) string
-	set(i int32, s string)
+func newPatternBuilder(t callTree, size int) *patternBuilder {
+	return &patternBuilder{t: t, sigs: make([]string, size), table: make(map[string]*Pattern)}
 }
 
-type sliceSigs []string
-
-func (s sliceSigs) get(i int32) string    { return s[i] }
-func (s sliceSigs) set(i int32, v string) { s[i] = v }
-
-type mapSigs map[int32]string
-
-func (s mapSigs) get(i int32) string    { return s[i] }
-func (s mapSigs) set(i int32, v string) { s[i] = v }
-
-func (b *patternBuilder) addInstance(root int32) {
-	sig := b.nodes[b.n.Pairs[root].Caller] + "(" + b.signature(root) + ")"
+// add records the instance rooted at i. With a caller name, the pattern's root is
+// that caller and i is its only child (message traces); without, i is the root.
+func (b *patternBuilder) add(i int32, caller string) string {
+	sig := b.signature(i)
+	if caller != "" {
+		sig = caller + "(" + sig + ")"
+	}
 	p, ok := b.table[sig]
 	if !ok {
-		p = &Pattern{Signature: sig, Root: &PatternNode{Node: b.nodes[b.n.Pairs[root].Caller]}}
-		p.Root.Children = []*PatternNode{b.newNode(root, 0)}
+		p = &Pattern{Signature: sig}
+		if caller != "" {
+			p.Root = &PatternNode{Node: caller, Children: []*PatternNode{b.newNode(i, 0)}}
+		} else {
+			p.Root = b.newNode(i, 0)
+		}
 		b.table[sig] = p
 	}
+	start, end := b.t.interval(i)
 	p.Count++
-	p.TotalLatency += nsToMs(b.n.Pairs[root].Latency())
-	b.record(p.Root.Children[0], root, b.n.Pairs[root].Call, 0)
+	p.TotalLatency += nsToMs(end - start)
+	node := p.Root
+	if caller != "" {
+		node = p.Root.Children[0]
+	}
+	b.record(node, i, start, 0)
+	return sig
 }
 
-// signature computes (and memoises) the canonical signature of pair i's subtree.
+func (b *patternBuilder) patterns() []*Pattern {
+	out := make([]*Pattern, 0, len(b.table))
+	for _, p := range b.table {
+		out = append(out, p)
+	}
+	SortPatterns(out)
+	return out
+}
+
+// signature computes (and memoises) the canonical signature of i's subtree.
 func (b *patternBuilder) signature(i int32) string {
-	if s := b.sigs.get(i); s != "" {
+	if s := b.sigs[i]; s != "" {
 		return s
 	}
-	name := b.nodes[b.n.Pairs[i].Callee]
-	if b.n.firstChild[i] < 0 {
-		b.sigs.set(i, name)
+	name := b.t.name(i)
+	kids := b.t.children(i, nil)
+	if len(kids) == 0 {
+		b.sigs[i] = name
 		return name
 	}
-	var childSigs []string
-	for c := b.n.firstChild[i]; c >= 0; c = b.n.nextSibling[c] {
-		childSigs = append(childSigs, b.signature(c))
+	childSigs := make([]string, len(kids))
+	for k, c := range kids {
+		childSigs[k] = b.signature(c)
 	}
 	slices.Sort(childSigs)
 	s := name + "(" + strings.Join(childSigs, ",") + ")"
-	b.sigs.set(i, s)
+	b.sigs[i] = s
 	return s
 }
 
-// sortedChildren returns pair i's children in canonical order: by signature, then by
-// call time. The slice is scratch owned by depth.
+// sortedChildren returns i's children in canonical order: by signature, then in
+// their own order (call time). The slice is scratch owned by depth.
 func (b *patternBuilder) sortedChildren(i int32, depth int) []int32 {
 	for len(b.kids) <= depth {
 		b.kids = append(b.kids, nil)
 	}
-	kids := b.n.ChildrenOf(i, b.kids[depth][:0])
-	slices.SortStableFunc(kids, func(x, y int32) int { return strings.Compare(b.sigs.get(x), b.sigs.get(y)) })
+	kids := b.t.children(i, b.kids[depth][:0])
+	slices.SortStableFunc(kids, func(x, y int32) int { return strings.Compare(b.sigs[x], b.sigs[y]) })
 	b.kids[depth] = kids
 	return kids
 }
 
 func (b *patternBuilder) newNode(i int32, depth int) *PatternNode {
 	node := &PatternNode{
-		Node:      b.nodes[b.n.Pairs[i].Callee],
+		Node:      b.t.name(i),
 		Latency:   stats.NewLogHistogram(LatencyBins),
 		CallDelay: stats.NewLogHistogram(LatencyBins),
 	}
@@ -154,14 +177,14 @@ func (b *patternBuilder) newNode(i int32, depth int) *PatternNode {
 	return node
 }
 
-// record adds pair i's latency and call delay to node, and recurses; parentCall is
-// the call time of i's parent (its own call time for a root, so its delay is 0).
-func (b *patternBuilder) record(node *PatternNode, i int32, parentCall int64, depth int) {
-	p := &b.n.Pairs[i]
-	node.Latency.Add(nsToMs(p.Latency()))
-	node.CallDelay.Add(nsToMs(p.Call - parentCall))
+// record adds i's latency and call delay to node, and recurses; parentStart is the
+// start of i's parent (its own start at the root, so its delay is 0).
+func (b *patternBuilder) record(node *PatternNode, i int32, parentStart int64, depth int) {
+	start, end := b.t.interval(i)
+	node.Latency.Add(nsToMs(end - start))
+	node.CallDelay.Add(nsToMs(start - parentStart))
 	for k, c := range b.sortedChildren(i, depth) {
-		b.record(node.Children[k], c, p.Call, depth+1)
+		b.record(node.Children[k], c, start, depth+1)
 	}
 }
 

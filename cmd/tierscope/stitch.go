@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/otlpjsonl"
+	"github.com/tierscope/tierscope/internal/stitch"
+)
+
+func runStitch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("stitch", "stitch --in spans.jsonl --out stitched.jsonl [--mode reparent|link|annotate] [--report report.json]", stderr)
+	def := stitch.DefaultOptions()
+	var (
+		in         = fs.String("in", "", "spans as OTLP/JSON lines (the file exporter's format); - for standard input")
+		out        = fs.String("out", "", "stitched spans (default standard output)")
+		mode       = fs.String("mode", "reparent", "how inferred parents are written: reparent, link or annotate")
+		reportPath = fs.String("report", "", "write counts, path patterns and (with truth attributes) accuracy as JSON")
+		skew       = fs.Duration("skew-window", def.Config.SkewWindow, "clock difference tolerated between processes")
+		local      = fs.Duration("local-window", def.Config.LocalWindow, "timestamp rounding tolerated within a process")
+		async      = fs.Duration("async-window", def.Config.AsyncWindow, "longest delay from a PRODUCER span to its CONSUMER span")
+		noTags     = fs.Bool("no-path-tags", false, "do not write tierscope.path.signature on spans")
+	)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	m, err := stitch.ParseMode(*mode)
+	if err != nil {
+		return usagef("--mode: %v", err)
+	}
+	opt := def
+	opt.Mode, opt.TagPaths = m, !*noTags
+	opt.Config.SkewWindow, opt.Config.LocalWindow, opt.Config.AsyncWindow = *skew, *local, *async
+	st, err := stitch.New(opt)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+
+	r, name, closeIn, err := input(*in, stdin)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	var batches []ptrace.Traces
+	reader := otlpjsonl.NewReader(r, name)
+	for {
+		td, _, err := reader.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		batches = append(batches, td)
+	}
+	began := time.Now()
+	rep := st.Stitch(batches...)
+	if rep.Spans == 0 {
+		return fmt.Errorf("%s: no spans", name)
+	}
+
+	o, err := openOutput(*out, stdout)
+	if err != nil {
+		return err
+	}
+	w := otlpjsonl.NewWriter(o)
+	for _, td := range batches {
+		if err := w.Write(td); err != nil {
+			o.abort()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		o.abort()
+		return err
+	}
+	if err := o.commit(); err != nil {
+		return err
+	}
+	if *reportPath != "" {
+		if err := writeStitchReport(*reportPath, rep); err != nil {
+			return err
+		}
+	}
+	summary := fmt.Sprintf("%d spans, %d orphans, %d inferred, %d left orphan, %d patterns", rep.Spans, rep.Orphans, rep.Inferred, rep.LeftOrphan, len(rep.Patterns))
+	if rep.Skipped > 0 {
+		summary += fmt.Sprintf(", %d passed through untouched (empty ids or end before start)", rep.Skipped)
+	}
+	if t := rep.Truth; t != nil {
+		summary += fmt.Sprintf("; truth: %d/%d links correct (%.2f%%), lost links %d/%d (%.2f%%), %d roots attached",
+			t.Correct, t.Links, 100*t.Accuracy, t.OrphanCorrect, t.OrphanLinks, 100*t.OrphanAccuracy, t.RootsAttached)
+	}
+	fmt.Fprintf(stderr, "%s stitch: %s (%.2fs)\n", programName, summary, time.Since(began).Seconds())
+	return nil
+}
+
+func writeStitchReport(path string, rep stitch.Report) error {
+	doc := api.StitchReport{
+		Spans: rep.Spans, Orphans: rep.Orphans, Inferred: rep.Inferred, LeftOrphan: rep.LeftOrphan,
+		Unresolved: rep.Unresolved, Skipped: rep.Skipped, ZeroDuration: rep.ZeroDuration,
+		UnknownKind: rep.UnknownKind, LongAttributes: rep.LongAttributes,
+		Patterns: toAPIPatterns(rep.Patterns),
+	}
+	if t := rep.Truth; t != nil {
+		doc.Truth = &api.StitchTruth{
+			Links: t.Links, Correct: t.Correct, Accuracy: t.Accuracy,
+			OrphanLinks: t.OrphanLinks, OrphanCorrect: t.OrphanCorrect, OrphanAccuracy: t.OrphanAccuracy,
+			RootsAttached: t.RootsAttached,
+		}
+		for _, b := range t.Calibration {
+			doc.Truth.Calibration = append(doc.Truth.Calibration, api.CalibrationBucket(b))
+		}
+	}
+	o, err := openOutput(path, os.Stdout)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(o)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		o.abort()
+		return err
+	}
+	return o.commit()
+}

@@ -1,0 +1,99 @@
+package causal
+
+// SpanPaths builds the causal path patterns of stitched spans (FORMATS.md §4: the
+// same form as §2, with service names as node names). Spans are the nodes of the
+// path where label[i] ≥ 0: labels[label[i]] names the node, normally the span's
+// service for SERVER/CONSUMER spans and the callee for CLIENT/PRODUCER spans that
+// reach no instrumented server (a database, an uninstrumented back end). Spans with
+// label −1 (INTERNAL spans, CLIENT spans whose SERVER span is known) are
+// transparent: their children hang from their nearest labelled ancestor. Every root
+// of the forest starts one path and should be labelled.
+//
+// It returns the patterns and, for every span, the signature of the path it is on.
+func SpanPaths(spans []Span, parent []int32, label []int32, labels []string) ([]*Pattern, []string) {
+	t := newSpanTree(spans, parent, label, labels)
+	b := newPatternBuilder(t, len(spans))
+	sigOfRoot := make(map[int32]string)
+	for _, r := range t.roots {
+		sigOfRoot[r] = b.add(r, "")
+	}
+	sigs := make([]string, len(spans))
+	for i := range spans {
+		sigs[i] = sigOfRoot[t.root[i]]
+	}
+	return b.patterns(), sigs
+}
+
+// spanTree is the forest of labelled spans, each hung from its nearest labelled
+// ancestor.
+type spanTree struct {
+	spans       []Span
+	label       []int32
+	labels      []string
+	first, next []int32 // children lists, in start order
+	roots       []int32
+	root        []int32 // the root of every span's tree (labelled or not)
+}
+
+func newSpanTree(spans []Span, parent, label []int32, labels []string) *spanTree {
+	n := len(spans)
+	t := &spanTree{spans: spans, label: label, labels: labels, first: make([]int32, n), next: make([]int32, n), root: make([]int32, n)}
+	for i := range t.first {
+		t.first[i], t.next[i], t.root[i] = -1, -1, -1
+	}
+	up := make([]int32, n) // nearest labelled proper ancestor, -1 if none
+	for i := range spans {
+		up[i] = -1
+		for p, steps := parent[i], 0; p >= 0 && steps < n; p, steps = parent[p], steps+1 {
+			if label[p] >= 0 {
+				up[i] = p
+				break
+			}
+		}
+		r := int32(i)
+		for p, steps := parent[i], 0; p >= 0 && steps < n; p, steps = parent[p], steps+1 {
+			r = p
+		}
+		t.root[i] = r
+	}
+	order := orderSpansByStart(spans)
+	last := make([]int32, n)
+	for i := range last {
+		last[i] = -1
+	}
+	for _, i := range order {
+		if label[i] < 0 {
+			continue
+		}
+		p := up[i]
+		if p < 0 {
+			t.roots = append(t.roots, i)
+			continue
+		}
+		if last[p] < 0 {
+			t.first[p] = i
+		} else {
+			t.next[last[p]] = i
+		}
+		last[p] = i
+	}
+	return t
+}
+
+func (t *spanTree) name(i int32) string             { return t.labels[t.label[i]] }
+func (t *spanTree) interval(i int32) (int64, int64) { return t.spans[i].Start, t.spans[i].End }
+func (t *spanTree) children(i int32, dst []int32) []int32 {
+	for c := t.first[i]; c >= 0; c = t.next[c] {
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+func orderSpansByStart(spans []Span) []int32 {
+	order := make([]int32, len(spans))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sortStableBy(order, func(i int32) int64 { return spans[i].Start })
+	return order
+}

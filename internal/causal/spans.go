@@ -1,0 +1,357 @@
+package causal
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tierscope/tierscope/internal/stats"
+)
+
+// SpanKind is the role of a span in an RPC, as in OpenTelemetry.
+type SpanKind uint8
+
+const (
+	KindUnspecified SpanKind = iota
+	KindInternal
+	KindServer
+	KindClient
+	KindProducer
+	KindConsumer
+)
+
+// RemoteEntry reports whether a span of this kind is entered from another process,
+// so that its parent, if any, is a CLIENT or PRODUCER span elsewhere.
+func (k SpanKind) RemoteEntry() bool { return k == KindServer || k == KindConsumer }
+
+// RemoteCaller reports whether a span of this kind calls another process.
+func (k SpanKind) RemoteCaller() bool { return k == KindClient || k == KindProducer }
+
+// Span is a span as span stitching sees it: a call pair seen from one side. The
+// adapter that builds it interns names into small integers.
+type Span struct {
+	Start, End int64  // nanoseconds
+	Service    int32  // the service the span belongs to (service.name)
+	Instance   int32  // the process it ran in; local parents share it
+	Name       int32  // the span name (operation)
+	Kind       SpanKind
+	Peer       int32 // for CLIENT/PRODUCER: the service it calls when known, else -1
+	Parent     int32 // index of the parent known from context, else -1
+	// Orphan marks a span whose context was lost, so its parent is inferred. A
+	// span with no parent that is not marked stays a root.
+	Orphan bool
+}
+
+// StitchConfig holds the parameters of span stitching.
+type StitchConfig struct {
+	// SkewWindow tolerates clock differences between processes: a SERVER span may
+	// start up to w before its CLIENT span and end up to w after it.
+	SkewWindow time.Duration
+	// LocalWindow tolerates timestamp rounding within one process (some SDKs stamp
+	// the server span in whole milliseconds).
+	LocalWindow time.Duration
+	// AsyncWindow bounds how long after a PRODUCER span a CONSUMER span may start.
+	AsyncWindow time.Duration
+	// Bins index the scoreboard by the nesting delay (child start − parent start).
+	Bins stats.LogBins
+	// OverlapPenalty is the paper's x for local parents; ExclusivePenalty applies
+	// the same form to a CLIENT span that already has a SERVER child, since one
+	// call reaches one server.
+	OverlapPenalty, ExclusivePenalty float64
+}
+
+// DefaultStitchConfig returns settings measured on the TrainTicket traces.
+func DefaultStitchConfig() StitchConfig {
+	return StitchConfig{
+		SkewWindow:       5 * time.Millisecond,
+		LocalWindow:      time.Millisecond,
+		AsyncWindow:      10 * time.Second,
+		Bins:             stats.LogBins{Base: 1.05, Min: float64(10 * time.Microsecond), Count: 500},
+		OverlapPenalty:   2,
+		ExclusivePenalty: 10,
+	}
+}
+
+// Validate reports settings that cannot be used.
+func (c StitchConfig) Validate() error {
+	if err := c.Bins.Validate(); err != nil {
+		return fmt.Errorf("stitch: %w", err)
+	}
+	if c.Bins.Count > maxBins {
+		return fmt.Errorf("stitch: at most %d bins, got %d", maxBins, c.Bins.Count)
+	}
+	if c.SkewWindow < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 {
+		return fmt.Errorf("stitch: windows must be ≥ 0")
+	}
+	if !(c.OverlapPenalty >= 0) || !(c.ExclusivePenalty >= 0) || math.IsInf(c.OverlapPenalty+c.ExclusivePenalty, 0) {
+		return fmt.Errorf("stitch: penalties must be finite and ≥ 0")
+	}
+	return nil
+}
+
+// StitchResult is the parent of every span after inference.
+type StitchResult struct {
+	// Parent is the known or inferred parent of each span, -1 for a root.
+	Parent []int32
+	// Inferred marks the spans whose parent was inferred here.
+	Inferred []bool
+	// Confidence is, for an inferred parent, its share of the penalised scores of
+	// all candidates weighted by how typical its delay is (see the package doc).
+	Confidence []float32
+	// Orphans counts the spans marked Orphan; LeftOrphan those with no candidate.
+	Orphans, LeftOrphan int
+}
+
+// stitchKey is a scoreboard key: parent (service, name) to child (service, name).
+type stitchKey struct{ ps, pn, cs, cn int32 }
+
+// Stitch infers the parents of orphan spans with the nesting algorithm of paper
+// 001 §5.1 carried over from messages to spans:
+//
+//   - candidates: an orphan SERVER/CONSUMER span may nest in a CLIENT/PRODUCER span
+//     of any process that encloses it within the skew window (a CONSUMER only needs
+//     to start within AsyncWindow after its PRODUCER); any other orphan may nest in
+//     a span of its own process that encloses it within the local window. A known
+//     peer (the CLIENT span's resolved callee) must be the orphan's service.
+//   - scoreboard: for every orphan, 1/|candidates| goes to the bin of
+//     start(child) − start(parent) under the key (parent service, parent name,
+//     child service, child name); spans whose parent is known add weight 1, so
+//     the delays learned from intact traces guide the broken ones.
+//   - choice: by decreasing certainty, each orphan takes the candidate with the
+//     highest score times (1+c)^−x, c counting the candidate's children that
+//     overlap the orphan in time (ExclusivePenalty instead of x when a CLIENT
+//     span already has a SERVER child). A candidate that would close a cycle is
+//     skipped.
+func Stitch(spans []Span, cfg StitchConfig) (*StitchResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(spans) > math.MaxInt32 {
+		return nil, fmt.Errorf("stitch: %d spans exceed the supported %d", len(spans), math.MaxInt32)
+	}
+	n := len(spans)
+	res := &StitchResult{Parent: make([]int32, n), Inferred: make([]bool, n), Confidence: make([]float32, n)}
+	for i := range spans {
+		res.Parent[i] = spans[i].Parent
+		if spans[i].Orphan && spans[i].Parent < 0 {
+			res.Orphans++
+		}
+	}
+	cands, start := spanCandidates(spans, cfg)
+
+	// Score: orphans spread 1/N over their candidates, known links count fully.
+	index := make(map[stitchKey]int32)
+	var hists [][]float64
+	histOf := func(p, c int32) int32 {
+		k := stitchKey{spans[p].Service, spans[p].Name, spans[c].Service, spans[c].Name}
+		h, ok := index[k]
+		if !ok {
+			h = int32(len(hists))
+			index[k] = h
+			hists = append(hists, make([]float64, 2*cfg.Bins.Count-1))
+		}
+		return h
+	}
+	candHist := make([]int32, len(cands))
+	candBin := make([]uint16, len(cands))
+	for c := range spans {
+		if p := spans[c].Parent; p >= 0 && int(p) < n {
+			hists[histOf(p, int32(c))][signedBin(cfg.Bins, spans[c].Start-spans[p].Start)]++
+		}
+		lo, hi := start[c], start[c+1]
+		for k := lo; k < hi; k++ {
+			p := cands[k]
+			candHist[k] = histOf(p, int32(c))
+			candBin[k] = uint16(signedBin(cfg.Bins, spans[c].Start-spans[p].Start))
+			hists[candHist[k]][candBin[k]] += 1 / float64(hi-lo)
+		}
+	}
+	// peak[h] normalises a bin to its histogram's mode for the confidence.
+	peak := make([]float64, len(hists))
+	for h, hist := range hists {
+		peak[h] = slices.Max(hist)
+	}
+
+	// Children already known, for the penalties.
+	kids := make([][]int32, n)
+	for c := range spans {
+		if p := spans[c].Parent; p >= 0 && int(p) < n {
+			kids[p] = append(kids[p], int32(c))
+		}
+	}
+
+	// Order: most decisive raw score share first.
+	var order []int32
+	share := make([]float64, n)
+	for c := range spans {
+		lo, hi := start[c], start[c+1]
+		if lo == hi {
+			if spans[c].Orphan && spans[c].Parent < 0 {
+				res.LeftOrphan++
+			}
+			continue
+		}
+		var best, sum float64
+		for k := lo; k < hi; k++ {
+			v := hists[candHist[k]][candBin[k]]
+			sum += v
+			best = max(best, v)
+		}
+		share[c] = best / sum
+		order = append(order, int32(c))
+	}
+	slices.SortStableFunc(order, func(a, b int32) int {
+		switch {
+		case share[a] > share[b]:
+			return -1
+		case share[a] < share[b]:
+			return 1
+		}
+		return cmpInt64(spans[a].Start, spans[b].Start)
+	})
+
+	overlap := newPenaltyFactor(cfg.OverlapPenalty)
+	exclusive := newPenaltyFactor(cfg.ExclusivePenalty)
+	for _, c := range order {
+		cs := &spans[c]
+		best, bestScore, sum := int32(-1), math.Inf(-1), 0.0
+		bestK := uint32(0)
+		for k := start[c]; k < start[c+1]; k++ {
+			p := cands[k]
+			if isSpanAncestorOrSelf(res.Parent, c, p) {
+				continue
+			}
+			var nOverlap, nServers int
+			for _, s := range kids[p] {
+				ss := &spans[s]
+				if ss.Kind.RemoteEntry() {
+					nServers++
+				}
+				if ss.Start < cs.End && cs.Start < ss.End {
+					nOverlap++
+				}
+			}
+			score := hists[candHist[k]][candBin[k]]
+			if spans[p].Kind.RemoteCaller() && cs.Kind.RemoteEntry() {
+				score *= exclusive.of(nServers)
+			} else {
+				score *= overlap.of(nOverlap)
+			}
+			sum += score
+			if score > bestScore {
+				best, bestScore, bestK = p, score, k
+			}
+		}
+		if best < 0 {
+			res.LeftOrphan++
+			continue
+		}
+		res.Parent[c] = best
+		res.Inferred[c] = true
+		kids[best] = append(kids[best], c)
+		conf := 1.0
+		if sum > 0 {
+			conf = bestScore / sum
+		}
+		if pk := peak[candHist[bestK]]; pk > 0 {
+			conf *= math.Sqrt(hists[candHist[bestK]][candBin[bestK]] / pk)
+		}
+		res.Confidence[c] = float32(conf)
+	}
+	return res, nil
+}
+
+func isSpanAncestorOrSelf(parent []int32, a, p int32) bool {
+	for steps := 0; p >= 0 && steps <= len(parent); steps++ {
+		if p == a {
+			return true
+		}
+		p = parent[p]
+	}
+	return false
+}
+
+// spanCandidates returns, in CSR form, the candidate parents of every orphan span
+// without a known parent, sorted by start time (earliest first breaks ties).
+func spanCandidates(spans []Span, cfg StitchConfig) (cands []int32, start []uint32) {
+	byStart := make([]int32, len(spans))
+	for i := range byStart {
+		byStart[i] = int32(i)
+	}
+	slices.SortStableFunc(byStart, func(a, b int32) int { return cmpInt64(spans[a].Start, spans[b].Start) })
+
+	w, lw, aw := int64(cfg.SkewWindow), int64(cfg.LocalWindow), int64(cfg.AsyncWindow)
+	// Active spans that may still enclose a later orphan: one list per process for
+	// local parents, one list of CLIENT/PRODUCER spans for remote parents.
+	local := make(map[int32][]int32)
+	var remote []int32
+	lists := make([][]int32, len(spans))
+	next := 0
+	for _, c := range byStart {
+		cs := &spans[c]
+		horizon := cs.Start + max(w, lw)
+		for next < len(byStart) && spans[byStart[next]].Start <= horizon {
+			p := byStart[next]
+			local[spans[p].Instance] = append(local[spans[p].Instance], p)
+			if spans[p].Kind.RemoteCaller() {
+				remote = append(remote, p)
+			}
+			next++
+		}
+		if !cs.Orphan || cs.Parent >= 0 {
+			continue
+		}
+		if cs.Kind.RemoteEntry() {
+			remote = prune(spans, remote, cs.Start-max(w, aw))
+			for _, p := range remote {
+				ps := &spans[p]
+				if p == c || ps.Start > cs.Start+w || (ps.Peer >= 0 && ps.Peer != cs.Service) {
+					continue
+				}
+				if cs.Kind == KindConsumer {
+					if ps.Kind != KindProducer || cs.Start-ps.Start > aw {
+						continue
+					}
+				} else if ps.Kind != KindClient || ps.End < cs.End-w {
+					continue
+				}
+				lists[c] = append(lists[c], p)
+			}
+		} else {
+			act := prune(spans, local[cs.Instance], cs.Start-lw)
+			local[cs.Instance] = act
+			for _, p := range act {
+				ps := &spans[p]
+				if p != c && ps.Start <= cs.Start+lw && ps.End >= cs.End-lw {
+					lists[c] = append(lists[c], p)
+				}
+			}
+		}
+	}
+	start = make([]uint32, len(spans)+1)
+	for i, l := range lists {
+		start[i+1] = start[i] + uint32(len(l))
+	}
+	cands = make([]int32, 0, start[len(spans)])
+	for _, l := range lists {
+		cands = append(cands, l...)
+	}
+	return cands, start
+}
+
+// prune drops spans that ended before horizon, keeping start order. A PRODUCER is
+// kept until horizon passes its start, since its CONSUMER may start after it ends.
+func prune(spans []Span, active []int32, horizon int64) []int32 {
+	kept := active[:0]
+	for _, p := range active {
+		end := spans[p].End
+		if spans[p].Kind == KindProducer {
+			end = max(end, spans[p].Start)
+		}
+		if end >= horizon {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}

@@ -1,0 +1,125 @@
+package stitch
+
+import (
+	"net/url"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// maxAttrLen is the longest attribute value used as an endpoint; longer values are
+// ignored (and counted), so one huge attribute cannot bloat the address map.
+const maxAttrLen = 512
+
+// peer is what a CLIENT or PRODUCER span says about the process it calls.
+type peer struct {
+	service string // a service name given outright (service.peer.name, peer.service)
+	address string // host:port, RPC service or messaging destination, learnable
+	label   string // the node name for paths when the peer is not resolved
+}
+
+// peerOf reads the peer of a CLIENT/PRODUCER span, current semantic conventions
+// first and the legacy names as a fallback (DESIGN.md, "Who is the peer?").
+func peerOf(attrs pcommon.Map, tooLong *int) peer {
+	get := func(keys ...string) string {
+		for _, k := range keys {
+			if v, ok := attrs.Get(k); ok {
+				s := v.AsString()
+				if len(s) > maxAttrLen {
+					*tooLong++
+					continue
+				}
+				if s != "" {
+					return s
+				}
+			}
+		}
+		return ""
+	}
+	var p peer
+	p.service = get("service.peer.name", "peer.service")
+	if sys := get("db.system.name", "db.system"); sys != "" {
+		p.label = sys
+		if ns := get("db.namespace", "db.name"); ns != "" {
+			p.label = sys + "/" + ns
+		}
+	}
+	if rpc := get("rpc.service"); rpc != "" {
+		p.address = "rpc:" + rpc
+	} else if m := get("rpc.method"); strings.Contains(m, "/") {
+		p.address = "rpc:" + m[:strings.LastIndexByte(m, '/')]
+	}
+	if dest := get("messaging.destination.name"); dest != "" && p.address == "" {
+		p.address = "msg:" + get("messaging.system") + "/" + dest
+	}
+	if p.address == "" {
+		p.address = hostPort(get("server.address", "net.peer.name"), get("server.port", "net.peer.port"))
+	}
+	if p.address == "" {
+		if u := get("url.full", "http.url"); u != "" {
+			if parsed, err := url.Parse(u); err == nil && parsed.Host != "" {
+				p.address = parsed.Host
+			}
+		}
+	}
+	if p.address == "" {
+		p.address = hostPort(get("network.peer.address", "net.sock.peer.addr"), get("network.peer.port", "net.sock.peer.port"))
+	}
+	switch {
+	case p.label != "":
+	case p.service != "":
+		p.label = p.service
+	case p.address != "":
+		p.label = p.address
+	}
+	return p
+}
+
+func hostPort(host, port string) string {
+	if host == "" {
+		return ""
+	}
+	if port == "" {
+		return host
+	}
+	return host + ":" + port
+}
+
+// AddressBook learns which service answers at an address from spans that still
+// carry context (a CLIENT span whose child SERVER span is known), as the
+// servicegraph connector learns its edges, and resolves the spans that lost it. It is
+// bounded: beyond max entries the oldest is forgotten.
+type AddressBook struct {
+	max     int
+	entries map[string]string
+	order   []string // insertion order, for eviction
+	Evicted int
+}
+
+// NewAddressBook returns an empty book holding at most max addresses.
+func NewAddressBook(max int) *AddressBook {
+	return &AddressBook{max: max, entries: make(map[string]string)}
+}
+
+// Learn records that service answers at address.
+func (b *AddressBook) Learn(address, service string) {
+	if address == "" || service == "" || b.max <= 0 {
+		return
+	}
+	if _, ok := b.entries[address]; !ok {
+		if len(b.entries) >= b.max {
+			oldest := b.order[0]
+			b.order = b.order[1:]
+			delete(b.entries, oldest)
+			b.Evicted++
+		}
+		b.order = append(b.order, address)
+	}
+	b.entries[address] = service
+}
+
+// Resolve returns the service learned for address, or "".
+func (b *AddressBook) Resolve(address string) string { return b.entries[address] }
+
+// Len is the number of addresses known.
+func (b *AddressBook) Len() int { return len(b.entries) }

@@ -1,0 +1,63 @@
+package causalpathprocessor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tierscope/tierscope/internal/stitch"
+)
+
+// Config is the configuration of the causalpath processor.
+type Config struct {
+	// Mode is how an inferred parent is written: reparent (default), link or
+	// annotate (FORMATS.md §4).
+	Mode string `mapstructure:"mode"`
+	// Wait is how long a span is held for its parent and siblings to arrive.
+	Wait time.Duration `mapstructure:"wait"`
+	// MaxSpans bounds the buffer. When it is full the oldest spans are released
+	// without inference, and counted.
+	MaxSpans int `mapstructure:"max_spans"`
+	// SkewWindow is the clock difference tolerated between processes.
+	SkewWindow time.Duration `mapstructure:"skew_window"`
+	// LocalWindow is the timestamp rounding tolerated within one process.
+	LocalWindow time.Duration `mapstructure:"local_window"`
+	// AsyncWindow is the longest delay from a PRODUCER span to its CONSUMER span.
+	AsyncWindow time.Duration `mapstructure:"async_window"`
+	// TagPaths writes tierscope.path.signature on every span.
+	TagPaths bool `mapstructure:"tag_paths"`
+	// MaxAddresses bounds the learned map from addresses to services.
+	MaxAddresses int `mapstructure:"max_addresses"`
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, err := stitch.ParseMode(c.Mode); err != nil {
+		errs = append(errs, fmt.Errorf("mode: %w", err))
+	}
+	if c.Wait <= 0 {
+		errs = append(errs, fmt.Errorf("wait must be > 0, got %v", c.Wait))
+	}
+	if c.MaxSpans <= 0 {
+		errs = append(errs, fmt.Errorf("max_spans must be > 0, got %d", c.MaxSpans))
+	}
+	if c.SkewWindow < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 {
+		errs = append(errs, errors.New("skew_window, local_window and async_window must be ≥ 0"))
+	}
+	if c.MaxAddresses < 0 {
+		errs = append(errs, fmt.Errorf("max_addresses must be ≥ 0, got %d", c.MaxAddresses))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) stitchOptions() stitch.Options {
+	opt := stitch.DefaultOptions()
+	opt.Mode, _ = stitch.ParseMode(c.Mode)
+	opt.TagPaths = c.TagPaths
+	opt.MaxAddresses = c.MaxAddresses
+	opt.Config.SkewWindow = c.SkewWindow
+	opt.Config.LocalWindow = c.LocalWindow
+	opt.Config.AsyncWindow = c.AsyncWindow
+	return opt
+}

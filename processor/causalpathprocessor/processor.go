@@ -1,0 +1,198 @@
+package causalpathprocessor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.uber.org/zap"
+
+	"github.com/tierscope/tierscope/internal/stitch"
+	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadata"
+)
+
+// batch is one ConsumeTraces call waiting in the buffer.
+type batch struct {
+	td      ptrace.Traces
+	spans   int
+	arrived time.Time
+}
+
+type causalPathProcessor struct {
+	cfg       *Config
+	next      consumer.Traces
+	logger    *zap.Logger
+	telemetry *metadata.TelemetryBuilder
+	now       func() time.Time
+
+	mu       sync.Mutex
+	stitcher *stitch.Stitcher
+	buffer   []batch // oldest first
+	buffered int     // spans in buffer
+
+	host     component.Host
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func newProcessor(set processor.Settings, cfg *Config, next consumer.Traces) (*causalPathProcessor, error) {
+	st, err := stitch.New(cfg.stitchOptions())
+	if err != nil {
+		return nil, err
+	}
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	return &causalPathProcessor{
+		cfg: cfg, next: next, logger: set.Logger, telemetry: tb, now: time.Now,
+		stitcher: st, stop: make(chan struct{}), done: make(chan struct{}),
+	}, nil
+}
+
+func (p *causalPathProcessor) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true}
+}
+
+// Start runs the release loop, which wakes a few times per wait.
+func (p *causalPathProcessor) Start(_ context.Context, host component.Host) error {
+	p.host = host
+	tick := max(p.cfg.Wait/4, 10*time.Millisecond)
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.release(context.Background(), false)
+			}
+		}
+	}()
+	return nil
+}
+
+// Shutdown stitches and forwards everything still buffered.
+func (p *causalPathProcessor) Shutdown(ctx context.Context) error {
+	started := p.host != nil
+	p.stopOnce.Do(func() { close(p.stop) })
+	if started {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := p.release(ctx, true)
+	p.telemetry.Shutdown()
+	return err
+}
+
+// ConsumeTraces buffers td. When the buffer would exceed max_spans, the oldest
+// batches are forwarded at once, unstitched, so memory stays bounded whatever the
+// load.
+func (p *causalPathProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	n := td.SpanCount()
+	p.telemetry.ProcessorCausalpathSpansReceived.Add(ctx, int64(n))
+	if n == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	p.buffer = append(p.buffer, batch{td: td, spans: n, arrived: p.now()})
+	p.buffered += n
+	var overflow []batch
+	for p.buffered > p.cfg.MaxSpans && len(p.buffer) > 0 {
+		b := p.buffer[0]
+		p.buffer[0] = batch{}
+		p.buffer = p.buffer[1:]
+		p.buffered -= b.spans
+		overflow = append(overflow, b)
+	}
+	p.mu.Unlock()
+	p.telemetry.ProcessorCausalpathBuffered.Add(ctx, int64(n))
+	if len(overflow) == 0 {
+		return nil
+	}
+	dropped := 0
+	for _, b := range overflow {
+		dropped += b.spans
+	}
+	p.telemetry.ProcessorCausalpathDropped.Add(ctx, int64(dropped))
+	p.telemetry.ProcessorCausalpathBuffered.Add(ctx, -int64(dropped))
+	return p.forward(ctx, overflow)
+}
+
+// release stitches the batches that have waited long enough (all of them when
+// flushing), with the younger ones as context, and forwards them.
+func (p *causalPathProcessor) release(ctx context.Context, flush bool) error {
+	p.mu.Lock()
+	cut := len(p.buffer)
+	if !flush {
+		deadline := p.now().Add(-p.cfg.Wait)
+		cut = 0
+		for cut < len(p.buffer) && !p.buffer[cut].arrived.After(deadline) {
+			cut++
+		}
+	}
+	if cut == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	ready := make([]batch, cut)
+	copy(ready, p.buffer[:cut])
+	release := make([]ptrace.Traces, cut)
+	released := 0
+	for i, b := range ready {
+		release[i] = b.td
+		released += b.spans
+	}
+	waiting := make([]ptrace.Traces, len(p.buffer)-cut)
+	for i, b := range p.buffer[cut:] {
+		waiting[i] = b.td
+	}
+	// Stitching under the lock keeps the waiting batches still while their trace
+	// ids may be rewritten; it takes milliseconds for a full default buffer.
+	rep := p.stitcher.StitchWithContext(release, waiting)
+	clear(p.buffer[:cut])
+	p.buffer = p.buffer[cut:]
+	p.buffered -= released
+	p.mu.Unlock()
+
+	t := p.telemetry
+	t.ProcessorCausalpathBuffered.Add(ctx, -int64(released))
+	t.ProcessorCausalpathOrphans.Add(ctx, int64(rep.Orphans))
+	t.ProcessorCausalpathInferred.Add(ctx, int64(rep.Inferred))
+	t.ProcessorCausalpathLeftOrphan.Add(ctx, int64(rep.LeftOrphan))
+	t.ProcessorCausalpathUnresolved.Add(ctx, int64(rep.Unresolved))
+	t.ProcessorCausalpathSkipped.Add(ctx, int64(rep.Skipped))
+	return p.forward(ctx, ready)
+}
+
+// forward merges batches into one request for the next consumer.
+func (p *causalPathProcessor) forward(ctx context.Context, batches []batch) error {
+	out := ptrace.NewTraces()
+	spans := 0
+	for _, b := range batches {
+		spans += b.spans
+		b.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	err := p.next.ConsumeTraces(ctx, out)
+	if err != nil {
+		p.logger.Warn("next consumer refused stitched spans", zap.Int("spans", spans), zap.Error(err))
+		if p.host != nil {
+			componentstatus.ReportStatus(p.host, componentstatus.NewRecoverableErrorEvent(err))
+		}
+		return errors.Join(errors.New("causalpath: forwarding spans"), err)
+	}
+	p.telemetry.ProcessorCausalpathSpansReleased.Add(ctx, int64(spans))
+	return nil
+}
