@@ -31,10 +31,10 @@ func (k SpanKind) RemoteCaller() bool { return k == KindClient || k == KindProdu
 // Span is a span as span stitching sees it: a call pair seen from one side. The
 // adapter that builds it interns names into small integers.
 type Span struct {
-	Start, End int64  // nanoseconds
-	Service    int32  // the service the span belongs to (service.name)
-	Instance   int32  // the process it ran in; local parents share it
-	Name       int32  // the span name (operation)
+	Start, End int64 // nanoseconds
+	Service    int32 // the service the span belongs to (service.name)
+	Instance   int32 // the process it ran in; local parents share it
+	Name       int32 // the span name (operation)
 	Kind       SpanKind
 	Peer       int32 // for CLIENT/PRODUCER: the service it calls when known, else -1
 	Parent     int32 // index of the parent known from context, else -1
