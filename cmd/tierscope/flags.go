@@ -44,8 +44,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard) // we print our own one-line error
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
-		return errHelp
+		return errHelp // flag has printed the usage
 	}
 	if err != nil {
 		return usagef("%v", err)

@@ -97,7 +97,7 @@ type StitchResult struct {
 	// Inferred marks the spans whose parent was inferred here.
 	Inferred []bool
 	// Confidence is, for an inferred parent, its share of the penalised scores of
-	// all candidates weighted by how typical its delay is (see the package doc).
+	// all candidates: 1 when it was the only candidate.
 	Confidence []float32
 	// Orphans counts the spans marked Orphan; LeftOrphan those with no candidate.
 	Orphans, LeftOrphan int
@@ -167,11 +167,6 @@ func Stitch(spans []Span, cfg StitchConfig) (*StitchResult, error) {
 			hists[candHist[k]][candBin[k]] += 1 / float64(hi-lo)
 		}
 	}
-	// peak[h] normalises a bin to its histogram's mode for the confidence.
-	peak := make([]float64, len(hists))
-	for h, hist := range hists {
-		peak[h] = slices.Max(hist)
-	}
 
 	// Children already known, for the penalties.
 	kids := make([][]int32, n)
@@ -216,7 +211,6 @@ func Stitch(spans []Span, cfg StitchConfig) (*StitchResult, error) {
 	for _, c := range order {
 		cs := &spans[c]
 		best, bestScore, sum := int32(-1), math.Inf(-1), 0.0
-		bestK := uint32(0)
 		for k := start[c]; k < start[c+1]; k++ {
 			p := cands[k]
 			if isSpanAncestorOrSelf(res.Parent, c, p) {
@@ -240,7 +234,7 @@ func Stitch(spans []Span, cfg StitchConfig) (*StitchResult, error) {
 			}
 			sum += score
 			if score > bestScore {
-				best, bestScore, bestK = p, score, k
+				best, bestScore = p, score
 			}
 		}
 		if best < 0 {
@@ -253,9 +247,6 @@ func Stitch(spans []Span, cfg StitchConfig) (*StitchResult, error) {
 		conf := 1.0
 		if sum > 0 {
 			conf = bestScore / sum
-		}
-		if pk := peak[candHist[bestK]]; pk > 0 {
-			conf *= math.Sqrt(hists[candHist[bestK]][candBin[bestK]] / pk)
 		}
 		res.Confidence[c] = float32(conf)
 	}
@@ -282,10 +273,11 @@ func spanCandidates(spans []Span, cfg StitchConfig) (cands []int32, start []uint
 	slices.SortStableFunc(byStart, func(a, b int32) int { return cmpInt64(spans[a].Start, spans[b].Start) })
 
 	w, lw, aw := int64(cfg.SkewWindow), int64(cfg.LocalWindow), int64(cfg.AsyncWindow)
-	// Active spans that may still enclose a later orphan: one list per process for
-	// local parents, one list of CLIENT/PRODUCER spans for remote parents.
+	// Active spans that may still be the parent of a later orphan: one list per
+	// process for local parents, CLIENT spans (kept while they may enclose) and
+	// PRODUCER spans (kept for the async window) for remote parents.
 	local := make(map[int32][]int32)
-	var remote []int32
+	var clients, producers []int32
 	lists := make([][]int32, len(spans))
 	next := 0
 	for _, c := range byStart {
@@ -294,8 +286,11 @@ func spanCandidates(spans []Span, cfg StitchConfig) (cands []int32, start []uint
 		for next < len(byStart) && spans[byStart[next]].Start <= horizon {
 			p := byStart[next]
 			local[spans[p].Instance] = append(local[spans[p].Instance], p)
-			if spans[p].Kind.RemoteCaller() {
-				remote = append(remote, p)
+			switch spans[p].Kind {
+			case KindClient:
+				clients = append(clients, p)
+			case KindProducer:
+				producers = append(producers, p)
 			}
 			next++
 		}
@@ -303,29 +298,29 @@ func spanCandidates(spans []Span, cfg StitchConfig) (cands []int32, start []uint
 			continue
 		}
 		if cs.Kind.RemoteEntry() {
-			remote = prune(spans, remote, cs.Start-max(w, aw))
-			for _, p := range remote {
-				ps := &spans[p]
-				if p == c || ps.Start > cs.Start+w || (ps.Peer >= 0 && ps.Peer != cs.Service) {
-					continue
-				}
-				if cs.Kind == KindConsumer {
-					if ps.Kind != KindProducer || cs.Start-ps.Start > aw {
-						continue
-					}
-				} else if ps.Kind != KindClient || ps.End < cs.End-w {
-					continue
-				}
-				lists[c] = append(lists[c], p)
+			remote := &clients
+			if cs.Kind == KindConsumer {
+				producers = pruneStarted(spans, producers, cs.Start-aw)
+				remote = &producers
+			} else {
+				clients = prune(spans, clients, cs.Start-w)
+			}
+			// Clocks of different processes disagree, so the window always applies
+			// to where the caller ends (the outer callers it lets in are dropped by
+			// innermost). A caller starts before its callee, though, unless skew is
+			// larger than the network delay: callers starting later are looked at
+			// only when no caller started first.
+			lists[c] = enclosingFirst(spans, c, innermost(spans, remoteCandidates(spans, *remote, c, 0, w, aw, lists[c][:0])))
+			if len(lists[c]) == 0 && w > 0 {
+				lists[c] = enclosingFirst(spans, c, innermost(spans, remoteCandidates(spans, *remote, c, w, w, aw, lists[c][:0])))
 			}
 		} else {
 			act := prune(spans, local[cs.Instance], cs.Start-lw)
 			local[cs.Instance] = act
-			for _, p := range act {
-				ps := &spans[p]
-				if p != c && ps.Start <= cs.Start+lw && ps.End >= cs.End-lw {
-					lists[c] = append(lists[c], p)
-				}
+			// One clock: strict enclosure first, the rounding window only if none.
+			lists[c] = innermost(spans, localCandidates(spans, act, c, 0, lists[c][:0]))
+			if len(lists[c]) == 0 && lw > 0 {
+				lists[c] = innermost(spans, localCandidates(spans, act, c, lw, lists[c][:0]))
 			}
 		}
 	}
@@ -340,18 +335,109 @@ func spanCandidates(spans []Span, cfg StitchConfig) (cands []int32, start []uint
 	return cands, start
 }
 
-// prune drops spans that ended before horizon, keeping start order. A PRODUCER is
-// kept until horizon passes its start, since its CONSUMER may start after it ends.
-func prune(spans []Span, active []int32, horizon int64) []int32 {
-	kept := active[:0]
+// remoteCandidates appends the CLIENT (for a SERVER span) or PRODUCER (for a
+// CONSUMER span) spans of other processes that may have called span c: starting at
+// most startW after c, and for a CLIENT ending at most endW before c ends. A
+// caller whose peer is known must name c's service.
+func remoteCandidates(spans []Span, active []int32, c int32, startW, endW, aw int64, dst []int32) []int32 {
+	cs := &spans[c]
 	for _, p := range active {
-		end := spans[p].End
-		if spans[p].Kind == KindProducer {
-			end = max(end, spans[p].Start)
+		ps := &spans[p]
+		if p == c || ps.Instance == cs.Instance || ps.Start > cs.Start+startW || (ps.Peer >= 0 && ps.Peer != cs.Service) {
+			continue
 		}
-		if end >= horizon {
+		if cs.Kind == KindConsumer {
+			if ps.Kind != KindProducer || cs.Start-ps.Start > aw {
+				continue
+			}
+		} else if ps.Kind != KindClient || ps.End < cs.End-endW {
+			continue
+		}
+		dst = append(dst, p)
+	}
+	return dst
+}
+
+// localCandidates appends the spans of c's process that enclose c, with tolerance w.
+func localCandidates(spans []Span, active []int32, c int32, w int64, dst []int32) []int32 {
+	cs := &spans[c]
+	for _, p := range active {
+		ps := &spans[p]
+		if p != c && ps.Start <= cs.Start+w && ps.End >= cs.End-w {
+			dst = append(dst, p)
+		}
+	}
+	return dst
+}
+
+// innermost keeps the candidates that enclose no other candidate. Within a thread
+// spans form a stack, so every ancestor of a span encloses it, but only the
+// innermost is its parent; the scoreboard then decides between the innermost
+// spans of concurrent requests. Identical intervals are kept, for the scoreboard
+// to decide.
+func innermost(spans []Span, cands []int32) []int32 {
+	if len(cands) < 2 {
+		return cands
+	}
+	kept := cands[:0:0]
+	for _, p := range cands {
+		ps := &spans[p]
+		outer := false
+		for _, q := range cands {
+			qs := &spans[q]
+			if q != p && ps.Start <= qs.Start && qs.End <= ps.End && (ps.Start != qs.Start || ps.End != qs.End) {
+				outer = true
+				break
+			}
+		}
+		if !outer {
 			kept = append(kept, p)
 		}
 	}
 	return kept
+}
+
+// enclosingFirst keeps, when some candidates end after c does, only those: a
+// caller that returned before its callee did is explained only by skew, while the
+// window that admits it also admits the callee's previous sibling call. After
+// innermost, the outer callers that enclose anything are already gone.
+func enclosingFirst(spans []Span, c int32, cands []int32) []int32 {
+	end := spans[c].End
+	n := 0
+	for _, p := range cands {
+		if spans[p].End >= end {
+			n++
+		}
+	}
+	if n == 0 || n == len(cands) {
+		return cands
+	}
+	kept := cands[:0]
+	for _, p := range cands {
+		if spans[p].End >= end {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// prune drops spans that ended before horizon, keeping start order.
+func prune(spans []Span, active []int32, horizon int64) []int32 {
+	kept := active[:0]
+	for _, p := range active {
+		if spans[p].End >= horizon {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// pruneStarted drops spans that started before horizon: a PRODUCER stays a
+// candidate for the async window after its start, whenever it ended.
+func pruneStarted(spans []Span, active []int32, horizon int64) []int32 {
+	i := 0
+	for i < len(active) && spans[active[i]].Start < horizon {
+		i++
+	}
+	return active[i:]
 }

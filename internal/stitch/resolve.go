@@ -16,6 +16,9 @@ type peer struct {
 	service string // a service name given outright (service.peer.name, peer.service)
 	address string // host:port, RPC service or messaging destination, learnable
 	label   string // the node name for paths when the peer is not resolved
+	// database marks a call to a database: it reaches no instrumented service, so
+	// it can never be the parent of a SERVER span.
+	database bool
 }
 
 // peerOf reads the peer of a CLIENT/PRODUCER span, current semantic conventions
@@ -39,6 +42,7 @@ func peerOf(attrs pcommon.Map, tooLong *int) peer {
 	var p peer
 	p.service = get("service.peer.name", "peer.service")
 	if sys := get("db.system.name", "db.system"); sys != "" {
+		p.database = true
 		p.label = sys
 		if ns := get("db.namespace", "db.name"); ns != "" {
 			p.label = sys + "/" + ns

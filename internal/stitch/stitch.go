@@ -203,6 +203,9 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		switch {
 		case p.service != "":
 			spans[j].Peer = names.id(p.service)
+		case p.database:
+			// A name no service has, so no SERVER span nests in a database call.
+			spans[j].Peer = names.id("database:" + p.label)
 		case p.address != "":
 			if svc := s.book.Resolve(p.address); svc != "" {
 				spans[j].Peer = names.id(svc)
@@ -314,7 +317,7 @@ func pathLabels(spans []causal.Span, parent []int32, peers []peer, back []int32,
 		case sp.Kind.RemoteCaller() && !hasRemoteChild[j]:
 			p := peers[back[j]]
 			l := p.label
-			if sp.Peer >= 0 {
+			if sp.Peer >= 0 && !p.database {
 				l = names.name(sp.Peer)
 			}
 			if l == "" {
