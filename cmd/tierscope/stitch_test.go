@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/otlpjsonl"
+	"github.com/tierscope/tierscope/internal/stitch"
+)
+
+// stitchFile converts a Nezha CSV with the given strip mode and stitches it,
+// returning the report.
+func stitchFile(t *testing.T, csv, strip string) api.StitchReport {
+	t.Helper()
+	dir := t.TempDir()
+	spans, stitched, report := filepath.Join(dir, "spans.jsonl"), filepath.Join(dir, "stitched.jsonl"), filepath.Join(dir, "report.json")
+	if code, _, errs := runCLI(t, "", "convert", "--from", "nezha", "--in", csv, "--strip", strip, "--out", spans); code != 0 {
+		t.Fatalf("convert: exit %d: %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "", "stitch", "--in", spans, "--out", stitched, "--report", report); code != 0 {
+		t.Fatalf("stitch: exit %d: %s", code, errs)
+	}
+	data, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep api.StitchReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	checkEverySpanOnce(t, spans, stitched)
+	return rep
+}
+
+// checkEverySpanOnce asserts that the output holds exactly the input's span ids.
+func checkEverySpanOnce(t *testing.T, in, out string) {
+	t.Helper()
+	ids := func(path string) map[string]int {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		td, _, err := otlpjsonl.Read(f, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		forEachSpan(td, func(s ptrace.Span) { m[s.SpanID().String()]++ })
+		return m
+	}
+	a, b := ids(in), ids(out)
+	if len(a) != len(b) {
+		t.Fatalf("%d spans in, %d out", len(a), len(b))
+	}
+	for id, n := range b {
+		if n != 1 || a[id] != 1 {
+			t.Fatalf("span %s appears %d times in the output, %d in the input", id, n, a[id])
+		}
+	}
+}
+
+func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		sss := td.ResourceSpans().At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			for k := 0; k < sss.At(j).Spans().Len(); k++ {
+				f(sss.At(j).Spans().At(k))
+			}
+		}
+	}
+}
+
+// The real TrainTicket traces (Nezha dataset) with context removed: every trace id
+// and parent id stripped, at least 95% of parent links right; only the
+// cross-service hops broken, at least 99%.
+func TestStitchRealTraces(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(nezhaDataDir, "*_trace.csv"))
+	if len(files) != 2 {
+		t.Fatalf("want the two TrainTicket files under %s, found %v", nezhaDataDir, files)
+	}
+	for _, csv := range files {
+		name := strings.TrimSuffix(filepath.Base(csv), "_trace.csv")
+		all := stitchFile(t, csv, "all")
+		cross := stitchFile(t, csv, "cross-service")
+		for _, c := range []struct {
+			strip string
+			rep   api.StitchReport
+			min   float64
+		}{{"all", all, 0.95}, {"cross-service", cross, 0.99}} {
+			tr := c.rep.Truth
+			if tr == nil {
+				t.Fatalf("%s --strip %s: no truth in the report", name, c.strip)
+			}
+			var cal []string
+			for _, b := range tr.Calibration {
+				if b.Inferred > 0 {
+					cal = append(cal, strings.TrimRight(strings.TrimRight(jsonNumber(b.Low), "0"), ".")+"–"+jsonNumber(b.High)+": "+strconv.Itoa(b.Correct)+"/"+strconv.Itoa(b.Inferred))
+				}
+			}
+			t.Logf("%s --strip %s: links %d/%d (%.2f%%), broken links %d/%d (%.2f%%), roots attached %d; calibration %s",
+				name, c.strip, tr.Correct, tr.Links, 100*tr.Accuracy, tr.OrphanCorrect, tr.OrphanLinks, 100*tr.OrphanAccuracy, tr.RootsAttached, strings.Join(cal, ", "))
+			if tr.Accuracy < c.min {
+				t.Errorf("%s --strip %s: %.2f%% of parent links right, want ≥ %.0f%%", name, c.strip, 100*tr.Accuracy, 100*c.min)
+			}
+			if c.strip == "cross-service" && tr.OrphanAccuracy < c.min {
+				t.Errorf("%s: %.2f%% of the broken cross-service links right, want ≥ %.0f%%", name, 100*tr.OrphanAccuracy, 100*c.min)
+			}
+			if len(c.rep.Patterns) == 0 || !strings.HasPrefix(c.rep.Patterns[0].Signature, "ts-") {
+				t.Errorf("%s --strip %s: patterns %v", name, c.strip, c.rep.Patterns)
+			}
+		}
+	}
+}
+
+func jsonNumber(f float64) string { b, _ := json.Marshal(f); return string(b) }
+
+func TestStitchModesAndUsage(t *testing.T) {
+	excerpt := filepath.Join("..", "..", "testdata", "nezha", "excerpt.csv")
+	dir := t.TempDir()
+	spans := filepath.Join(dir, "spans.jsonl")
+	if code, _, errs := runCLI(t, "", "convert", "--from", "nezha", "--in", excerpt, "--strip", "cross-service", "--out", spans); code != 0 {
+		t.Fatalf("convert: %s", errs)
+	}
+	for _, mode := range []string{"reparent", "link", "annotate"} {
+		out := filepath.Join(dir, mode+".jsonl")
+		if code, _, errs := runCLI(t, "", "stitch", "--in", spans, "--out", out, "--mode", mode); code != 0 {
+			t.Fatalf("%s: exit %d: %s", mode, code, errs)
+		}
+		f, _ := os.Open(out)
+		td, _, err := otlpjsonl.Read(f, out)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		inferred, reparented, links := 0, 0, 0
+		forEachSpan(td, func(s ptrace.Span) {
+			v, ok := s.Attributes().Get(stitch.AttrInferredParent)
+			if !ok {
+				return
+			}
+			inferred++
+			if _, ok := s.Attributes().Get(stitch.AttrInferredConfidence); !ok {
+				t.Errorf("%s: inferred span without confidence", mode)
+			}
+			if s.ParentSpanID().String() == v.Str() {
+				reparented++
+			}
+			links += s.Links().Len()
+		})
+		if inferred == 0 {
+			t.Fatalf("%s: nothing inferred", mode)
+		}
+		switch mode {
+		case "reparent":
+			if reparented != inferred || links != 0 {
+				t.Errorf("reparent: %d of %d reparented, %d links", reparented, inferred, links)
+			}
+		case "link":
+			if reparented != 0 || links != inferred {
+				t.Errorf("link: %d reparented, %d links for %d inferred", reparented, links, inferred)
+			}
+		case "annotate":
+			if reparented != 0 || links != 0 {
+				t.Errorf("annotate changed structure: %d reparented, %d links", reparented, links)
+			}
+		}
+	}
+	if code, _, _ := runCLI(t, "", "stitch", "--in", spans, "--mode", "glue"); code != 2 {
+		t.Errorf("--mode glue: exit %d, want 2", code)
+	}
+	bad := writeFile(t, "bad.jsonl", "{\"resourceSpans\": [\n")
+	if code, _, errs := runCLI(t, "", "stitch", "--in", bad); code != 1 || !strings.Contains(errs, "bad.jsonl:1:") {
+		t.Errorf("bad JSON: exit %d, %q", code, errs)
+	}
+}
