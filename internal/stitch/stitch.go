@@ -55,6 +55,10 @@ func (m Mode) String() string {
 	return [...]string{"reparent", "link", "annotate"}[m]
 }
 
+// learnConfidence is the confidence from which an inferred CLIENT→SERVER link is
+// trusted to teach the address book.
+const learnConfidence = 0.9
+
 // Options configure a Stitcher.
 type Options struct {
 	Mode   Mode
@@ -222,15 +226,22 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	}
 	rep.Orphans, rep.LeftOrphan = res.Orphans, res.LeftOrphan
 	for j := range spans {
-		if res.Inferred[j] {
-			rep.Inferred++
-			s.writeBack(refs[back[j]].span, refs[back[res.Parent[j]]].span, res.Confidence[j])
+		if !res.Inferred[j] {
+			continue
+		}
+		rep.Inferred++
+		p := res.Parent[j]
+		s.writeBack(refs[back[j]].span, refs[back[p]].span, res.Confidence[j])
+		// Confident inferences teach addresses too, so that the caller's side of a
+		// trace released later, without its callee, still names the callee.
+		if spans[p].Kind == causal.KindClient && spans[j].Kind == causal.KindServer && res.Confidence[j] >= learnConfidence {
+			s.book.Learn(peers[back[p]].address, names.name(spans[j].Service))
 		}
 	}
 	if s.opt.Mode == ModeReparent {
 		moveSubtrees(refs, back, res.Parent)
 	}
-	labels, labelOf := pathLabels(spans, res.Parent, peers, back, names)
+	labels, labelOf := pathLabels(spans, res.Parent, peers, back, names, s.book)
 	patterns, sigs := causal.SpanPaths(spans, res.Parent, labelOf, labels)
 	rep.Patterns = patterns
 	if s.opt.TagPaths {
@@ -289,7 +300,7 @@ func moveSubtrees(refs []spanRef, back []int32, parent []int32) {
 // roots are their service; a CLIENT or PRODUCER span whose callee's span is not in
 // the trace is its callee (resolved service, database, address); other spans are
 // transparent (-1).
-func pathLabels(spans []causal.Span, parent []int32, peers []peer, back []int32, names *interner) ([]string, []int32) {
+func pathLabels(spans []causal.Span, parent []int32, peers []peer, back []int32, names *interner, book *AddressBook) ([]string, []int32) {
 	hasRemoteChild := make([]bool, len(spans))
 	for j, p := range parent {
 		if p >= 0 && spans[j].Kind.RemoteEntry() {
@@ -317,8 +328,11 @@ func pathLabels(spans []causal.Span, parent []int32, peers []peer, back []int32,
 		case sp.Kind.RemoteCaller() && !hasRemoteChild[j]:
 			p := peers[back[j]]
 			l := p.label
-			if sp.Peer >= 0 && !p.database {
+			switch {
+			case sp.Peer >= 0 && !p.database:
 				l = names.name(sp.Peer)
+			case !p.database && book.Resolve(p.address) != "":
+				l = book.Resolve(p.address)
 			}
 			if l == "" {
 				l = "unknown"

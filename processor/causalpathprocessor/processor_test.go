@@ -1,0 +1,306 @@
+package causalpathprocessor
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/tierscope/tierscope/internal/stitch"
+	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadata"
+	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadatatest"
+)
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		id      component.ID
+		want    *Config
+		wantErr bool
+	}{
+		{id: component.NewID(metadata.Type), want: createDefaultConfig().(*Config)},
+		{id: component.NewIDWithName(metadata.Type, "custom"), want: &Config{
+			Mode: "link", Wait: 2 * time.Second, MaxSpans: 5000, SkewWindow: 10 * time.Millisecond,
+			LocalWindow: 500 * time.Microsecond, AsyncWindow: 30 * time.Second, TagPaths: false, MaxAddresses: 100,
+		}},
+		{id: component.NewIDWithName(metadata.Type, "bad"), wantErr: true},
+	} {
+		t.Run(tc.id.String(), func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(tc.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = cfg.(*Config).Validate()
+			if tc.wantErr {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "mode")
+				assert.Contains(t, err.Error(), "wait")
+				assert.Contains(t, err.Error(), "max_spans")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, cfg)
+		})
+	}
+}
+
+var noParent pcommon.SpanID
+
+// call appends a web → app call whose context was dropped at the app, to two
+// batches: the web side and the app side, as two SDKs would export them.
+func call(web, app ptrace.Traces, n int, at time.Time) (client, server ptrace.Span) {
+	add := func(td ptrace.Traces, service string) ptrace.SpanSlice {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", service)
+		return rs.ScopeSpans().AppendEmpty().Spans()
+	}
+	id := func(b byte) pcommon.SpanID { return pcommon.SpanID{b, byte(n), byte(n >> 8), byte(n >> 16), 1} }
+	ts := func(ms int) pcommon.Timestamp { return pcommon.NewTimestampFromTime(at.Add(time.Duration(ms) * time.Millisecond)) }
+	ws := add(web, "web")
+	root := ws.AppendEmpty()
+	root.SetName("GET /")
+	root.SetKind(ptrace.SpanKindServer)
+	root.SetTraceID(pcommon.TraceID{1, byte(n), byte(n >> 8), byte(n >> 16)})
+	root.SetSpanID(id(1))
+	root.SetStartTimestamp(ts(0))
+	root.SetEndTimestamp(ts(50))
+	client = ws.AppendEmpty()
+	client.SetName("GET app")
+	client.SetKind(ptrace.SpanKindClient)
+	client.SetTraceID(root.TraceID())
+	client.SetSpanID(id(2))
+	client.SetParentSpanID(root.SpanID())
+	client.SetStartTimestamp(ts(5))
+	client.SetEndTimestamp(ts(40))
+	client.Attributes().PutStr("server.address", "app")
+	server = add(app, "app").AppendEmpty()
+	server.SetName("GET /items")
+	server.SetKind(ptrace.SpanKindServer)
+	server.SetTraceID(pcommon.TraceID{2, byte(n), byte(n >> 8), byte(n >> 16)})
+	server.SetSpanID(id(3))
+	server.SetStartTimestamp(ts(6))
+	server.SetEndTimestamp(ts(39))
+	return client, server
+}
+
+func newTestProcessor(t *testing.T, cfg *Config, tt *componenttest.Telemetry) (*causalPathProcessor, *consumertest.TracesSink) {
+	t.Helper()
+	sink := new(consumertest.TracesSink)
+	set := processortest.NewNopSettings(metadata.Type)
+	if tt != nil {
+		set = metadatatest.NewSettings(tt)
+	}
+	p, err := NewFactory().CreateTraces(context.Background(), set, cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+	return p.(*causalPathProcessor), sink
+}
+
+func testConfig(wait time.Duration, maxSpans int) *Config {
+	cfg := createDefaultConfig().(*Config)
+	cfg.Wait, cfg.MaxSpans = wait, maxSpans
+	return cfg
+}
+
+// Spans from two services arrive in separate batches; after the wait, the app's
+// orphan SERVER span has been moved under the web CLIENT span that called it.
+func TestStitchesAcrossBatches(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
+	p, sink := newTestProcessor(t, testConfig(100*time.Millisecond, 1000), tt)
+	web, app := ptrace.NewTraces(), ptrace.NewTraces()
+	base := time.Unix(1700000000, 0)
+	for i := 0; i < 20; i++ {
+		call(web, app, i, base.Add(time.Duration(i)*37*time.Millisecond))
+	}
+	require.NoError(t, p.ConsumeTraces(context.Background(), app)) // the callee's exporter is faster
+	require.NoError(t, p.ConsumeTraces(context.Background(), web))
+	require.Eventually(t, func() bool { return sink.SpanCount() == 60 }, 5*time.Second, 10*time.Millisecond)
+
+	clients := map[pcommon.SpanID]pcommon.TraceID{}
+	var servers []ptrace.Span
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(s ptrace.Span) {
+			switch s.Kind() {
+			case ptrace.SpanKindClient:
+				clients[s.SpanID()] = s.TraceID()
+			case ptrace.SpanKindServer:
+				if s.Name() == "GET /items" {
+					servers = append(servers, s)
+				}
+			}
+			sig, ok := s.Attributes().Get(stitch.AttrPathSignature)
+			assert.True(t, ok, "span %s not tagged", s.Name())
+			assert.Equal(t, "web(app)", sig.Str())
+		})
+	}
+	require.Len(t, servers, 20)
+	for _, s := range servers {
+		trace, ok := clients[s.ParentSpanID()]
+		require.True(t, ok, "server %s not reparented", s.SpanID())
+		assert.Equal(t, trace, s.TraceID())
+		assert.Equal(t, s.SpanID()[1], s.ParentSpanID()[1], "server attached to another request's client")
+	}
+	require.NoError(t, p.Shutdown(context.Background()))
+	metadatatest.AssertEqualProcessorCausalpathSpansReceived(t, tt, []metricdata.DataPoint[int64]{{Value: 60}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorCausalpathSpansReleased(t, tt, []metricdata.DataPoint[int64]{{Value: 60}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorCausalpathInferred(t, tt, []metricdata.DataPoint[int64]{{Value: 20}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorCausalpathOrphans(t, tt, []metricdata.DataPoint[int64]{{Value: 40}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorCausalpathLeftOrphan(t, tt, []metricdata.DataPoint[int64]{{Value: 20}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorCausalpathBuffered(t, tt, []metricdata.DataPoint[int64]{{Value: 0}}, metricdatatest.IgnoreTimestamp())
+}
+
+// A burst of ten times max_spans never holds more than max_spans spans; the
+// oldest leave early, counted, and every span still comes out exactly once.
+func TestMemoryBoundedUnderBurst(t *testing.T) {
+	const maxSpans = 3000
+	tt := componenttest.NewTelemetry()
+	defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
+	p, sink := newTestProcessor(t, testConfig(time.Hour, maxSpans), tt)
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	peakHeap := before.HeapAlloc
+	base := time.Unix(1700000000, 0)
+	sent := 0
+	for sent < 10*maxSpans {
+		web, app := ptrace.NewTraces(), ptrace.NewTraces()
+		for i := 0; i < 50; i++ {
+			call(web, app, sent/3+i, base.Add(time.Duration(sent+i)*time.Millisecond))
+		}
+		sent += web.SpanCount() + app.SpanCount()
+		require.NoError(t, p.ConsumeTraces(context.Background(), web))
+		require.NoError(t, p.ConsumeTraces(context.Background(), app))
+		p.mu.Lock()
+		buffered := p.buffered
+		p.mu.Unlock()
+		require.LessOrEqual(t, buffered, maxSpans)
+		if sent%(maxSpans) == 0 {
+			var m runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m)
+			peakHeap = max(peakHeap, m.HeapAlloc)
+		}
+	}
+	early := sink.SpanCount()
+	require.Positive(t, early)
+	t.Logf("burst of %d spans with max_spans %d: %d released early; live heap grew by at most %.1f MB",
+		sent, maxSpans, early, float64(peakHeap-before.HeapAlloc)/1e6)
+	require.NoError(t, p.Shutdown(context.Background()))
+
+	seen := map[pcommon.SpanID]int{}
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(s ptrace.Span) { seen[s.SpanID()]++ })
+	}
+	require.Len(t, seen, sent)
+	for id, n := range seen {
+		require.Equal(t, 1, n, "span %s forwarded %d times", id, n)
+	}
+	metadatatest.AssertEqualProcessorCausalpathDropped(t, tt, []metricdata.DataPoint[int64]{{Value: int64(early)}}, metricdatatest.IgnoreTimestamp())
+}
+
+// Bad spans are forwarded untouched and counted, never dropped.
+func TestBadSpansAreForwardedAndCounted(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
+	p, sink := newTestProcessor(t, testConfig(time.Hour, 1000), tt)
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	empty := ss.AppendEmpty() // no ids at all
+	empty.SetName("empty")
+	backwards := ss.AppendEmpty()
+	backwards.SetName("backwards")
+	backwards.SetTraceID(pcommon.TraceID{1})
+	backwards.SetSpanID(pcommon.SpanID{1})
+	backwards.SetStartTimestamp(200)
+	backwards.SetEndTimestamp(100)
+	require.NoError(t, p.ConsumeTraces(context.Background(), td))
+	require.NoError(t, p.ConsumeTraces(context.Background(), ptrace.NewTraces()))
+	require.NoError(t, p.Shutdown(context.Background()))
+	require.Equal(t, 2, sink.SpanCount())
+	forEachSpan(sink.AllTraces()[0], func(s ptrace.Span) {
+		assert.Equal(t, 0, s.Attributes().Len(), "%s was touched", s.Name())
+	})
+	metadatatest.AssertEqualProcessorCausalpathSkipped(t, tt, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
+}
+
+func TestConcurrentProducers(t *testing.T) {
+	p, sink := newTestProcessor(t, testConfig(20*time.Millisecond, 100000), nil)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				web, app := ptrace.NewTraces(), ptrace.NewTraces()
+				call(web, app, g*1000+i, time.Unix(1700000000, 0).Add(time.Duration(g*1000+i)*100*time.Millisecond))
+				assert.NoError(t, p.ConsumeTraces(context.Background(), web))
+				assert.NoError(t, p.ConsumeTraces(context.Background(), app))
+			}
+		}(g)
+	}
+	wg.Wait()
+	require.NoError(t, p.Shutdown(context.Background()))
+	require.Equal(t, 4*50*3, sink.SpanCount())
+}
+
+func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		sss := td.ResourceSpans().At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			for k := 0; k < sss.At(j).Spans().Len(); k++ {
+				f(sss.At(j).Spans().At(k))
+			}
+		}
+	}
+}
+
+// A trace whose two sides are released in different rounds is stitched and
+// tagged consistently: the callee's side first, with the caller's as context,
+// then the caller's side, which still names its callee.
+func TestTraceSplitAcrossReleases(t *testing.T) {
+	cfg := testConfig(time.Second, 1000)
+	sink := new(consumertest.TracesSink)
+	proc, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	require.NoError(t, err)
+	p := proc.(*causalPathProcessor) // not started: rounds are driven by hand
+	clock := time.Unix(1800000000, 0)
+	p.now = func() time.Time { return clock }
+
+	web, app := ptrace.NewTraces(), ptrace.NewTraces()
+	client, server := call(web, app, 1, time.Unix(1700000000, 0))
+	require.NoError(t, p.ConsumeTraces(context.Background(), app))
+	clock = clock.Add(600 * time.Millisecond)
+	require.NoError(t, p.ConsumeTraces(context.Background(), web))
+	clock = clock.Add(500 * time.Millisecond)
+	require.NoError(t, p.release(context.Background(), false))
+	require.Equal(t, 1, sink.SpanCount(), "only the app side is due")
+	assert.Equal(t, client.SpanID(), server.ParentSpanID())
+	clock = clock.Add(time.Second)
+	require.NoError(t, p.release(context.Background(), false))
+	require.Equal(t, 3, sink.SpanCount())
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(s ptrace.Span) {
+			sig, _ := s.Attributes().Get(stitch.AttrPathSignature)
+			assert.Equal(t, "web(app)", sig.Str(), "span %s", s.Name())
+			assert.Equal(t, client.TraceID(), s.TraceID(), "span %s", s.Name())
+		})
+	}
+	require.NoError(t, p.Shutdown(context.Background()))
+}
