@@ -16,7 +16,9 @@ type builder struct {
 	seq byte
 }
 
-func newBuilder() *builder { return &builder{td: ptrace.NewTraces(), res: map[string]ptrace.SpanSlice{}} }
+func newBuilder() *builder {
+	return &builder{td: ptrace.NewTraces(), res: map[string]ptrace.SpanSlice{}}
+}
 
 func (b *builder) span(service, name string, kind ptrace.SpanKind, trace byte, parent pcommon.SpanID, startMs, endMs float64) ptrace.Span {
 	ss, ok := b.res[service]

@@ -70,7 +70,9 @@ func call(web, app ptrace.Traces, n int, at time.Time) (client, server ptrace.Sp
 		return rs.ScopeSpans().AppendEmpty().Spans()
 	}
 	id := func(b byte) pcommon.SpanID { return pcommon.SpanID{b, byte(n), byte(n >> 8), byte(n >> 16), 1} }
-	ts := func(ms int) pcommon.Timestamp { return pcommon.NewTimestampFromTime(at.Add(time.Duration(ms) * time.Millisecond)) }
+	ts := func(ms int) pcommon.Timestamp {
+		return pcommon.NewTimestampFromTime(at.Add(time.Duration(ms) * time.Millisecond))
+	}
 	ws := add(web, "web")
 	root := ws.AppendEmpty()
 	root.SetName("GET /")
