@@ -1,0 +1,66 @@
+package causalpathprocessor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadata"
+)
+
+// BenchmarkProcessor measures the whole cycle on one goroutine: buffering, a
+// release round every 10 batches that stitches them with the younger batches as
+// context, path tagging and forwarding. Each batch holds 100 broken web → app calls
+// (300 spans), interleaved in time.
+func BenchmarkProcessor(b *testing.B) {
+	cfg := testConfig(time.Second, 100_000)
+	proc, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := proc.(*causalPathProcessor)
+	clock := time.Unix(1800000000, 0)
+	p.now = func() time.Time { return clock }
+	const callsPerBatch = 100
+	batches := make([]ptrace.Traces, 64)
+	spansPerBatch := 0
+	fill := func() {
+		for i := range batches {
+			web, app := ptrace.NewTraces(), ptrace.NewTraces()
+			for c := 0; c < callsPerBatch; c++ {
+				n := i*callsPerBatch + c
+				call(web, app, n, time.Unix(1700000000, 0).Add(time.Duration(n)*7*time.Millisecond))
+			}
+			app.ResourceSpans().MoveAndAppendTo(web.ResourceSpans())
+			batches[i] = web
+		}
+		spansPerBatch = batches[0].SpanCount()
+	}
+	fill()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%len(batches) == 0 && i > 0 {
+			b.StopTimer()
+			fill()
+			b.StartTimer()
+		}
+		if err := p.ConsumeTraces(context.Background(), batches[i%len(batches)]); err != nil {
+			b.Fatal(err)
+		}
+		clock = clock.Add(100 * time.Millisecond)
+		if i%10 == 9 {
+			if err := p.release(context.Background(), false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	spans := float64(b.N * spansPerBatch)
+	b.ReportMetric(spans/b.Elapsed().Seconds(), "spans/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/spans, "ns/span")
+}
