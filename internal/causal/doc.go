@@ -63,4 +63,35 @@
 //     negatives are Σ max(0, true − inferred)). The message attribution error is
 //     stricter: a message counts as attributed only if its whole inferred path
 //     instance is identical to its true one (same calls, same parents).
+//
+// # Span stitching (Stitch)
+//
+// The same algorithm repairs OpenTelemetry traces whose context was lost. A span is
+// a call pair seen from one side, so the nodes become processes and the candidate
+// rule follows the span's kind: an orphan SERVER/CONSUMER span may nest in a
+// CLIENT/PRODUCER span of another process; any other orphan in a span of its own
+// process. The scoreboard is keyed by (parent service, parent name, child service,
+// child name) and spans whose parent is known add weight 1, so intact traces teach
+// the delays that decide the broken ones. Choices, each measured on the two
+// TrainTicket files of the Nezha dataset (every trace and parent id removed;
+// accuracy of parent links):
+//
+//   - Innermost enclosure. Within a thread spans form a stack, so all ancestors of
+//     a span enclose it; only candidates that enclose no other candidate are kept.
+//     Without it the scoreboard chose grandparents: 57% → 96%.
+//   - One clock within a process, several across. Local candidates must enclose
+//     strictly, with LocalWindow (1 ms, some SDKs stamp server spans in whole
+//     milliseconds) only when none does. Remote candidates may end up to
+//     SkewWindow (5 ms) before the orphan, but must start before it, the window
+//     applying to the start only when no caller started first; and when some
+//     candidates enclose the orphan outright, the others (a previous sibling call
+//     admitted by the window) are dropped: 96% → 99.4–99.8%.
+//   - A CLIENT span of the orphan's own process, or one calling a database, is never
+//     the parent of a SERVER span.
+//   - ExclusivePenalty: a CLIENT span that already reached a server is penalised as
+//     an overlapping child is, but with exponent 10, since one call reaches one
+//     server.
+//   - Confidence is the chosen parent's share of the penalised scores. Calibration
+//     on those files: 99.5% of inferences with confidence ≥ 0.9 are right, about
+//     60% of those near 0.5.
 package causal
