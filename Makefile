@@ -4,33 +4,56 @@ GO        ?= go
 BIN       := bin
 OUT       := out
 TIERSCOPE := $(BIN)/tierscope
+# The collector distribution (builder-config.yaml); build/ is not committed.
+OTELCOL   := build/otelcol-tierscope/otelcol-tierscope
+EXAMPLES  := $(wildcard examples/*.yaml)
 
-.PHONY: all build run test vet fmt-check unit bench bench-go bench-paths e2e-long fuzz clean
+.PHONY: all build build-cli build-otelcol run test vet fmt-check unit e2e validate-examples \
+	bench bench-go bench-paths bench-causalpath e2e-long fuzz clean
 
 all: build
 
-build:
+build: build-cli build-otelcol
+
+build-cli:
 	$(GO) build -o $(TIERSCOPE) ./cmd/tierscope
+
+# Installs the pinned ocb into bin/, generates build/otelcol-tierscope and
+# compiles it; incremental (minutes cold, seconds warm).
+build-otelcol:
+	scripts/build-otelcol.sh
 
 # The main job for now: generate the paper's multi-tier trace (about 200,000
 # messages) and print the causal path patterns that take the most time, scored
 # against the ground truth that the generator wrote in the path column.
-run: build
+run: build-cli
 	@mkdir -p $(OUT)
 	$(TIERSCOPE) maketrace --config testdata/multitier.yaml --seed 1 --out $(OUT)/multitier.tsv
 	$(TIERSCOPE) paths --in $(OUT)/multitier.tsv --format text --sort latency --top 5 --truth
 
-test: fmt-check vet unit
+# CI runs this. The end-to-end tests and the example check need the collector,
+# so they come after it is built.
+test: fmt-check vet unit e2e validate-examples
 
 fmt-check:
-	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './grafana-datasource/node_modules/*')); \
+	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './grafana-datasource/node_modules/*' -not -path './build/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 vet:
 	$(GO) vet ./...
 
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
+
+# The real collector with generated configs, fed by the OTel SDK (e2e/).
+e2e: build-otelcol
+	$(GO) test -count=1 ./e2e/
+
+validate-examples: build-otelcol
+	@for f in $(EXAMPLES); do \
+		$(OTELCOL) validate --config=$$f || { echo "invalid: $$f"; exit 1; }; \
+		echo "valid: $$f"; \
+	done
 
 # Go micro-benchmarks, then the end-to-end CLI benchmark on 2M messages.
 bench: bench-go bench-paths
@@ -38,8 +61,12 @@ bench: bench-go bench-paths
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-bench-paths: build
+bench-paths: build-cli
 	scripts/bench-paths.sh
+
+# causalpath vs the servicegraph connector, same collector, same load (20 s each).
+bench-causalpath: build-otelcol
+	scripts/bench-causalpath.sh
 
 # Long experiments: the accuracy sweeps of paper 001 figures 19, 21 and 22.
 e2e-long:
@@ -49,4 +76,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./internal/msgtrace
 
 clean:
-	rm -rf $(BIN) $(OUT)
+	rm -rf $(BIN) $(OUT) build

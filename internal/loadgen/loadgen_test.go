@@ -76,10 +76,10 @@ func TestChildrenNestInParents(t *testing.T) {
 }
 
 // The scenario promises that the true web CLIENT span is the only one that
-// contains an app SERVER span, even with a 5 ms skew allowance either way, while
+// contains an app SERVER span, even with a 10 ms skew allowance either way, while
 // requests still overlap heavily.
 func TestTruthIsTheOnlyContainingCall(t *testing.T) {
-	const skew = 5 * time.Millisecond
+	const skew = 10 * time.Millisecond
 	traces := mustGenerate(t, DefaultConfig(), 3000)
 	maxInFlight := 0
 	for i, tr := range traces {

@@ -29,8 +29,8 @@
 // contains an app SERVER span, even with clock skew: successive calls start at
 // least Separation apart and also end at least Separation apart, and network
 // delays are at most 1 ms each way. Hence containment stays unique for any skew
-// tolerance below Separation − 1 ms (7 ms tolerance with the 12 ms default, above
-// the 5 ms skew window of the examples). Tests of stitching can then demand the
+// tolerance below Separation − 1 ms (11 ms with the 12 ms default, twice the
+// 5 ms skew window of the examples). Tests of stitching can then demand the
 // exact truth; accuracy under real ambiguity is the job of internal/causal's tests.
 package loadgen
 

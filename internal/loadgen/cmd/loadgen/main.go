@@ -21,6 +21,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -42,6 +43,7 @@ type result struct {
 	Errors        int64   `json:"errors"`
 	LastError     string  `json:"last_error,omitempty"`
 	SpansPerSec   float64 `json:"spans_per_sec"`
+	CPUSeconds    float64 `json:"loadgen_cpu_seconds"`
 	DropFraction  float64 `json:"drop_fraction"`
 	Concurrency   int     `json:"concurrency"`
 	TracesPerReq  int     `json:"traces_per_request"`
@@ -59,7 +61,7 @@ func run() error {
 	duration := flag.Duration("duration", 20*time.Second, "how long to send")
 	maxSpans := flag.Int64("max-spans", 200_000_000, "stop after this many spans")
 	concurrency := flag.Int("concurrency", 4, "concurrent Export calls")
-	perReq := flag.Int("traces-per-request", 64, "requests (traces) per OTLP export, about 4.4 spans each")
+	perReq := flag.Int("traces-per-request", 64, "requests (traces) per OTLP export, 4.25 spans each on average")
 	drop := flag.Float64("drop-fraction", 0.5, "share of requests whose app SERVER span lost its context")
 	seed := flag.Int64("seed", 1, "scenario seed")
 	label := flag.String("label", "", "label copied into the result")
@@ -168,6 +170,10 @@ func run() error {
 	res.DropFraction = *drop
 	res.Concurrency = *concurrency
 	res.TracesPerReq = *perReq
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		res.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		return err
 	}
