@@ -11,15 +11,33 @@ package causal
 //
 // It returns the patterns and, for every span, the signature of the path it is on.
 func SpanPaths(spans []Span, parent []int32, label []int32, labels []string) ([]*Pattern, []string) {
+	return spanPaths(spans, parent, label, labels, true)
+}
+
+// SpanSignatures is SpanPaths without the patterns' statistics, for callers that
+// only tag spans.
+func SpanSignatures(spans []Span, parent []int32, label []int32, labels []string) []string {
+	_, sigs := spanPaths(spans, parent, label, labels, false)
+	return sigs
+}
+
+func spanPaths(spans []Span, parent []int32, label []int32, labels []string, withPatterns bool) ([]*Pattern, []string) {
 	t := newSpanTree(spans, parent, label, labels)
 	b := newPatternBuilder(t, len(spans))
-	sigOfRoot := make(map[int32]string)
+	sigOfRoot := make(map[int32]string, len(t.roots))
 	for _, r := range t.roots {
-		sigOfRoot[r] = b.add(r, "")
+		if withPatterns {
+			sigOfRoot[r] = b.add(r, "")
+		} else {
+			sigOfRoot[r] = b.signature(r)
+		}
 	}
 	sigs := make([]string, len(spans))
 	for i := range spans {
 		sigs[i] = sigOfRoot[t.root[i]]
+	}
+	if !withPatterns {
+		return nil, sigs
 	}
 	return b.patterns(), sigs
 }

@@ -67,18 +67,29 @@ type Options struct {
 	TagPaths bool
 	// MaxAddresses bounds the learned address book.
 	MaxAddresses int
+	// Patterns aggregates the path patterns into Report.Patterns; the processor
+	// only tags spans and leaves it off.
+	Patterns bool
+	// MaxMovedTraces bounds the memory of traces moved by reparenting, which is
+	// applied to their spans released later.
+	MaxMovedTraces int
+	// MaxHistory bounds the released spans remembered as possible parents of
+	// orphans released in later rounds (0: none, as for a single file).
+	MaxHistory int
 }
 
 // DefaultOptions reparents, tags paths and remembers 10,000 addresses.
 func DefaultOptions() Options {
-	return Options{Mode: ModeReparent, Config: causal.DefaultStitchConfig(), TagPaths: true, MaxAddresses: 10000}
+	return Options{Mode: ModeReparent, Config: causal.DefaultStitchConfig(), TagPaths: true, MaxAddresses: 10000, Patterns: true, MaxMovedTraces: 100_000}
 }
 
 // Stitcher stitches batches of spans. It keeps the address book between batches;
 // it is not safe for concurrent use.
 type Stitcher struct {
-	opt  Options
-	book *AddressBook
+	opt     Options
+	book    *AddressBook
+	moved   *movedTraces
+	history *history
 }
 
 // New returns a Stitcher, or an error for unusable options.
@@ -89,7 +100,7 @@ func New(opt Options) (*Stitcher, error) {
 	if opt.Mode > ModeAnnotate {
 		return nil, fmt.Errorf("stitch: unknown mode %d", opt.Mode)
 	}
-	return &Stitcher{opt: opt, book: NewAddressBook(opt.MaxAddresses)}, nil
+	return &Stitcher{opt: opt, book: NewAddressBook(opt.MaxAddresses), moved: newMovedTraces(opt.MaxMovedTraces), history: &history{max: opt.MaxHistory}}, nil
 }
 
 // Report counts what one Stitch call did.
@@ -127,23 +138,30 @@ func (s *Stitcher) Stitch(batches ...ptrace.Traces) Report {
 
 // StitchWithContext stitches the spans of release, using the spans of context
 // (which are still waiting for their own context) only as candidate parents and
-// known links: they are not treated as orphans and get no attributes, though a
-// reparented subtree that reaches into them does move trace. The report counts
-// the spans of release.
+// known links. Context spans are only read, never written: only those that start
+// early enough to enclose an orphan of release are looked at at all, and when a
+// reparented subtree reaches into them, the move is remembered and applied when
+// they are released. The report counts the spans of release.
 func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	var rep Report
-	refs, resources := collect(release, false, nil, nil)
+	refs, resources := collect(release, false, nil, nil, 0)
 	rep.Spans = len(refs)
-	refs, resources = collect(context, true, refs, resources)
+	s.moved.apply(refs)
+	if len(refs) == 0 {
+		return rep
+	}
+	earliest, latest := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, r := range refs {
+		earliest = min(earliest, int64(r.span.StartTimestamp()))
+		latest = max(latest, int64(r.span.StartTimestamp()))
+	}
+	cfg := s.opt.Config
+	window := int64(max(cfg.SkewWindow, cfg.LocalWindow))
+	refs, resources = collect(context, true, refs, resources, latest+window)
 
-	names := newInterner()
-	spans := make([]causal.Span, 0, len(refs))
-	idx := make([]int32, len(refs)) // ref → index in spans, -1 when skipped
-	byID := make(map[[24]byte]int32, len(refs))
-	peers := make([]peer, len(refs))
+	t := newRound(len(refs))
 	for i, r := range refs {
 		sp := r.span
-		idx[i] = -1
 		start, end := int64(sp.StartTimestamp()), int64(sp.EndTimestamp())
 		final := !r.context
 		if sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() || end < start {
@@ -159,122 +177,201 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		if kind == causal.KindUnspecified && sp.Kind() != ptrace.SpanKindUnspecified && final {
 			rep.UnknownKind++
 		}
-		res := resources[r.resource]
-		cs := causal.Span{
-			Start: start, End: end,
-			Service:  names.id(res.service),
-			Instance: names.id(res.instance),
-			Name:     names.id(sp.Name()),
-			Kind:     kind,
-			Peer:     -1,
-			Parent:   -1,
-			Orphan:   !r.context && sp.ParentSpanID().IsEmpty(),
-		}
+		var pr peer
 		if kind == causal.KindClient || kind == causal.KindProducer {
-			peers[i] = peerOf(sp.Attributes(), &rep.LongAttributes)
+			pr = peerOf(sp.Attributes(), &rep.LongAttributes)
 		}
-		idx[i] = int32(len(spans))
-		byID[spanKey(sp.TraceID(), sp.SpanID())] = int32(len(spans))
-		spans = append(spans, cs)
+		res := resources[r.resource]
+		t.add(int32(i), res.service, res.instance, sp.Name(), kind, start, end, sp.TraceID(), sp.SpanID(), pr,
+			final && sp.ParentSpanID().IsEmpty())
 	}
-	back := make([]int32, len(spans)) // spans index → ref
-	for i, j := range idx {
-		if j >= 0 {
-			back[j] = int32(i)
-		}
+	// Spans released in earlier rounds that may still be a parent here.
+	for _, h := range s.history.since(earliest-window, earliest-int64(cfg.AsyncWindow)) {
+		t.add(-1, h.service, h.instance, h.name, h.kind, h.start, h.end, h.trace, h.span, h.peer, false)
 	}
 	// Known parents, and what intact CLIENT→SERVER links teach about addresses.
-	for j := range spans {
-		sp := refs[back[j]].span
+	for j := range t.spans {
+		if t.ref[j] < 0 {
+			continue
+		}
+		sp := refs[t.ref[j]].span
 		if sp.ParentSpanID().IsEmpty() {
 			continue
 		}
-		p, ok := byID[spanKey(sp.TraceID(), sp.ParentSpanID())]
+		p, ok := t.byID[spanKey(sp.TraceID(), sp.ParentSpanID())]
 		if !ok {
 			continue // the parent is elsewhere; the context is intact
 		}
-		spans[j].Parent = p
-		if spans[p].Kind == causal.KindClient && spans[j].Kind == causal.KindServer {
-			s.book.Learn(peers[back[p]].address, names.name(spans[j].Service))
+		t.spans[j].Parent = p
+		if t.spans[p].Kind == causal.KindClient && t.spans[j].Kind == causal.KindServer {
+			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
 		}
 	}
-	for j := range spans {
-		k := spans[j].Kind
+	for j := range t.spans {
+		k := t.spans[j].Kind
 		if k != causal.KindClient && k != causal.KindProducer {
 			continue
 		}
-		p := peers[back[j]]
+		p := t.peers[j]
 		switch {
 		case p.service != "":
-			spans[j].Peer = names.id(p.service)
+			t.spans[j].Peer = t.names.id(p.service)
 		case p.database:
 			// A name no service has, so no SERVER span nests in a database call.
-			spans[j].Peer = names.id("database:" + p.label)
+			t.spans[j].Peer = t.names.id("database:" + p.label)
 		case p.address != "":
 			if svc := s.book.Resolve(p.address); svc != "" {
-				spans[j].Peer = names.id(svc)
+				t.spans[j].Peer = t.names.id(svc)
 			}
 		}
-		if p.label == "" && spans[j].Peer < 0 && !refs[back[j]].context {
+		if p.label == "" && t.spans[j].Peer < 0 && t.ref[j] >= 0 && !refs[t.ref[j]].context {
 			rep.Unresolved++
 		}
 	}
 
-	res, err := causal.Stitch(spans, s.opt.Config)
+	res, err := causal.Stitch(t.spans, cfg)
 	if err != nil { // the options were validated in New
 		panic(err)
 	}
 	rep.Orphans, rep.LeftOrphan = res.Orphans, res.LeftOrphan
-	for j := range spans {
+	for j := range t.spans {
 		if !res.Inferred[j] {
 			continue
 		}
 		rep.Inferred++
 		p := res.Parent[j]
-		s.writeBack(refs[back[j]].span, refs[back[p]].span, res.Confidence[j])
+		s.writeBack(refs[t.ref[j]].span, t.traces[p], t.ids[p], res.Confidence[j])
 		// Confident inferences teach addresses too, so that the caller's side of a
 		// trace released later, without its callee, still names the callee.
-		if spans[p].Kind == causal.KindClient && spans[j].Kind == causal.KindServer && res.Confidence[j] >= learnConfidence {
-			s.book.Learn(peers[back[p]].address, names.name(spans[j].Service))
+		if t.spans[p].Kind == causal.KindClient && t.spans[j].Kind == causal.KindServer && res.Confidence[j] >= learnConfidence {
+			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
 		}
 	}
 	if s.opt.Mode == ModeReparent {
-		moveSubtrees(refs, back, res.Parent)
+		s.moveSubtrees(refs, t, res.Parent)
 	}
-	labels, labelOf := pathLabels(spans, res.Parent, peers, back, names, s.book)
-	patterns, sigs := causal.SpanPaths(spans, res.Parent, labelOf, labels)
-	rep.Patterns = patterns
-	if s.opt.TagPaths {
-		for j, sig := range sigs {
-			if sig != "" && !refs[back[j]].context {
-				refs[back[j]].span.Attributes().PutStr(AttrPathSignature, sig)
-			}
+	labels, labelOf := pathLabels(t, res.Parent, s.book)
+	var sigs []string
+	if s.opt.Patterns {
+		rep.Patterns, sigs = causal.SpanPaths(t.spans, res.Parent, labelOf, labels)
+	} else if s.opt.TagPaths {
+		sigs = causal.SpanSignatures(t.spans, res.Parent, labelOf, labels)
+	}
+	for j := range t.spans {
+		r := t.ref[j]
+		if r < 0 || refs[r].context {
+			continue
 		}
+		if s.opt.TagPaths && sigs[j] != "" {
+			refs[r].span.Attributes().PutStr(AttrPathSignature, sigs[j])
+		}
+		s.history.add(released{
+			start: t.spans[j].Start, end: t.spans[j].End, kind: t.spans[j].Kind,
+			service: t.names.name(t.spans[j].Service), instance: t.names.name(t.spans[j].Instance), name: t.names.name(t.spans[j].Name),
+			peer: t.peers[j], trace: refs[r].span.TraceID(), span: t.ids[j],
+		})
 	}
-	rep.Truth = scoreTruth(refs, back, res)
+	rep.Truth = scoreTruth(refs, t, res)
 	return rep
 }
 
+// round holds one stitching round's spans: the live ones (ref ≥ 0, an index into
+// the round's refs) and the released ones recalled from history (ref −1).
+type round struct {
+	spans  []causal.Span
+	ref    []int32
+	traces []pcommon.TraceID
+	ids    []pcommon.SpanID
+	peers  []peer
+	byID   map[[24]byte]int32
+	names  *interner
+}
+
+func newRound(size int) *round {
+	return &round{
+		spans: make([]causal.Span, 0, size), ref: make([]int32, 0, size),
+		traces: make([]pcommon.TraceID, 0, size), ids: make([]pcommon.SpanID, 0, size), peers: make([]peer, 0, size),
+		byID: make(map[[24]byte]int32, size), names: newInterner(),
+	}
+}
+
+func (t *round) add(ref int32, service, instance, name string, kind causal.SpanKind, start, end int64, trace pcommon.TraceID, id pcommon.SpanID, p peer, orphan bool) {
+	j := int32(len(t.spans))
+	t.spans = append(t.spans, causal.Span{
+		Start: start, End: end,
+		Service: t.names.id(service), Instance: t.names.id(instance), Name: t.names.id(name),
+		Kind: kind, Peer: -1, Parent: -1, Orphan: orphan,
+	})
+	t.ref = append(t.ref, ref)
+	t.traces = append(t.traces, trace)
+	t.ids = append(t.ids, id)
+	t.peers = append(t.peers, p)
+	t.byID[spanKey(trace, id)] = j
+}
+
+// released is what history keeps of a span after it left: enough to be a parent.
+type released struct {
+	start, end              int64
+	service, instance, name string
+	kind                    causal.SpanKind
+	peer                    peer
+	trace                   pcommon.TraceID
+	span                    pcommon.SpanID
+}
+
+// history is a bounded FIFO of released spans, so that an orphan released in a
+// later round (its callee's exporter was slower, or a burst pushed its caller out
+// early) can still find its parent.
+type history struct {
+	max  int
+	recs []released
+}
+
+func (h *history) add(r released) {
+	if h.max <= 0 {
+		return
+	}
+	if len(h.recs) >= h.max {
+		drop := len(h.recs) - h.max + 1 + h.max/8 // amortise the copy
+		h.recs = append(h.recs[:0], h.recs[drop:]...)
+	}
+	h.recs = append(h.recs, r)
+}
+
+// since returns the records that may enclose a span starting at or after
+// endAfter's bound: those ending at or after endAfter, and PRODUCER spans that
+// started at or after producedAfter.
+func (h *history) since(endAfter, producedAfter int64) []released {
+	var out []released
+	for _, r := range h.recs {
+		if r.end >= endAfter || (r.kind == causal.KindProducer && r.start >= producedAfter) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // writeBack records an inferred parent on the orphan, as the mode says.
-func (s *Stitcher) writeBack(orphan, parent ptrace.Span, confidence float32) {
+func (s *Stitcher) writeBack(orphan ptrace.Span, parentTrace pcommon.TraceID, parent pcommon.SpanID, confidence float32) {
 	attrs := orphan.Attributes()
-	attrs.PutStr(AttrInferredParent, parent.SpanID().String())
+	attrs.PutStr(AttrInferredParent, parent.String())
 	attrs.PutDouble(AttrInferredConfidence, math.Round(float64(confidence)*1000)/1000)
 	switch s.opt.Mode {
 	case ModeLink:
 		link := orphan.Links().AppendEmpty()
-		link.SetTraceID(parent.TraceID())
-		link.SetSpanID(parent.SpanID())
+		link.SetTraceID(parentTrace)
+		link.SetSpanID(parent)
 		link.Attributes().PutStr("tierscope.link.type", "inferred_parent")
 	case ModeReparent:
-		orphan.SetParentSpanID(parent.SpanID())
+		orphan.SetParentSpanID(parent)
 	}
 }
 
-// moveSubtrees gives every span the trace id of its final root, which moves each
-// reparented orphan and its descendants into the parent's trace. Roots are read
-// before anything is rewritten.
-func moveSubtrees(refs []spanRef, back []int32, parent []int32) {
+// moveSubtrees gives every released span the trace id of its final root, which
+// moves each reparented orphan and its descendants into the parent's trace, and
+// remembers the move for the spans of those traces that are still to come. Roots
+// are read before anything is rewritten.
+func (s *Stitcher) moveSubtrees(refs []spanRef, t *round, parent []int32) {
 	root := make([]int32, len(parent))
 	for j := range parent {
 		r := int32(j)
@@ -283,15 +380,61 @@ func moveSubtrees(refs []spanRef, back []int32, parent []int32) {
 		}
 		root[j] = r
 	}
-	traceOfRoot := make(map[int32]pcommon.TraceID)
 	for j := range parent {
-		if _, ok := traceOfRoot[root[j]]; !ok {
-			traceOfRoot[root[j]] = refs[back[root[j]]].span.TraceID()
+		want := t.traces[root[j]]
+		if t.ref[j] < 0 || t.traces[j] == want {
+			continue
+		}
+		s.moved.record(t.traces[j], want)
+		if r := refs[t.ref[j]]; !r.context {
+			r.span.SetTraceID(want)
 		}
 	}
-	for j := range parent {
-		if t := traceOfRoot[root[j]]; refs[back[j]].span.TraceID() != t {
-			refs[back[j]].span.SetTraceID(t)
+}
+
+// movedTraces remembers, boundedly, which traces reparenting merged into which, so
+// that spans of a moved trace released later, or arriving late, follow it.
+type movedTraces struct {
+	max   int
+	to    map[pcommon.TraceID]pcommon.TraceID
+	order []pcommon.TraceID
+}
+
+func newMovedTraces(max int) *movedTraces {
+	return &movedTraces{max: max, to: make(map[pcommon.TraceID]pcommon.TraceID)}
+}
+
+func (m *movedTraces) record(from, to pcommon.TraceID) {
+	if m.max <= 0 || from == to {
+		return
+	}
+	if _, ok := m.to[from]; !ok {
+		if len(m.to) >= m.max {
+			delete(m.to, m.order[0])
+			m.order = m.order[1:]
+		}
+		m.order = append(m.order, from)
+	}
+	m.to[from] = to
+}
+
+// apply rewrites the trace ids of moved traces, following chains of moves.
+func (m *movedTraces) apply(refs []spanRef) {
+	if len(m.to) == 0 {
+		return
+	}
+	for _, r := range refs {
+		t := r.span.TraceID()
+		moved := false
+		for steps := 0; steps < 8; steps++ {
+			next, ok := m.to[t]
+			if !ok {
+				break
+			}
+			t, moved = next, true
+		}
+		if moved {
+			r.span.SetTraceID(t)
 		}
 	}
 }
@@ -300,7 +443,8 @@ func moveSubtrees(refs []spanRef, back []int32, parent []int32) {
 // roots are their service; a CLIENT or PRODUCER span whose callee's span is not in
 // the trace is its callee (resolved service, database, address); other spans are
 // transparent (-1).
-func pathLabels(spans []causal.Span, parent []int32, peers []peer, back []int32, names *interner, book *AddressBook) ([]string, []int32) {
+func pathLabels(t *round, parent []int32, book *AddressBook) ([]string, []int32) {
+	spans := t.spans
 	hasRemoteChild := make([]bool, len(spans))
 	for j, p := range parent {
 		if p >= 0 && spans[j].Kind.RemoteEntry() {
@@ -324,13 +468,13 @@ func pathLabels(spans []causal.Span, parent []int32, peers []peer, back []int32,
 		labelOf[j] = -1
 		switch {
 		case sp.Kind.RemoteEntry() || parent[j] < 0:
-			labelOf[j] = labelID(names.name(sp.Service))
+			labelOf[j] = labelID(t.names.name(sp.Service))
 		case sp.Kind.RemoteCaller() && !hasRemoteChild[j]:
-			p := peers[back[j]]
+			p := t.peers[j]
 			l := p.label
 			switch {
 			case sp.Peer >= 0 && !p.database:
-				l = names.name(sp.Peer)
+				l = t.names.name(sp.Peer)
 			case !p.database && book.Resolve(p.address) != "":
 				l = book.Resolve(p.address)
 			}
@@ -366,8 +510,9 @@ func spanKey(t pcommon.TraceID, s pcommon.SpanID) [24]byte {
 	return k
 }
 
-// collect appends every span of the batches, with its resource's identity.
-func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []resourceInfo) ([]spanRef, []resourceInfo) {
+// collect appends every span of the batches, with its resource's identity; for
+// context, only spans that start no later than horizon.
+func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []resourceInfo, horizon int64) ([]spanRef, []resourceInfo) {
 	for _, td := range batches {
 		rss := td.ResourceSpans()
 		for i := 0; i < rss.Len(); i++ {
@@ -378,7 +523,11 @@ func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []
 			for j := 0; j < sss.Len(); j++ {
 				ss := sss.At(j).Spans()
 				for k := 0; k < ss.Len(); k++ {
-					refs = append(refs, spanRef{ss.At(k), r, context})
+					sp := ss.At(k)
+					if context && int64(sp.StartTimestamp()) > horizon {
+						continue
+					}
+					refs = append(refs, spanRef{sp, r, context})
 				}
 			}
 		}

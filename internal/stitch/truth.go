@@ -30,17 +30,17 @@ type CalibrationBucket struct {
 }
 
 // scoreTruth returns nil when no span carries a truth attribute.
-func scoreTruth(refs []spanRef, back []int32, res *causal.StitchResult) *TruthScore {
+func scoreTruth(refs []spanRef, rd *round, res *causal.StitchResult) *TruthScore {
 	t := &TruthScore{Calibration: make([]CalibrationBucket, 10)}
 	for d := range t.Calibration {
 		t.Calibration[d].Low, t.Calibration[d].High = float64(d)/10, float64(d+1)/10
 	}
 	seen := false
 	for j, p := range res.Parent {
-		if refs[back[j]].context {
+		if rd.ref[j] < 0 || refs[rd.ref[j]].context {
 			continue
 		}
-		sp := refs[back[j]].span
+		sp := refs[rd.ref[j]].span
 		v, ok := sp.Attributes().Get(AttrTruthParent)
 		if !ok {
 			continue
@@ -50,7 +50,7 @@ func scoreTruth(refs []spanRef, back []int32, res *causal.StitchResult) *TruthSc
 		got := ""
 		switch {
 		case p >= 0:
-			got = refs[back[p]].span.SpanID().String()
+			got = rd.ids[p].String()
 		case !sp.ParentSpanID().IsEmpty():
 			got = sp.ParentSpanID().String()
 		}

@@ -27,18 +27,19 @@ func BenchmarkProcessor(b *testing.B) {
 	p.now = func() time.Time { return clock }
 	const callsPerBatch = 100
 	batches := make([]ptrace.Traces, 64)
-	spansPerBatch := 0
+	spansPerBatch, fills := 0, 0
 	fill := func() {
 		for i := range batches {
 			web, app := ptrace.NewTraces(), ptrace.NewTraces()
 			for c := 0; c < callsPerBatch; c++ {
-				n := i*callsPerBatch + c
+				n := (fills*len(batches)+i)*callsPerBatch + c // time moves on across refills
 				call(web, app, n, time.Unix(1700000000, 0).Add(time.Duration(n)*7*time.Millisecond))
 			}
 			app.ResourceSpans().MoveAndAppendTo(web.ResourceSpans())
 			batches[i] = web
 		}
 		spansPerBatch = batches[0].SpanCount()
+		fills++
 	}
 	fill()
 	b.ReportAllocs()

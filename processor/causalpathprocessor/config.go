@@ -55,6 +55,10 @@ func (c *Config) stitchOptions() stitch.Options {
 	opt := stitch.DefaultOptions()
 	opt.Mode, _ = stitch.ParseMode(c.Mode)
 	opt.TagPaths = c.TagPaths
+	opt.Patterns = false
+	// Remember as many released spans as the buffer holds: enough for the callee
+	// side of a call released a round after its caller.
+	opt.MaxHistory = c.MaxSpans
 	opt.MaxAddresses = c.MaxAddresses
 	opt.Config.SkewWindow = c.SkewWindow
 	opt.Config.LocalWindow = c.LocalWindow

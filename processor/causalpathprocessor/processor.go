@@ -98,8 +98,8 @@ func (p *causalPathProcessor) Shutdown(ctx context.Context) error {
 }
 
 // ConsumeTraces buffers td. When the buffer would exceed max_spans, the oldest
-// batches are forwarded at once, unstitched, so memory stays bounded whatever the
-// load.
+// batches leave at once, stitched with the context at hand, so memory stays
+// bounded and inference degrades gracefully under a burst.
 func (p *causalPathProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	n := td.SpanCount()
 	p.telemetry.ProcessorCausalpathSpansReceived.Add(ctx, int64(n))
@@ -109,26 +109,21 @@ func (p *causalPathProcessor) ConsumeTraces(ctx context.Context, td ptrace.Trace
 	p.mu.Lock()
 	p.buffer = append(p.buffer, batch{td: td, spans: n, arrived: p.now()})
 	p.buffered += n
-	var overflow []batch
-	for p.buffered > p.cfg.MaxSpans && len(p.buffer) > 0 {
-		b := p.buffer[0]
-		p.buffer[0] = batch{}
-		p.buffer = p.buffer[1:]
-		p.buffered -= b.spans
-		overflow = append(overflow, b)
+	cut := 0
+	for over := p.buffered - p.cfg.MaxSpans; over > 0 && cut < len(p.buffer); cut++ {
+		over -= p.buffer[cut].spans
 	}
-	p.mu.Unlock()
-	p.telemetry.ProcessorCausalpathBuffered.Add(ctx, int64(n))
-	if len(overflow) == 0 {
+	if cut == 0 {
+		p.mu.Unlock()
+		p.telemetry.ProcessorCausalpathBuffered.Add(ctx, int64(n))
 		return nil
 	}
-	dropped := 0
-	for _, b := range overflow {
-		dropped += b.spans
-	}
-	p.telemetry.ProcessorCausalpathDropped.Add(ctx, int64(dropped))
-	p.telemetry.ProcessorCausalpathBuffered.Add(ctx, -int64(dropped))
-	return p.forward(ctx, overflow)
+	ready, rep := p.stitchOldest(cut)
+	p.mu.Unlock()
+	p.telemetry.ProcessorCausalpathBuffered.Add(ctx, int64(n))
+	p.telemetry.ProcessorCausalpathReleasedEarly.Add(ctx, int64(rep.Spans))
+	p.record(ctx, rep)
+	return p.forward(ctx, ready)
 }
 
 // release stitches the batches that have waited long enough (all of them when
@@ -147,34 +142,42 @@ func (p *causalPathProcessor) release(ctx context.Context, flush bool) error {
 		p.mu.Unlock()
 		return nil
 	}
+	ready, rep := p.stitchOldest(cut)
+	p.mu.Unlock()
+	p.record(ctx, rep)
+	return p.forward(ctx, ready)
+}
+
+// stitchOldest removes the first cut batches from the buffer and stitches them
+// with the rest as context. It runs under p.mu: the stitcher writes only the
+// batches it releases, but the buffer must not change while it reads the others.
+func (p *causalPathProcessor) stitchOldest(cut int) ([]batch, stitch.Report) {
 	ready := make([]batch, cut)
 	copy(ready, p.buffer[:cut])
 	release := make([]ptrace.Traces, cut)
-	released := 0
 	for i, b := range ready {
 		release[i] = b.td
-		released += b.spans
+		p.buffered -= b.spans
 	}
 	waiting := make([]ptrace.Traces, len(p.buffer)-cut)
 	for i, b := range p.buffer[cut:] {
 		waiting[i] = b.td
 	}
-	// Stitching under the lock keeps the waiting batches still while their trace
-	// ids may be rewritten; it takes milliseconds for a full default buffer.
 	rep := p.stitcher.StitchWithContext(release, waiting)
 	clear(p.buffer[:cut])
 	p.buffer = p.buffer[cut:]
-	p.buffered -= released
-	p.mu.Unlock()
+	return ready, rep
+}
 
+// record adds a stitching round to the self-metrics.
+func (p *causalPathProcessor) record(ctx context.Context, rep stitch.Report) {
 	t := p.telemetry
-	t.ProcessorCausalpathBuffered.Add(ctx, -int64(released))
+	t.ProcessorCausalpathBuffered.Add(ctx, -int64(rep.Spans))
 	t.ProcessorCausalpathOrphans.Add(ctx, int64(rep.Orphans))
 	t.ProcessorCausalpathInferred.Add(ctx, int64(rep.Inferred))
 	t.ProcessorCausalpathLeftOrphan.Add(ctx, int64(rep.LeftOrphan))
 	t.ProcessorCausalpathUnresolved.Add(ctx, int64(rep.Unresolved))
 	t.ProcessorCausalpathSkipped.Add(ctx, int64(rep.Skipped))
-	return p.forward(ctx, ready)
 }
 
 // forward merges batches into one request for the next consumer.

@@ -27,10 +27,10 @@ type TelemetryBuilder struct {
 	mu                               sync.Mutex
 	registrations                    []metric.Registration
 	ProcessorCausalpathBuffered      metric.Int64UpDownCounter
-	ProcessorCausalpathDropped       metric.Int64Counter
 	ProcessorCausalpathInferred      metric.Int64Counter
 	ProcessorCausalpathLeftOrphan    metric.Int64Counter
 	ProcessorCausalpathOrphans       metric.Int64Counter
+	ProcessorCausalpathReleasedEarly metric.Int64Counter
 	ProcessorCausalpathSkipped       metric.Int64Counter
 	ProcessorCausalpathSpansReceived metric.Int64Counter
 	ProcessorCausalpathSpansReleased metric.Int64Counter
@@ -72,12 +72,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{spans}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ProcessorCausalpathDropped, err = builder.meter.Int64Counter(
-		"otelcol_processor_causalpath_dropped",
-		metric.WithDescription("Spans released early, without inference, because the buffer held max_spans. They are forwarded, not lost. [Development]"),
-		metric.WithUnit("{spans}"),
-	)
-	errs = errors.Join(errs, err)
 	builder.ProcessorCausalpathInferred, err = builder.meter.Int64Counter(
 		"otelcol_processor_causalpath_inferred",
 		metric.WithDescription("Orphan spans given an inferred parent. [Development]"),
@@ -93,6 +87,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ProcessorCausalpathOrphans, err = builder.meter.Int64Counter(
 		"otelcol_processor_causalpath_orphans",
 		metric.WithDescription("Spans without a parent whose parent was looked for. [Development]"),
+		metric.WithUnit("{spans}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorCausalpathReleasedEarly, err = builder.meter.Int64Counter(
+		"otelcol_processor_causalpath_released_early",
+		metric.WithDescription("Spans released before `wait` because the buffer held max_spans; they are stitched with the context at hand and forwarded, not lost. [Development]"),
 		metric.WithUnit("{spans}"),
 	)
 	errs = errors.Join(errs, err)

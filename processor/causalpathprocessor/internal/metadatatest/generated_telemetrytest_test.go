@@ -20,18 +20,15 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ProcessorCausalpathBuffered.Add(context.Background(), 1)
-	tb.ProcessorCausalpathDropped.Add(context.Background(), 1)
 	tb.ProcessorCausalpathInferred.Add(context.Background(), 1)
 	tb.ProcessorCausalpathLeftOrphan.Add(context.Background(), 1)
 	tb.ProcessorCausalpathOrphans.Add(context.Background(), 1)
+	tb.ProcessorCausalpathReleasedEarly.Add(context.Background(), 1)
 	tb.ProcessorCausalpathSkipped.Add(context.Background(), 1)
 	tb.ProcessorCausalpathSpansReceived.Add(context.Background(), 1)
 	tb.ProcessorCausalpathSpansReleased.Add(context.Background(), 1)
 	tb.ProcessorCausalpathUnresolved.Add(context.Background(), 1)
 	AssertEqualProcessorCausalpathBuffered(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualProcessorCausalpathDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorCausalpathInferred(t, testTel,
@@ -41,6 +38,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorCausalpathOrphans(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorCausalpathReleasedEarly(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorCausalpathSkipped(t, testTel,
