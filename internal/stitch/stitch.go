@@ -8,6 +8,7 @@ package stitch
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -74,8 +75,10 @@ type Options struct {
 	// applied to their spans released later.
 	MaxMovedTraces int
 	// MaxHistory bounds the released spans remembered as possible parents of
-	// orphans released in later rounds (0: none, as for a single file).
-	MaxHistory int
+	// orphans released in later rounds (0: none, as for a single file), and
+	// HistoryWindow how far, in span time, behind the newest release they reach.
+	MaxHistory    int
+	HistoryWindow time.Duration
 }
 
 // DefaultOptions reparents, tags paths and remembers 10,000 addresses.
@@ -100,7 +103,8 @@ func New(opt Options) (*Stitcher, error) {
 	if opt.Mode > ModeAnnotate {
 		return nil, fmt.Errorf("stitch: unknown mode %d", opt.Mode)
 	}
-	return &Stitcher{opt: opt, book: NewAddressBook(opt.MaxAddresses), moved: newMovedTraces(opt.MaxMovedTraces), history: &history{max: opt.MaxHistory}}, nil
+	return &Stitcher{opt: opt, book: NewAddressBook(opt.MaxAddresses), moved: newMovedTraces(opt.MaxMovedTraces),
+		history: &history{max: opt.MaxHistory, window: int64(opt.HistoryWindow)}}, nil
 }
 
 // Report counts what one Stitch call did.
@@ -265,6 +269,13 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		if s.opt.TagPaths && sigs[j] != "" {
 			refs[r].span.Attributes().PutStr(AttrPathSignature, sigs[j])
 		}
+		// Only callers are remembered: the parent an orphan misses across rounds is
+		// the CLIENT or PRODUCER span of another process, exported (and released)
+		// before the callee's side, while a local parent comes in the orphan's own
+		// batch.
+		if !t.spans[j].Kind.RemoteCaller() {
+			continue
+		}
 		s.history.add(released{
 			start: t.spans[j].Start, end: t.spans[j].End, kind: t.spans[j].Kind,
 			service: t.names.name(t.spans[j].Service), instance: t.names.name(t.spans[j].Instance), name: t.names.name(t.spans[j].Name),
@@ -323,8 +334,9 @@ type released struct {
 // later round (its callee's exporter was slower, or a burst pushed its caller out
 // early) can still find its parent.
 type history struct {
-	max  int
-	recs []released
+	max    int
+	window int64
+	recs   []released
 }
 
 func (h *history) add(r released) {
@@ -342,6 +354,15 @@ func (h *history) add(r released) {
 // endAfter's bound: those ending at or after endAfter, and PRODUCER spans that
 // started at or after producedAfter.
 func (h *history) since(endAfter, producedAfter int64) []released {
+	// Records are roughly in time order; those that ended a window before this
+	// release are of no use any more.
+	old := 0
+	for old < len(h.recs) && h.recs[old].end < min(endAfter, producedAfter)-h.window {
+		old++
+	}
+	if old > 0 {
+		h.recs = append(h.recs[:0], h.recs[old:]...)
+	}
 	var out []released
 	for _, r := range h.recs {
 		if r.end >= endAfter || (r.kind == causal.KindProducer && r.start >= producedAfter) {

@@ -59,6 +59,7 @@ func (c *Config) stitchOptions() stitch.Options {
 	// Remember as many released spans as the buffer holds: enough for the callee
 	// side of a call released a round after its caller.
 	opt.MaxHistory = c.MaxSpans
+	opt.HistoryWindow = c.Wait
 	opt.MaxAddresses = c.MaxAddresses
 	opt.Config.SkewWindow = c.SkewWindow
 	opt.Config.LocalWindow = c.LocalWindow

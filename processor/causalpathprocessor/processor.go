@@ -31,10 +31,17 @@ type causalPathProcessor struct {
 	telemetry *metadata.TelemetryBuilder
 	now       func() time.Time
 
+	// mu guards the buffer; it is held only to append or cut, never while
+	// stitching, so receivers are not held up by inference.
 	mu       sync.Mutex
-	stitcher *stitch.Stitcher
 	buffer   []batch // oldest first
 	buffered int     // spans in buffer
+
+	// stitchMu serialises stitching rounds. A round takes its batches out of the
+	// buffer and snapshots the rest while holding it, so a batch is never written
+	// by one round while another reads it.
+	stitchMu sync.Mutex
+	stitcher *stitch.Stitcher
 
 	host     component.Host
 	stop     chan struct{}
@@ -109,18 +116,24 @@ func (p *causalPathProcessor) ConsumeTraces(ctx context.Context, td ptrace.Trace
 	p.mu.Lock()
 	p.buffer = append(p.buffer, batch{td: td, spans: n, arrived: p.now()})
 	p.buffered += n
-	cut := 0
-	for over := p.buffered - p.cfg.MaxSpans; over > 0 && cut < len(p.buffer); cut++ {
-		over -= p.buffer[cut].spans
-	}
-	if cut == 0 {
-		p.mu.Unlock()
-		p.telemetry.ProcessorCausalpathBuffered.Add(ctx, int64(n))
-		return nil
-	}
-	ready, rep := p.stitchOldest(cut)
+	full := p.buffered > p.cfg.MaxSpans
 	p.mu.Unlock()
 	p.telemetry.ProcessorCausalpathBuffered.Add(ctx, int64(n))
+	if !full {
+		return nil
+	}
+	// The buffer is full: this caller stitches the oldest batches out, which also
+	// slows it down, the backpressure a full buffer calls for.
+	ready, rep := p.stitchRound(func() int {
+		cut := 0
+		for over := p.buffered - p.cfg.MaxSpans; over > 0 && cut < len(p.buffer); cut++ {
+			over -= p.buffer[cut].spans
+		}
+		return cut
+	})
+	if len(ready) == 0 {
+		return nil
+	}
 	p.telemetry.ProcessorCausalpathReleasedEarly.Add(ctx, int64(rep.Spans))
 	p.record(ctx, rep)
 	return p.forward(ctx, ready)
@@ -129,44 +142,54 @@ func (p *causalPathProcessor) ConsumeTraces(ctx context.Context, td ptrace.Trace
 // release stitches the batches that have waited long enough (all of them when
 // flushing), with the younger ones as context, and forwards them.
 func (p *causalPathProcessor) release(ctx context.Context, flush bool) error {
-	p.mu.Lock()
-	cut := len(p.buffer)
-	if !flush {
+	ready, rep := p.stitchRound(func() int {
+		if flush {
+			return len(p.buffer)
+		}
 		deadline := p.now().Add(-p.cfg.Wait)
-		cut = 0
+		cut := 0
 		for cut < len(p.buffer) && !p.buffer[cut].arrived.After(deadline) {
 			cut++
 		}
-	}
-	if cut == 0 {
-		p.mu.Unlock()
+		return cut
+	})
+	if len(ready) == 0 {
 		return nil
 	}
-	ready, rep := p.stitchOldest(cut)
-	p.mu.Unlock()
 	p.record(ctx, rep)
 	return p.forward(ctx, ready)
 }
 
-// stitchOldest removes the first cut batches from the buffer and stitches them
-// with the rest as context. It runs under p.mu: the stitcher writes only the
-// batches it releases, but the buffer must not change while it reads the others.
-func (p *causalPathProcessor) stitchOldest(cut int) ([]batch, stitch.Report) {
-	ready := make([]batch, cut)
-	copy(ready, p.buffer[:cut])
-	release := make([]ptrace.Traces, cut)
-	for i, b := range ready {
-		release[i] = b.td
-		p.buffered -= b.spans
+// stitchRound takes the first cut() batches out of the buffer and stitches them
+// with the batches still waiting as context. cut runs under p.mu; stitching runs
+// under stitchMu only, while receivers keep appending: the stitcher writes only
+// the batches it releases, and new batches are not in its snapshot.
+func (p *causalPathProcessor) stitchRound(cut func() int) ([]batch, stitch.Report) {
+	p.stitchMu.Lock()
+	defer p.stitchMu.Unlock()
+	p.mu.Lock()
+	n := cut()
+	if n == 0 {
+		p.mu.Unlock()
+		return nil, stitch.Report{}
 	}
-	waiting := make([]ptrace.Traces, len(p.buffer)-cut)
-	for i, b := range p.buffer[cut:] {
+	ready := make([]batch, n)
+	copy(ready, p.buffer[:n])
+	clear(p.buffer[:n])
+	p.buffer = p.buffer[n:]
+	waiting := make([]ptrace.Traces, len(p.buffer))
+	for i, b := range p.buffer {
 		waiting[i] = b.td
 	}
-	rep := p.stitcher.StitchWithContext(release, waiting)
-	clear(p.buffer[:cut])
-	p.buffer = p.buffer[cut:]
-	return ready, rep
+	for _, b := range ready {
+		p.buffered -= b.spans
+	}
+	p.mu.Unlock()
+	release := make([]ptrace.Traces, n)
+	for i, b := range ready {
+		release[i] = b.td
+	}
+	return ready, p.stitcher.StitchWithContext(release, waiting)
 }
 
 // record adds a stitching round to the self-metrics.
