@@ -23,6 +23,7 @@ const (
   maketrace  generate a message trace from tracelets (FORMATS.md §3)
   convert    convert a trace dataset (Nezha CSV) to OTLP/JSON lines (FORMATS.md §4)
   stitch     infer lost parents of OTLP spans and tag their causal paths (FORMATS.md §4)
+  summary    print the costliest causal paths and the service graph of OTLP spans
 
 Run 'tierscope <command> -h' for the flags of a command.`
 )
@@ -44,6 +45,7 @@ var commands = []command{
 	{"maketrace", runMaketrace},
 	{"convert", runConvert},
 	{"stitch", runStitch},
+	{"summary", runSummary},
 }
 
 func main() {

@@ -60,8 +60,19 @@ func writeText(w io.Writer, r *api.PathsReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d messages, %d call pairs, %d discarded, mean parallelism %.2f, %d patterns shown\n",
 		r.Messages, r.CallPairs, r.DiscardedMessages, r.MeanParallelism, len(r.Patterns))
-	for i, p := range r.Patterns {
-		fmt.Fprintf(&b, "\n#%d  %s\n    %d instances, total latency %s\n", i+1, p.Signature, p.Count, ms(p.TotalLatencyMs))
+	writePatternTrees(&b, r.Patterns)
+	if t := r.Truth; t != nil {
+		fmt.Fprintf(&b, "\ntruth: %d true patterns, %d false-positive patterns, false-negative instances %d/%d (%.2f%%), message attribution error %.2f%%, top-10 false negatives %d\n",
+			t.TruthPatterns, t.FalsePositivePatterns, t.FalseNegativeInstances, t.TruthInstances, 100*t.FalseNegativeInstanceRate, 100*t.MessageAttributionError, t.TopNFalseNegatives[min(9, len(t.TopNFalseNegatives)-1)])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writePatternTrees renders each pattern as an indented tree.
+func writePatternTrees(b *strings.Builder, patterns []api.PathPattern) {
+	for i, p := range patterns {
+		fmt.Fprintf(b, "\n#%d  %s\n    %d instances, total latency %s\n", i+1, p.Signature, p.Count, ms(p.TotalLatencyMs))
 		var walk func(n api.PathNode, prefix string, last bool, root bool)
 		walk = func(n api.PathNode, prefix string, last bool, root bool) {
 			branch, childPrefix := "", prefix
@@ -74,7 +85,7 @@ func writeText(w io.Writer, r *api.PathsReport) error {
 			}
 			line := prefix + branch + n.Node
 			if n.LatencyMs != nil {
-				line = fmt.Sprintf("%-28s latency %s (p50 %s, p99 %s)  called after %s",
+				line = fmt.Sprintf("%-34s latency %s (p50 %s, p99 %s)  called after %s",
 					line, ms(n.LatencyMs.Mean), ms(n.LatencyMs.P50), ms(n.LatencyMs.P99), ms(n.CallDelayMs.Mean))
 			}
 			b.WriteString("    " + line + "\n")
@@ -84,12 +95,6 @@ func writeText(w io.Writer, r *api.PathsReport) error {
 		}
 		walk(p.Root, "", true, true)
 	}
-	if t := r.Truth; t != nil {
-		fmt.Fprintf(&b, "\ntruth: %d true patterns, %d false-positive patterns, false-negative instances %d/%d (%.2f%%), message attribution error %.2f%%, top-10 false negatives %d\n",
-			t.TruthPatterns, t.FalsePositivePatterns, t.FalseNegativeInstances, t.TruthInstances, 100*t.FalseNegativeInstanceRate, 100*t.MessageAttributionError, t.TopNFalseNegatives[min(9, len(t.TopNFalseNegatives)-1)])
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // ms formats milliseconds with a sensible number of digits.

@@ -181,3 +181,23 @@ func TestStitchModesAndUsage(t *testing.T) {
 		t.Errorf("bad JSON: exit %d, %q", code, errs)
 	}
 }
+
+func TestSummary(t *testing.T) {
+	excerpt := filepath.Join("..", "..", "testdata", "nezha", "excerpt.csv")
+	spans := filepath.Join(t.TempDir(), "spans.jsonl")
+	if code, _, errs := runCLI(t, "", "convert", "--from", "nezha", "--in", excerpt, "--out", spans); code != 0 {
+		t.Fatalf("convert: %s", errs)
+	}
+	code, out, errs := runCLI(t, "", "summary", "--in", spans, "--top", "2")
+	if code != 0 {
+		t.Fatalf("summary: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"spans in 4 traces", "Causal paths:", "#1  ts-", "Service graph", "ts-gateway-service →"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, _ := runCLI(t, "", "summary", "--in", spans, "--top", "0"); code != 2 {
+		t.Errorf("--top 0: exit %d, want 2", code)
+	}
+}

@@ -8,12 +8,15 @@ package stitch
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tierscope/tierscope/internal/causal"
+	"github.com/tierscope/tierscope/internal/stats"
 )
 
 // Attribute names written on spans (FORMATS.md §4).
@@ -121,7 +124,19 @@ type Report struct {
 	// kind, an attribute value too long to use as an endpoint.
 	ZeroDuration, UnknownKind, LongAttributes int
 	Patterns                                  []*causal.Pattern
-	Truth                                     *TruthScore // set when spans carry AttrTruthParent
+	// Edges is the service graph of the released spans (with Options.Patterns).
+	Edges []*Edge
+	Truth *TruthScore // set when spans carry AttrTruthParent
+}
+
+// Edge is one caller → callee edge of the service graph, between path nodes: the
+// callee's latency is its span's duration, seen from the callee when it is
+// instrumented and from the caller otherwise.
+type Edge struct {
+	From, To string
+	Calls    int
+	Errors   int
+	Latency  *stats.LogHistogram // milliseconds
 }
 
 type spanRef struct {
@@ -258,6 +273,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	var sigs []string
 	if s.opt.Patterns {
 		rep.Patterns, sigs = causal.SpanPaths(t.spans, res.Parent, labelOf, labels)
+		rep.Edges = serviceGraph(refs, t, res.Parent, labelOf, labels)
 	} else if s.opt.TagPaths {
 		sigs = causal.SpanSignatures(t.spans, res.Parent, labelOf, labels)
 	}
@@ -284,6 +300,47 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	}
 	rep.Truth = scoreTruth(refs, t, res)
 	return rep
+}
+
+// serviceGraph counts, for every labelled span with a labelled ancestor, one call
+// from the ancestor's node to the span's node.
+func serviceGraph(refs []spanRef, t *round, parent, labelOf []int32, labels []string) []*Edge {
+	type key struct{ from, to int32 }
+	edges := make(map[key]*Edge)
+	for j := range t.spans {
+		if labelOf[j] < 0 || t.ref[j] < 0 {
+			continue
+		}
+		a := parent[j]
+		for steps := 0; a >= 0 && labelOf[a] < 0 && steps < len(parent); steps++ {
+			a = parent[a]
+		}
+		if a < 0 {
+			continue
+		}
+		k := key{labelOf[a], labelOf[j]}
+		e, ok := edges[k]
+		if !ok {
+			e = &Edge{From: labels[k.from], To: labels[k.to], Latency: stats.NewLogHistogram(causal.LatencyBins)}
+			edges[k] = e
+		}
+		e.Calls++
+		if refs[t.ref[j]].span.Status().Code() == ptrace.StatusCodeError {
+			e.Errors++
+		}
+		e.Latency.Add(float64(t.spans[j].End-t.spans[j].Start) / 1e6)
+	}
+	out := make([]*Edge, 0, len(edges))
+	for _, e := range edges {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *Edge) int {
+		if a.Calls != b.Calls {
+			return b.Calls - a.Calls
+		}
+		return strings.Compare(a.From+"\x00"+a.To, b.From+"\x00"+b.To)
+	})
+	return out
 }
 
 // round holds one stitching round's spans: the live ones (ref ≥ 0, an index into

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/otlpjsonl"
+	"github.com/tierscope/tierscope/internal/stitch"
+)
+
+// runSummary prints what a person wants to see of collected spans: the causal paths
+// that take the most time, with per-node latency, and the service graph.
+func runSummary(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("summary", "summary --in spans.jsonl [--top 5]", stderr)
+	var (
+		in  = fs.String("in", "", "spans as OTLP/JSON lines (the file exporter's output); - for standard input")
+		top = fs.Int("top", 5, "paths to show, by total latency")
+	)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *top < 1 {
+		return usagef("--top must be ≥ 1")
+	}
+	r, name, closeIn, err := input(*in, stdin)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	var batches []ptrace.Traces
+	reader := otlpjsonl.NewReader(r, name)
+	for {
+		td, _, err := reader.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		batches = append(batches, td)
+	}
+	repaired, traces := 0, map[string]bool{}
+	for _, td := range batches {
+		forEachSpanIn(td, func(s ptrace.Span) {
+			traces[s.TraceID().String()] = true
+			if _, ok := s.Attributes().Get(stitch.AttrInferredParent); ok {
+				repaired++
+			}
+		})
+	}
+	// Annotate mode on a copy of nothing: the spans are only read for the report.
+	opt := stitch.DefaultOptions()
+	opt.Mode, opt.TagPaths = stitch.ModeAnnotate, false
+	st, err := stitch.New(opt)
+	if err != nil {
+		return err
+	}
+	rep := st.Stitch(batches...)
+	if rep.Spans == 0 {
+		return fmt.Errorf("%s: no spans", name)
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d spans in %d traces; %d spans had their parent inferred by causalpath\n", rep.Spans, len(traces), repaired)
+	patterns := toAPIPatterns(rep.Patterns)
+	slices.SortStableFunc(patterns, func(x, y api.PathPattern) int { return cmp.Compare(y.TotalLatencyMs, x.TotalLatencyMs) })
+	fmt.Fprintf(&b, "\nCausal paths: %d patterns, the %d with the most total latency\n", len(patterns), min(*top, len(patterns)))
+	writePatternTrees(&b, patterns[:min(*top, len(patterns))])
+	fmt.Fprintf(&b, "\nService graph\n")
+	for _, e := range rep.Edges {
+		fmt.Fprintf(&b, "    %-12s → %-22s %8d calls %6d errors   latency %s (p50 %s, p99 %s)\n",
+			e.From, e.To, e.Calls, e.Errors, ms(e.Latency.Mean()), ms(e.Latency.Quantile(0.5)), ms(e.Latency.Quantile(0.99)))
+	}
+	_, err = io.WriteString(stdout, b.String())
+	return err
+}
+
+func forEachSpanIn(td ptrace.Traces, f func(ptrace.Span)) {
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		sss := td.ResourceSpans().At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			for k := 0; k < sss.At(j).Spans().Len(); k++ {
+				f(sss.At(j).Spans().At(k))
+			}
+		}
+	}
+}
