@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/otlpjsonl"
@@ -47,17 +46,9 @@ func runStitch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeIn()
-	var batches []ptrace.Traces
-	reader := otlpjsonl.NewReader(r, name)
-	for {
-		td, _, err := reader.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		batches = append(batches, td)
+	batches, err := otlpjsonl.ReadBatches(r, name)
+	if err != nil {
+		return err
 	}
 	began := time.Now()
 	rep := st.Stitch(batches...)

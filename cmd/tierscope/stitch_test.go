@@ -53,7 +53,7 @@ func checkEverySpanOnce(t *testing.T, in, out string) {
 			t.Fatal(err)
 		}
 		m := map[string]int{}
-		forEachSpan(td, func(s ptrace.Span) { m[s.SpanID().String()]++ })
+		stitch.ForEachSpan(td, func(s ptrace.Span) { m[s.SpanID().String()]++ })
 		return m
 	}
 	a, b := ids(in), ids(out)
@@ -63,17 +63,6 @@ func checkEverySpanOnce(t *testing.T, in, out string) {
 	for id, n := range b {
 		if n != 1 || a[id] != 1 {
 			t.Fatalf("span %s appears %d times in the output, %d in the input", id, n, a[id])
-		}
-	}
-}
-
-func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
-	for i := 0; i < td.ResourceSpans().Len(); i++ {
-		sss := td.ResourceSpans().At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			for k := 0; k < sss.At(j).Spans().Len(); k++ {
-				f(sss.At(j).Spans().At(k))
-			}
 		}
 	}
 }
@@ -141,7 +130,7 @@ func TestStitchModesAndUsage(t *testing.T) {
 			t.Fatal(err)
 		}
 		inferred, reparented, links := 0, 0, 0
-		forEachSpan(td, func(s ptrace.Span) {
+		stitch.ForEachSpan(td, func(s ptrace.Span) {
 			v, ok := s.Attributes().Get(stitch.AttrInferredParent)
 			if !ok {
 				return

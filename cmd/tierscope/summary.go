@@ -33,21 +33,13 @@ func runSummary(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer closeIn()
-	var batches []ptrace.Traces
-	reader := otlpjsonl.NewReader(r, name)
-	for {
-		td, _, err := reader.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		batches = append(batches, td)
+	batches, err := otlpjsonl.ReadBatches(r, name)
+	if err != nil {
+		return err
 	}
 	repaired, traces := 0, map[string]bool{}
 	for _, td := range batches {
-		forEachSpanIn(td, func(s ptrace.Span) {
+		stitch.ForEachSpan(td, func(s ptrace.Span) {
 			traces[s.TraceID().String()] = true
 			if _, ok := s.Attributes().Get(stitch.AttrInferredParent); ok {
 				repaired++
@@ -79,15 +71,4 @@ func runSummary(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
-}
-
-func forEachSpanIn(td ptrace.Traces, f func(ptrace.Span)) {
-	for i := 0; i < td.ResourceSpans().Len(); i++ {
-		sss := td.ResourceSpans().At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			for k := 0; k < sss.At(j).Spans().Len(); k++ {
-				f(sss.At(j).Spans().At(k))
-			}
-		}
-	}
 }

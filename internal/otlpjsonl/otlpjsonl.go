@@ -117,6 +117,23 @@ func Read(in io.Reader, name string) (ptrace.Traces, int, error) {
 	}
 }
 
+// ReadBatches reads a whole file and returns its requests, one per line, so that
+// they can be written back with the same line structure.
+func ReadBatches(in io.Reader, name string) ([]ptrace.Traces, error) {
+	var batches []ptrace.Traces
+	r := NewReader(in, name)
+	for {
+		td, _, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return batches, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		batches = append(batches, td)
+	}
+}
+
 // Writer writes one request per line. It buffers: call Flush when done.
 type Writer struct {
 	bw *bufio.Writer

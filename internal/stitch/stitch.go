@@ -588,6 +588,20 @@ func spanKey(t pcommon.TraceID, s pcommon.SpanID) [24]byte {
 	return k
 }
 
+// ForEachSpan calls f for every span of td.
+func ForEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				f(spans.At(k))
+			}
+		}
+	}
+}
+
 // collect appends every span of the batches, with its resource's identity; for
 // context, only spans that start no later than horizon.
 func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []resourceInfo, horizon int64) ([]spanRef, []resourceInfo) {

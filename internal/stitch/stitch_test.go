@@ -150,7 +150,7 @@ func TestBadSpansPassThrough(t *testing.T) {
 	huge := b.span("web", "huge attribute", ptrace.SpanKindClient, 1, noParent, 5, 40)
 	huge.Attributes().PutStr("server.address", strings.Repeat("x", 1<<20))
 	before := map[string]int{}
-	forEach(b.td, func(s ptrace.Span) { before[s.Name()] = s.Attributes().Len() })
+	ForEachSpan(b.td, func(s ptrace.Span) { before[s.Name()] = s.Attributes().Len() })
 
 	rep := mustNew(t, ModeReparent).Stitch(b.td)
 	if rep.Spans != 10 || rep.Skipped != 3 || rep.ZeroDuration != 1 || rep.UnknownKind != 1 || rep.LongAttributes != 1 {
@@ -192,16 +192,5 @@ func TestParseMode(t *testing.T) {
 	}
 	if _, err := ParseMode("glue"); err == nil {
 		t.Error("ParseMode accepted glue")
-	}
-}
-
-func forEach(td ptrace.Traces, f func(ptrace.Span)) {
-	for i := 0; i < td.ResourceSpans().Len(); i++ {
-		sss := td.ResourceSpans().At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			for k := 0; k < sss.At(j).Spans().Len(); k++ {
-				f(sss.At(j).Spans().At(k))
-			}
-		}
 	}
 }

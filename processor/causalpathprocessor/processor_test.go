@@ -137,7 +137,7 @@ func TestStitchesAcrossBatches(t *testing.T) {
 	clients := map[pcommon.SpanID]pcommon.TraceID{}
 	var servers []ptrace.Span
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(s ptrace.Span) {
+		stitch.ForEachSpan(td, func(s ptrace.Span) {
 			switch s.Kind() {
 			case ptrace.SpanKindClient:
 				clients[s.SpanID()] = s.TraceID()
@@ -208,7 +208,7 @@ func TestMemoryBoundedUnderBurst(t *testing.T) {
 
 	seen := map[pcommon.SpanID]int{}
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(s ptrace.Span) { seen[s.SpanID()]++ })
+		stitch.ForEachSpan(td, func(s ptrace.Span) { seen[s.SpanID()]++ })
 	}
 	require.Len(t, seen, sent)
 	for id, n := range seen {
@@ -243,7 +243,7 @@ func TestBadSpansAreForwardedAndCounted(t *testing.T) {
 	require.NoError(t, p.ConsumeTraces(context.Background(), ptrace.NewTraces()))
 	require.NoError(t, p.Shutdown(context.Background()))
 	require.Equal(t, 2, sink.SpanCount())
-	forEachSpan(sink.AllTraces()[0], func(s ptrace.Span) {
+	stitch.ForEachSpan(sink.AllTraces()[0], func(s ptrace.Span) {
 		assert.Equal(t, 0, s.Attributes().Len(), "%s was touched", s.Name())
 	})
 	metadatatest.AssertEqualProcessorCausalpathSkipped(t, tt, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
@@ -267,17 +267,6 @@ func TestConcurrentProducers(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, p.Shutdown(context.Background()))
 	require.Equal(t, 4*50*3, sink.SpanCount())
-}
-
-func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
-	for i := 0; i < td.ResourceSpans().Len(); i++ {
-		sss := td.ResourceSpans().At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			for k := 0; k < sss.At(j).Spans().Len(); k++ {
-				f(sss.At(j).Spans().At(k))
-			}
-		}
-	}
 }
 
 // A trace whose two sides are released in different rounds is stitched and
@@ -305,7 +294,7 @@ func TestTraceSplitAcrossReleases(t *testing.T) {
 	require.NoError(t, p.release(context.Background(), false))
 	require.Equal(t, 3, sink.SpanCount())
 	for _, td := range sink.AllTraces() {
-		forEachSpan(td, func(s ptrace.Span) {
+		stitch.ForEachSpan(td, func(s ptrace.Span) {
 			sig, _ := s.Attributes().Get(stitch.AttrPathSignature)
 			assert.Equal(t, "web(app)", sig.Str(), "span %s", s.Name())
 			assert.Equal(t, client.TraceID(), s.TraceID(), "span %s", s.Name())

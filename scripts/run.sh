@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# make run: the testbed under load, observed by the otelcol-tierscope distribution.
+#
+#   1. starts the collector with examples/testbed.yaml (causalpath → file);
+#   2. starts the testbed's tiers on loopback (`testbed up`), with trace context
+#      dropped on the web → app hop so that causalpath has something to repair;
+#   3. runs the load generator for DURATION (default 90s), with a progress line;
+#   4. stops the tiers, lets causalpath release its buffer, stops the collector;
+#   5. prints the costliest causal paths and the service graph (`tierscope summary`).
+#
+# RUN_FOREVER=1 leaves the tiers, the load and the collector running until Ctrl-C.
+# Ports: OTLP_PORT (14317) and BASE_PORT (18080 and up), on 127.0.0.1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-out/run}
+DURATION=${DURATION:-90s}
+OTLP_PORT=${OTLP_PORT:-14317}
+BASE_PORT=${BASE_PORT:-18080}
+USERS=${USERS:-20}
+MIX=${MIX:-nonstationary}
+DROP_CONTEXT=${DROP_CONTEXT:-web->app}
+COLLECTOR=build/otelcol-tierscope/otelcol-tierscope
+
+log() { printf '[run %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+wait_port() { # port what
+  local deadline=$((SECONDS + 30))
+  until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+    if ((SECONDS > deadline)); then
+      log "$2 did not listen on 127.0.0.1:$1 within 30s; see $OUT/*.log"
+      exit 1
+    fi
+    sleep 0.2
+  done
+}
+
+port_free() {
+  if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+    log "port 127.0.0.1:$1 is in use; set OTLP_PORT or BASE_PORT"
+    exit 1
+  fi
+}
+
+mkdir -p "$OUT"
+rm -f "$OUT/spans.jsonl"
+port_free "$OTLP_PORT"
+port_free "$BASE_PORT"
+
+collector_pid="" testbed_pid=""
+stop() { # pid name
+  [ -n "$1" ] || return 0
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+trap 'stop "$testbed_pid"; stop "$collector_pid"' EXIT
+trap 'exit 130' INT TERM
+
+log "starting the collector (OTLP on 127.0.0.1:$OTLP_PORT, spans to $OUT/spans.jsonl)"
+TIERSCOPE_OTLP_PORT=$OTLP_PORT TIERSCOPE_SPANS_FILE=$OUT/spans.jsonl \
+  "$COLLECTOR" --config examples/testbed.yaml >"$OUT/collector.log" 2>&1 &
+collector_pid=$!
+wait_port "$OTLP_PORT" collector
+
+log "starting the testbed tiers on 127.0.0.1:$BASE_PORT and up (context dropped on: ${DROP_CONTEXT:-nothing})"
+bin/testbed up --otlp "127.0.0.1:$OTLP_PORT" --base-port "$BASE_PORT" --drop-context "$DROP_CONTEXT" \
+  >"$OUT/testbed.log" 2>&1 &
+testbed_pid=$!
+wait_port "$BASE_PORT" "testbed web tier"
+
+if [ "${RUN_FOREVER:-0}" = 1 ]; then
+  log "load running until Ctrl-C"
+  bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MIX" --users "$USERS" --duration 8760h
+  exit 0
+fi
+log "load: $USERS users, $MIX mix, for $DURATION"
+bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MIX" --users "$USERS" --duration "$DURATION"
+
+log "stopping the tiers, then the collector once causalpath has released its buffer"
+stop "$testbed_pid"
+testbed_pid=""
+sleep 6
+stop "$collector_pid"
+collector_pid=""
+
+echo
+bin/tierscope summary --in "$OUT/spans.jsonl" --top 5
