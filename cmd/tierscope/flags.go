@@ -79,12 +79,24 @@ type output struct {
 	stdout io.Writer
 	buf    *bufio.Writer
 	tmp    *os.File
+	direct *os.File // an existing non-regular file, written in place
 }
 
 func openOutput(path string, stdout io.Writer) (*output, error) {
 	o := &output{path: path, stdout: stdout}
 	if path == "" || path == "-" {
 		o.buf = bufio.NewWriterSize(stdout, 1<<16)
+		return o, nil
+	}
+	// A device or a pipe (/dev/null, a FIFO) is written in place: renaming a
+	// temporary file over it would replace it with a regular file.
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		o.direct = f
+		o.buf = bufio.NewWriterSize(f, 1<<16)
 		return o, nil
 	}
 	dir, base := ".", path
@@ -114,6 +126,9 @@ func (o *output) commit() error {
 		o.abort()
 		return err
 	}
+	if o.direct != nil {
+		return o.direct.Close()
+	}
 	if o.tmp == nil {
 		return nil
 	}
@@ -126,6 +141,9 @@ func (o *output) commit() error {
 
 // abort discards a partly written file.
 func (o *output) abort() {
+	if o.direct != nil {
+		o.direct.Close()
+	}
 	if o.tmp != nil {
 		o.tmp.Close()
 		os.Remove(o.tmp.Name())

@@ -213,3 +213,19 @@ func TestMaketraceThenPaths(t *testing.T) {
 		t.Fatalf("unknown skew node: exit %d: %s", code, errs)
 	}
 }
+
+// Writing to a device must not replace it: --out /dev/null once turned the
+// device into a regular file through the temporary-file rename.
+func TestOutputToDeviceWritesInPlace(t *testing.T) {
+	in := writeFile(t, "trace.tsv", figure3)
+	if code, _, errs := runCLI(t, "", "paths", "--in", in, "--out", os.DevNull); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	info, err := os.Stat(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("%s is now %v, not a character device", os.DevNull, info.Mode())
+	}
+}
