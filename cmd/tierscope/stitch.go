@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/otlpjsonl"
 	"github.com/tierscope/tierscope/internal/stitch"

@@ -1,0 +1,597 @@
+// Package config is the testbed's configuration: parsing (strict YAML), defaults,
+// validation whose errors name the field and its line, and the ground truth the
+// configuration implies (truth.go).
+//
+// Version extra times are keyed by what a tier serves, because that is all a tier
+// knows about a request: web by transaction, app by op, worker by topic, db by query.
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tierscope/tierscope/testbed"
+)
+
+// Service names: the nodes of the ground-truth call graph and the service.name of spans.
+const (
+	Web    = "web"
+	App    = "app"
+	DB     = "db"
+	Worker = "worker"
+)
+
+// Call patterns, connection kinds, replication modes and transaction classes.
+const (
+	PatternSync     = "sync"
+	PatternSerial   = "serial"
+	PatternParallel = "parallel"
+
+	ConnPooled = "pooled"
+	ConnNew    = "new"
+
+	ReplSync  = "sync"
+	ReplAsync = "async"
+	ReplNone  = "none"
+
+	ClassBrowsing = "browsing"
+	ClassOrdering = "ordering"
+)
+
+// Hops that drop_context may name: the edges of the call graph (the queue is not a
+// node, so losing the message's context is web->worker; db->db is replication).
+var Hops = []string{"web->app", "app->db", "web->worker", "worker->db", "db->db"}
+
+// DefaultMHz is the capacity used when cpu_mhz is 0 and /proc/cpuinfo has no clock.
+const DefaultMHz = 2000
+
+// MaxCount bounds serial and parallel fan-out so a typo cannot melt the machine.
+const MaxCount = 100
+
+// Config is testbed.yaml.
+type Config struct {
+	CPUMHz       float64                       `yaml:"cpu_mhz"`
+	Versions     map[string]map[string]Version `yaml:"versions"`
+	DropContext  []string                      `yaml:"drop_context"`
+	Transactions []Transaction                 `yaml:"transactions"`
+	Ops          map[string]Op                 `yaml:"ops"`
+	Topics       map[string]Op                 `yaml:"topics"`
+	Queries      map[string]Query              `yaml:"queries"`
+	Replication  string                        `yaml:"replication"`
+}
+
+// Version is the extra busy time, in milliseconds, a version adds per served name.
+type Version struct {
+	ExtraMS map[string]float64 `yaml:"extra_ms"`
+}
+
+// Transaction is one web route, /txn/{Name}.
+type Transaction struct {
+	Name  string `yaml:"name"`
+	Class string `yaml:"class"`
+	Web   Work   `yaml:"web"`
+	Steps []Step `yaml:"steps"`
+}
+
+// Work is busy work at a tier.
+type Work struct {
+	CPUMC float64 `yaml:"cpu_mc"`
+}
+
+// Step is one thing web does: a call to app (Call, Op) or a publish to a topic.
+type Step struct {
+	Call       string `yaml:"call"`
+	Op         string `yaml:"op"`
+	Publish    string `yaml:"publish"`
+	Pattern    string `yaml:"pattern"`
+	Count      int    `yaml:"count"`
+	Connection string `yaml:"connection"`
+}
+
+// Op is an app op or a worker topic: busy work, then db calls in order over
+// Connection.
+type Op struct {
+	CPUMC      float64  `yaml:"cpu_mc"`
+	DB         []DBCall `yaml:"db"`
+	Connection string   `yaml:"connection"`
+}
+
+// DBCall is one named query, run Count times with Pattern.
+type DBCall struct {
+	Query   string `yaml:"query"`
+	Pattern string `yaml:"pattern"`
+	Count   int    `yaml:"count"`
+}
+
+// Query is named SQL run by the db tier; writes are replicated to the backup.
+type Query struct {
+	SQL   string   `yaml:"sql"`
+	CPUMC float64  `yaml:"cpu_mc"`
+	Write bool     `yaml:"write"`
+	Args  []string `yaml:"args"`
+}
+
+// Default returns the embedded testbed/testbed.yaml.
+func Default() *Config {
+	c, err := Parse(testbed.DefaultYAML, "testbed.yaml")
+	if err != nil {
+		panic("embedded testbed.yaml: " + err.Error())
+	}
+	return c
+}
+
+// Load reads and parses a file; an empty path means the embedded default.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return Parse(testbed.DefaultYAML, "testbed.yaml")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes strictly (unknown fields and duplicate keys are errors), fills
+// defaults and validates. name prefixes every error as in "name:LINE: field: ...".
+func Parse(data []byte, name string) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty configuration", name)
+		}
+		return nil, decodeError(name, err)
+	}
+	lines := map[string]int{}
+	if len(root.Content) > 0 {
+		indexLines(root.Content[0], "", lines)
+	}
+	c.fillDefaults()
+	v := &validator{name: name, lines: lines}
+	c.validate(v)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	return &c, nil
+}
+
+var lineRE = regexp.MustCompile(`^line (\d+): `)
+
+// decodeError rewrites yaml's "line N: field x not found in type config.Op" as
+// "name:N: field x not found in type config.Op", one line per problem.
+func decodeError(name string, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("%s: %v", name, err)
+	}
+	errs := make([]error, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		if m := lineRE.FindStringSubmatch(e); m != nil {
+			errs = append(errs, fmt.Errorf("%s:%s: %s", name, m[1], e[len(m[0]):]))
+		} else {
+			errs = append(errs, fmt.Errorf("%s: %s", name, e))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// indexLines records the line of every mapping value and sequence item under its
+// path ("transactions[1].steps[0].count"), so validation can say where a field is.
+func indexLines(n *yaml.Node, path string, lines map[string]int) {
+	lines[path] = n.Line
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			lines[p] = n.Content[i].Line
+			indexLines(n.Content[i+1], p, lines)
+			lines[p] = n.Content[i].Line
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			indexLines(item, fmt.Sprintf("%s[%d]", path, i), lines)
+		}
+	}
+}
+
+type validator struct {
+	name  string
+	lines map[string]int
+	errs  []error
+}
+
+// errorf reports a problem at path, with the line of the nearest enclosing field
+// that exists in the file (a missing field is reported at its parent).
+func (v *validator) errorf(path, format string, args ...any) {
+	line := 0
+	for p := path; ; {
+		if l, ok := v.lines[p]; ok {
+			line = l
+			break
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	msg := fmt.Sprintf(format, args...)
+	if line > 0 {
+		v.errs = append(v.errs, fmt.Errorf("%s:%d: %s: %s", v.name, line, path, msg))
+	} else {
+		v.errs = append(v.errs, fmt.Errorf("%s: %s: %s", v.name, path, msg))
+	}
+}
+
+func (c *Config) fillDefaults() {
+	if c.Replication == "" {
+		c.Replication = ReplSync
+	}
+	for i := range c.Transactions {
+		for j := range c.Transactions[i].Steps {
+			s := &c.Transactions[i].Steps[j]
+			s.Pattern, s.Count = defaultPattern(s.Pattern, s.Count)
+			if s.Connection == "" && s.Call != "" {
+				s.Connection = ConnPooled
+			}
+		}
+	}
+	for _, m := range []map[string]Op{c.Ops, c.Topics} {
+		for k, op := range m {
+			if op.Connection == "" {
+				op.Connection = ConnPooled
+			}
+			for j := range op.DB {
+				op.DB[j].Pattern, op.DB[j].Count = defaultPattern(op.DB[j].Pattern, op.DB[j].Count)
+			}
+			m[k] = op
+		}
+	}
+}
+
+func defaultPattern(p string, n int) (string, int) {
+	if p == "" {
+		p = PatternSync
+	}
+	if n == 0 && p == PatternSync {
+		n = 1
+	}
+	return p, n
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func (c *Config) validate(v *validator) {
+	if c.CPUMHz < 0 {
+		v.errorf("cpu_mhz", "must be 0 (from /proc/cpuinfo) or positive, not %g", c.CPUMHz)
+	}
+	switch c.Replication {
+	case ReplSync, ReplAsync, ReplNone:
+	default:
+		v.errorf("replication", "must be sync, async or none, not %q", c.Replication)
+	}
+	seenHop := map[string]bool{}
+	for i, h := range c.DropContext {
+		p := fmt.Sprintf("drop_context[%d]", i)
+		if !contains(Hops, h) {
+			v.errorf(p, "unknown hop %q (one of %s)", h, strings.Join(Hops, ", "))
+		}
+		if seenHop[h] {
+			v.errorf(p, "duplicate hop %q", h)
+		}
+		seenHop[h] = true
+	}
+	if len(c.Transactions) == 0 {
+		v.errorf("transactions", "at least one transaction is required")
+	}
+	seenTxn := map[string]bool{}
+	for i, t := range c.Transactions {
+		p := fmt.Sprintf("transactions[%d]", i)
+		switch {
+		case t.Name == "":
+			v.errorf(p+".name", "is required")
+		case !nameRE.MatchString(t.Name):
+			v.errorf(p+".name", "%q must match %s (it is a URL path segment)", t.Name, nameRE)
+		case seenTxn[t.Name]:
+			v.errorf(p+".name", "duplicate transaction %q", t.Name)
+		}
+		seenTxn[t.Name] = true
+		if t.Class != ClassBrowsing && t.Class != ClassOrdering {
+			v.errorf(p+".class", "must be browsing or ordering, not %q", t.Class)
+		}
+		checkMC(v, p+".web.cpu_mc", t.Web.CPUMC)
+		for j, s := range t.Steps {
+			sp := fmt.Sprintf("%s.steps[%d]", p, j)
+			switch {
+			case s.Call != "" && s.Publish != "":
+				v.errorf(sp, "has both call and publish; a step is one of them")
+			case s.Call != "":
+				if s.Call != App {
+					v.errorf(sp+".call", "web calls app, not %q", s.Call)
+				}
+				if _, ok := c.Ops[s.Op]; !ok {
+					v.errorf(sp+".op", "unknown op %q (not under ops)", s.Op)
+				}
+				checkConn(v, sp+".connection", s.Connection)
+			case s.Publish != "":
+				if _, ok := c.Topics[s.Publish]; !ok {
+					v.errorf(sp+".publish", "unknown topic %q (not under topics)", s.Publish)
+				}
+				if s.Op != "" {
+					v.errorf(sp+".op", "a publish step has no op")
+				}
+				if s.Connection != "" {
+					v.errorf(sp+".connection", "a publish step always uses the pooled queue client")
+				}
+				if s.Pattern == PatternParallel {
+					v.errorf(sp+".pattern", "publish is sync or serial")
+				}
+			default:
+				v.errorf(sp, "needs call or publish")
+			}
+			checkPattern(v, sp, s.Pattern, s.Count)
+		}
+	}
+	for _, kind := range []struct {
+		field string
+		m     map[string]Op
+	}{{"ops", c.Ops}, {"topics", c.Topics}} {
+		for _, name := range sortedKeys(kind.m) {
+			op := kind.m[name]
+			p := kind.field + "." + name
+			if !nameRE.MatchString(name) {
+				v.errorf(p, "name %q must match %s", name, nameRE)
+			}
+			checkMC(v, p+".cpu_mc", op.CPUMC)
+			checkConn(v, p+".connection", op.Connection)
+			for j, d := range op.DB {
+				dp := fmt.Sprintf("%s.db[%d]", p, j)
+				if _, ok := c.Queries[d.Query]; !ok {
+					v.errorf(dp+".query", "unknown query %q (not under queries)", d.Query)
+				}
+				checkPattern(v, dp, d.Pattern, d.Count)
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.Queries) {
+		q := c.Queries[name]
+		p := "queries." + name
+		if !nameRE.MatchString(name) {
+			v.errorf(p, "name %q must match %s", name, nameRE)
+		}
+		if strings.TrimSpace(q.SQL) == "" {
+			v.errorf(p+".sql", "is required")
+		}
+		checkMC(v, p+".cpu_mc", q.CPUMC)
+		if q.Args != nil && len(q.Args) != strings.Count(q.SQL, "?") {
+			v.errorf(p+".args", "has %d args for %d placeholders", len(q.Args), strings.Count(q.SQL, "?"))
+		}
+		for j, a := range q.Args {
+			if _, err := ParseArg(a); err != nil {
+				v.errorf(fmt.Sprintf("%s.args[%d]", p, j), "%v", err)
+			}
+		}
+	}
+	served := map[string]func(string) bool{
+		Web:    func(n string) bool { return seenTxn[n] },
+		App:    func(n string) bool { _, ok := c.Ops[n]; return ok },
+		Worker: func(n string) bool { _, ok := c.Topics[n]; return ok },
+		DB:     func(n string) bool { _, ok := c.Queries[n]; return ok },
+	}
+	what := map[string]string{Web: "transaction", App: "op", Worker: "topic", DB: "query"}
+	for _, svc := range sortedKeys(c.Versions) {
+		p := "versions." + svc
+		known, ok := served[svc]
+		if !ok {
+			v.errorf(p, "unknown service %q (web, app, db or worker)", svc)
+			continue
+		}
+		for _, ver := range sortedKeys(c.Versions[svc]) {
+			vp := p + "." + ver
+			if !nameRE.MatchString(ver) {
+				v.errorf(vp, "version %q must match %s", ver, nameRE)
+			}
+			for _, n := range sortedKeys(c.Versions[svc][ver].ExtraMS) {
+				np := vp + ".extra_ms." + n
+				if !known(n) {
+					v.errorf(np, "unknown %s %q", what[svc], n)
+				}
+				if ms := c.Versions[svc][ver].ExtraMS[n]; ms < 0 || ms > 10000 {
+					v.errorf(np, "must be between 0 and 10000 ms, not %g", ms)
+				}
+			}
+		}
+	}
+}
+
+func checkMC(v *validator, path string, mc float64) {
+	if mc < 0 || mc > 1e5 {
+		v.errorf(path, "must be between 0 and 100000 megacycles, not %g", mc)
+	}
+}
+
+func checkConn(v *validator, path, conn string) {
+	if conn != ConnPooled && conn != ConnNew {
+		v.errorf(path, "must be pooled or new, not %q", conn)
+	}
+}
+
+func checkPattern(v *validator, path, pattern string, count int) {
+	switch pattern {
+	case PatternSync:
+		if count != 1 {
+			v.errorf(path+".count", "must be 1 (or absent) for pattern sync, not %d", count)
+		}
+	case PatternSerial, PatternParallel:
+		if count < 1 || count > MaxCount {
+			v.errorf(path+".count", "must be between 1 and %d for pattern %s, not %d", MaxCount, pattern, count)
+		}
+	default:
+		v.errorf(path+".pattern", "must be sync, serial or parallel, not %q", pattern)
+	}
+}
+
+// MHz is the capacity that turns megacycles into busy time: cpu_mhz, else the
+// first "cpu MHz" of /proc/cpuinfo, else DefaultMHz.
+func (c *Config) MHz() float64 {
+	if c.CPUMHz > 0 {
+		return c.CPUMHz
+	}
+	return cpuinfoMHz()
+}
+
+func cpuinfoMHz() float64 {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return DefaultMHz
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, val, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "cpu MHz" {
+			if mhz, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil && mhz > 0 {
+				return mhz
+			}
+		}
+	}
+	return DefaultMHz
+}
+
+// BusyTime is the thread CPU time that mc megacycles take at MHz().
+func (c *Config) BusyTime(mc float64) time.Duration {
+	return time.Duration(mc / c.MHz() * float64(time.Second))
+}
+
+// Extra is the extra busy time version adds at service when serving name.
+func (c *Config) Extra(service, version, name string) time.Duration {
+	ms := c.Versions[service][version].ExtraMS[name]
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// HasVersion reports whether any service declares version, so a typo in --version
+// is caught; a service that does not declare it runs it with no extra time.
+func (c *Config) HasVersion(version string) bool {
+	for _, vs := range c.Versions {
+		if _, ok := vs[version]; ok {
+			return true
+		}
+	}
+	return len(c.Versions) == 0
+}
+
+// Dropped reports whether the hop "from->to" loses trace context.
+func (c *Config) Dropped(from, to string) bool {
+	return contains(c.DropContext, from+"->"+to)
+}
+
+// Transaction returns the named transaction.
+func (c *Config) Transaction(name string) (Transaction, bool) {
+	for _, t := range c.Transactions {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Transaction{}, false
+}
+
+// Classes maps each class to its transaction names, in file order (the load
+// generator's Options.Classes).
+func (c *Config) Classes() map[string][]string {
+	m := map[string][]string{}
+	for _, t := range c.Transactions {
+		m[t.Class] = append(m[t.Class], t.Name)
+	}
+	return m
+}
+
+// Arg is a parsed query argument template: Text with "{LO-HI}" placeholders.
+type Arg struct {
+	parts []argPart
+}
+
+type argPart struct {
+	lit    string
+	lo, hi int64
+	isRand bool
+}
+
+var argRE = regexp.MustCompile(`\{(-?\d+)-(-?\d+)\}`)
+
+// ParseArg parses an argument template; "{LO-HI}" is a random integer in [LO, HI].
+func ParseArg(s string) (Arg, error) {
+	var a Arg
+	last := 0
+	for _, m := range argRE.FindAllStringSubmatchIndex(s, -1) {
+		lo, _ := strconv.ParseInt(s[m[2]:m[3]], 10, 64)
+		hi, _ := strconv.ParseInt(s[m[4]:m[5]], 10, 64)
+		if hi < lo {
+			return Arg{}, fmt.Errorf("range %s is empty", s[m[0]:m[1]])
+		}
+		if m[0] > last {
+			a.parts = append(a.parts, argPart{lit: s[last:m[0]]})
+		}
+		a.parts = append(a.parts, argPart{lo: lo, hi: hi, isRand: true})
+		last = m[1]
+	}
+	if last < len(s) || len(a.parts) == 0 {
+		a.parts = append(a.parts, argPart{lit: s[last:]})
+	}
+	return a, nil
+}
+
+// Value draws the argument: an int64 when the template is exactly one range, else
+// a string. intn(n) returns a uniform integer in [0, n).
+func (a Arg) Value(intn func(int64) int64) any {
+	if len(a.parts) == 1 && a.parts[0].isRand {
+		p := a.parts[0]
+		return p.lo + intn(p.hi-p.lo+1)
+	}
+	var b strings.Builder
+	for _, p := range a.parts {
+		if p.isRand {
+			b.WriteString(strconv.FormatInt(p.lo+intn(p.hi-p.lo+1), 10))
+		} else {
+			b.WriteString(p.lit)
+		}
+	}
+	return b.String()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
