@@ -501,6 +501,22 @@ func (c *Config) HasVersion(version string) bool {
 }
 
 // Dropped reports whether the hop "from->to" loses trace context.
+// SetDropContext replaces drop_context, e.g. from a command-line flag.
+func (c *Config) SetDropContext(hops []string) error {
+	seen := map[string]bool{}
+	for _, h := range hops {
+		if !contains(Hops, h) {
+			return fmt.Errorf("unknown hop %q (one of %s)", h, strings.Join(Hops, ", "))
+		}
+		if seen[h] {
+			return fmt.Errorf("duplicate hop %q", h)
+		}
+		seen[h] = true
+	}
+	c.DropContext = hops
+	return nil
+}
+
 func (c *Config) Dropped(from, to string) bool {
 	return contains(c.DropContext, from+"->"+to)
 }

@@ -26,8 +26,8 @@ func NewApp(t Tier, dbURL string) (*App, error) {
 		return nil, errors.New("app: a db URL is required")
 	}
 	a := &App{tier: t, tracer: t.tracer()}
-	a.db = &dbCaller{tracer: a.tracer, url: strings.TrimRight(dbURL, "/"), client: newPooledClient(),
-		drop: t.Config.Dropped(config.App, config.DB)}
+	a.db = &dbCaller{tracer: a.tracer, url: strings.TrimRight(dbURL, "/"), client: newPooledClient(t.dial()),
+		drop: t.Config.Dropped(config.App, config.DB), dial: t.dial()}
 	a.mux = http.NewServeMux()
 	a.mux.HandleFunc("POST /op/{op}", a.serveOp)
 	a.mux.HandleFunc("GET /healthz", healthz)
@@ -68,6 +68,7 @@ type dbCaller struct {
 	url    string
 	client *http.Client
 	drop   bool
+	dial   DialFunc
 }
 
 func (d *dbCaller) run(ctx context.Context, op config.Op) error {
@@ -75,7 +76,7 @@ func (d *dbCaller) run(ctx context.Context, op config.Op) error {
 		c := outCall{
 			tracer: d.tracer, kind: trace.SpanKindClient,
 			name: "POST /query/" + call.Query, url: d.url + "/query/" + call.Query,
-			drop: d.drop,
+			drop: d.drop, dial: d.dial,
 		}
 		if op.Connection == config.ConnPooled {
 			c.pooled = d.client

@@ -82,7 +82,7 @@ func NewDB(t Tier, dataDir, backup string) (*DB, error) {
 	}
 	sdb.SetMaxOpenConns(8)
 	d := &DB{tier: t, tracer: t.tracer(), sql: sdb, ns: name,
-		backup: strings.TrimRight(backup, "/"), client: newPooledClient(),
+		backup: strings.TrimRight(backup, "/"), client: newPooledClient(t.dial()),
 		jobs: make(chan replJob, replQueueLen), quit: make(chan struct{}), done: make(chan struct{})}
 	if err := d.seed(); err != nil {
 		sdb.Close()
@@ -336,7 +336,7 @@ func (d *DB) replicate(ctx context.Context, name string, args []any) error {
 	c := outCall{
 		tracer: d.tracer, kind: trace.SpanKindClient,
 		name: "POST /query/" + name, url: d.backup + "/query/" + name,
-		pooled: d.client, drop: d.tier.Config.Dropped(config.DB, config.DB),
+		pooled: d.client, drop: d.tier.Config.Dropped(config.DB, config.DB), dial: d.tier.dial(),
 		body: func(context.Context) ([]byte, error) { return body, nil },
 	}
 	_, err = c.do(ctx)

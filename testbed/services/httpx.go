@@ -43,7 +43,32 @@ type Tier struct {
 	// TracerProvider is the tier's own provider (its resource names the tier); nil
 	// means no spans.
 	TracerProvider trace.TracerProvider
+	// Dial opens the tier's outgoing connections; nil dials from the process's
+	// own network namespace. The namespace harness sets it so that a tier's calls
+	// leave from the tier's namespace.
+	Dial DialFunc
 }
+
+// DialFunc opens a connection, as net.Dialer.DialContext does.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// dial returns the tier's dialer.
+func (t Tier) dial() DialFunc {
+	if t.Dial != nil {
+		return t.Dial
+	}
+	return dialer().DialContext
+}
+
+// TruthParentHeader carries, on a hop whose context is dropped on purpose, the
+// span id the callee's span would have had as its parent. The callee records it
+// as the attribute tierscope.truth.parent_span_id (AttrTruthParent of package
+// internal/stitch), so that inference can be scored; it is not trace context and
+// no instrumentation reads it.
+const (
+	TruthParentHeader = "X-Tierscope-Truth-Parent"
+	attrTruthParent   = "tierscope.truth.parent_span_id"
+)
 
 func (t Tier) tracer() trace.Tracer {
 	if t.TracerProvider == nil {
@@ -57,11 +82,11 @@ func dialer() *net.Dialer { return &net.Dialer{Timeout: CallTimeout, KeepAlive: 
 // newPooledClient is the keep-alive client a tier shares for "pooled" connections.
 // Proxy is deliberately unset: loopback and namespace traffic must never go through
 // an environment proxy.
-func newPooledClient() *http.Client {
+func newPooledClient(dial DialFunc) *http.Client {
 	return &http.Client{
 		Timeout: CallTimeout,
 		Transport: &http.Transport{
-			DialContext:         dialer().DialContext,
+			DialContext:         dial,
 			MaxIdleConns:        256,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
@@ -81,6 +106,8 @@ type outCall struct {
 	pooled *http.Client
 	// drop sends without trace context: the callee then starts a new trace.
 	drop bool
+	// dial opens a fresh connection when pooled is nil.
+	dial DialFunc
 	// body builds the request body inside the span, so a message can carry the
 	// span's context; nil means an empty body.
 	body func(ctx context.Context) ([]byte, error)
@@ -126,8 +153,12 @@ func (c outCall) post(ctx context.Context) ([]byte, error) {
 	if len(payload) > 0 {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if !c.drop && c.kind == trace.SpanKindClient {
-		propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	if c.kind == trace.SpanKindClient {
+		if c.drop {
+			req.Header.Set(TruthParentHeader, span.SpanContext().SpanID().String())
+		} else {
+			propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+		}
 	}
 	// The socket peer, as the connection inventory sees it.
 	var peer net.Addr
@@ -136,7 +167,11 @@ func (c outCall) post(ctx context.Context) ([]byte, error) {
 	}))
 	client := c.pooled
 	if client == nil {
-		tr := &http.Transport{DialContext: dialer().DialContext, DisableKeepAlives: true}
+		dial := c.dial
+		if dial == nil {
+			dial = dialer().DialContext
+		}
+		tr := &http.Transport{DialContext: dial, DisableKeepAlives: true}
 		defer tr.CloseIdleConnections()
 		client = &http.Client{Timeout: CallTimeout, Transport: tr}
 	}
@@ -229,6 +264,9 @@ func serverSpan(tr trace.Tracer, r *http.Request, name, route string) (context.C
 			p, _ := strconv.Atoi(port)
 			attrs = append(attrs, attribute.String("server.address", host), attribute.Int("server.port", p))
 		}
+	}
+	if truth := r.Header.Get(TruthParentHeader); truth != "" {
+		attrs = append(attrs, attribute.String(attrTruthParent, truth))
 	}
 	if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		p, _ := strconv.Atoi(port)

@@ -498,7 +498,7 @@ func TestConnectionPooledVsNew(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 	tr := Tier{}.tracer()
-	pooled := newPooledClient()
+	pooled := newPooledClient(dialer().DialContext)
 	for _, tc := range []struct {
 		client *http.Client
 		want   int64

@@ -42,7 +42,7 @@ func NewWeb(t Tier, apps []string, queue string) (*Web, error) {
 	if len(apps) == 0 {
 		return nil, errors.New("web: at least one app URL is required")
 	}
-	w := &Web{tier: t, tracer: t.tracer(), queue: strings.TrimRight(queue, "/"), client: newPooledClient()}
+	w := &Web{tier: t, tracer: t.tracer(), queue: strings.TrimRight(queue, "/"), client: newPooledClient(t.dial())}
 	for _, a := range apps {
 		w.apps = append(w.apps, strings.TrimRight(a, "/"))
 	}
@@ -92,7 +92,7 @@ func (w *Web) callApp(ctx context.Context, s config.Step) error {
 	c := outCall{
 		tracer: w.tracer, kind: trace.SpanKindClient,
 		name: "POST /op/" + s.Op, url: app + "/op/" + s.Op,
-		drop: w.tier.Config.Dropped(config.Web, config.App),
+		drop: w.tier.Config.Dropped(config.Web, config.App), dial: w.tier.dial(),
 	}
 	if s.Connection == config.ConnPooled {
 		c.pooled = w.client

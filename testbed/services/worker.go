@@ -45,9 +45,9 @@ func NewWorker(t Tier, queueURL, dbURL string, concurrency int) (*Worker, error)
 		concurrency = DefaultWorkerConcurrency
 	}
 	w := &Worker{tier: t, tracer: t.tracer(), queue: strings.TrimRight(queueURL, "/"),
-		poll: newPooledClient(), concurrency: concurrency}
-	w.db = &dbCaller{tracer: w.tracer, url: strings.TrimRight(dbURL, "/"), client: newPooledClient(),
-		drop: t.Config.Dropped(config.Worker, config.DB)}
+		poll: newPooledClient(t.dial()), concurrency: concurrency}
+	w.db = &dbCaller{tracer: w.tracer, url: strings.TrimRight(dbURL, "/"), client: newPooledClient(t.dial()),
+		drop: t.Config.Dropped(config.Worker, config.DB), dial: t.dial()}
 	return w, nil
 }
 

@@ -281,9 +281,10 @@ func runUp(e env, args []string) error {
 	fs := newFlagSet("up --otlp ADDR [--config FILE] [--version v1] [--base-port 18080] [--data DIR]", e.stderr)
 	var tf tierFlags
 	var basePort int
-	var data string
+	var data, drop string
 	addTierFlags(fs, &tf, "")
 	fs.IntVar(&basePort, "base-port", 18080, "web's port; app replicas, db primary, db backup and queue follow")
+	fs.StringVar(&drop, "drop-context", "-", "hops that lose trace context, comma-separated (e.g. web->app); - keeps the configuration's")
 	fs.StringVar(&data, "data", "", "directory of the SQLite files (default: a temporary directory, removed on exit)")
 	if err := parseFlags(fs, args, "otlp"); err != nil {
 		return err
@@ -294,6 +295,17 @@ func runUp(e env, args []string) error {
 	cfg, err := tf.load()
 	if err != nil {
 		return err
+	}
+	if drop != "-" {
+		var hops []string
+		for _, h := range strings.Split(drop, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hops = append(hops, h)
+			}
+		}
+		if err := cfg.SetDropContext(hops); err != nil {
+			return usagef("--drop-context: %v", err)
+		}
 	}
 	var (
 		mu      sync.Mutex
