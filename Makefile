@@ -8,31 +8,38 @@ TIERSCOPE := $(BIN)/tierscope
 OTELCOL   := build/otelcol-tierscope/otelcol-tierscope
 EXAMPLES  := $(wildcard examples/*.yaml)
 
-.PHONY: all build build-cli build-otelcol run test vet fmt-check unit e2e validate-examples \
+.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples \
 	bench bench-go bench-paths bench-causalpath e2e-long fuzz clean
 
 all: build
 
-build: build-cli build-otelcol
+build: build-cli build-otelcol build-testbed
 
 build-cli:
 	$(GO) build -o $(TIERSCOPE) ./cmd/tierscope
+
+build-testbed:
+	$(GO) build -o $(BIN)/testbed ./testbed/cmd/testbed
 
 # Installs the pinned ocb into bin/, generates build/otelcol-tierscope and
 # compiles it; incremental (minutes cold, seconds warm).
 build-otelcol:
 	scripts/build-otelcol.sh
 
-# The main job for now: generate the paper's multi-tier trace (about 200,000
-# messages) and print the causal path patterns that take the most time, scored
-# against the ground truth that the generator wrote in the path column.
-run: build-cli
+# The main job: the testbed (web → app ×2 → db, a queue and a worker) under a
+# non-stationary load for 90 s, observed by otelcol-tierscope, whose causalpath
+# processor repairs the web → app hop whose context is dropped; then the
+# costliest causal paths and the service graph. RUN_FOREVER=1 keeps it running.
+run: build
+	scripts/run.sh
+
+# The message-trace demo: the paper's multi-tier trace (about 200,000 messages)
+# and its costliest causal path patterns, scored against the generator's truth.
+run-paths: build-cli
 	@mkdir -p $(OUT)
 	$(TIERSCOPE) maketrace --config testdata/multitier.yaml --seed 1 --out $(OUT)/multitier.tsv
 	$(TIERSCOPE) paths --in $(OUT)/multitier.tsv --format text --sort latency --top 5 --truth
 
-# CI runs this. The end-to-end tests and the example check need the collector,
-# so they come after it is built.
 test: fmt-check vet unit e2e validate-examples
 
 fmt-check:

@@ -79,7 +79,7 @@ bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MI
 log "stopping the tiers, then the collector once causalpath has released its buffer"
 stop "$testbed_pid"
 testbed_pid=""
-sleep 6
+sleep 11
 stop "$collector_pid"
 collector_pid=""
 

@@ -37,6 +37,9 @@ type Span struct {
 	Name       int32 // the span name (operation)
 	Kind       SpanKind
 	Peer       int32 // for CLIENT/PRODUCER: the service it calls when known, else -1
+	// Endpoint is an interned address (host:port), -1 when unknown: for a CLIENT
+	// span the address it called, for a SERVER span the address it answered on.
+	Endpoint int32
 	Parent     int32 // index of the parent known from context, else -1
 	// Orphan marks a span whose context was lost, so its parent is inferred. A
 	// span with no parent that is not marked stays a root.
@@ -310,9 +313,9 @@ func spanCandidates(spans []Span, cfg StitchConfig) (cands []int32, start []uint
 			// innermost). A caller starts before its callee, though, unless skew is
 			// larger than the network delay: callers starting later are looked at
 			// only when no caller started first.
-			lists[c] = enclosingFirst(spans, c, innermost(spans, remoteCandidates(spans, *remote, c, 0, w, aw, lists[c][:0])))
+			lists[c] = remoteFilter(spans, c, remoteCandidates(spans, *remote, c, 0, w, aw, lists[c][:0]))
 			if len(lists[c]) == 0 && w > 0 {
-				lists[c] = enclosingFirst(spans, c, innermost(spans, remoteCandidates(spans, *remote, c, w, w, aw, lists[c][:0])))
+				lists[c] = remoteFilter(spans, c, remoteCandidates(spans, *remote, c, w, w, aw, lists[c][:0]))
 			}
 		} else {
 			act := prune(spans, local[cs.Instance], cs.Start-lw)
@@ -370,6 +373,39 @@ func localCandidates(spans []Span, active []int32, c int32, w int64, dst []int32
 	return dst
 }
 
+// remoteFilter narrows the callers of c: those that called exactly its address
+// first, then the innermost of a chain of callers across processes, then those
+// that enclose it.
+func remoteFilter(spans []Span, c int32, cands []int32) []int32 {
+	return enclosingFirst(spans, c, innermostAcross(spans, sameEndpointFirst(spans, c, cands)))
+}
+
+// innermostAcross drops a caller that encloses a caller in another process: the
+// outer one is further up the same chain of calls (a gateway's call enclosing the
+// call its callee made). Callers of one process that nest in time are parallel
+// calls, not a chain, and are all kept.
+func innermostAcross(spans []Span, cands []int32) []int32 {
+	if len(cands) < 2 {
+		return cands
+	}
+	kept := cands[:0:0]
+	for _, p := range cands {
+		ps := &spans[p]
+		outer := false
+		for _, q := range cands {
+			qs := &spans[q]
+			if q != p && qs.Instance != ps.Instance && ps.Start <= qs.Start && qs.End <= ps.End && (ps.Start != qs.Start || ps.End != qs.End) {
+				outer = true
+				break
+			}
+		}
+		if !outer {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
 // innermost keeps the candidates that enclose no other candidate. Within a thread
 // spans form a stack, so every ancestor of a span encloses it, but only the
 // innermost is its parent; the scoreboard then decides between the innermost
@@ -415,6 +451,32 @@ func enclosingFirst(spans []Span, c int32, cands []int32) []int32 {
 	kept := cands[:0]
 	for _, p := range cands {
 		if spans[p].End >= end {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// sameEndpointFirst keeps, when some candidates called exactly the address the
+// server span answered on, only those. It is a preference, not a rule: behind a
+// proxy, NAT or a service name the two addresses differ for the right caller too.
+func sameEndpointFirst(spans []Span, c int32, cands []int32) []int32 {
+	ep := spans[c].Endpoint
+	if ep < 0 || len(cands) < 2 {
+		return cands
+	}
+	n := 0
+	for _, p := range cands {
+		if spans[p].Endpoint == ep {
+			n++
+		}
+	}
+	if n == 0 || n == len(cands) {
+		return cands
+	}
+	kept := cands[:0]
+	for _, p := range cands {
+		if spans[p].Endpoint == ep {
 			kept = append(kept, p)
 		}
 	}

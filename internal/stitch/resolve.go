@@ -79,6 +79,20 @@ func peerOf(attrs pcommon.Map, tooLong *int) peer {
 	return p
 }
 
+// ownAddress is the address a SERVER span answered on (server.address and
+// server.port on the server side), in the form a CLIENT span's peer address takes.
+func ownAddress(attrs pcommon.Map) string {
+	host, ok := attrs.Get("server.address")
+	if !ok || len(host.AsString()) > maxAttrLen {
+		return ""
+	}
+	port := ""
+	if p, ok := attrs.Get("server.port"); ok {
+		port = p.AsString()
+	}
+	return hostPort(host.AsString(), port)
+}
+
 func hostPort(host, port string) string {
 	if host == "" {
 		return ""

@@ -197,12 +197,20 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 			rep.UnknownKind++
 		}
 		var pr peer
-		if kind == causal.KindClient || kind == causal.KindProducer {
+		endpoint := ""
+		switch kind {
+		case causal.KindClient, causal.KindProducer:
 			pr = peerOf(sp.Attributes(), &rep.LongAttributes)
+			endpoint = pr.address
+		case causal.KindServer:
+			endpoint = ownAddress(sp.Attributes())
 		}
 		res := resources[r.resource]
 		t.add(int32(i), res.service, res.instance, sp.Name(), kind, start, end, sp.TraceID(), sp.SpanID(), pr,
 			final && sp.ParentSpanID().IsEmpty())
+		if kind == causal.KindServer && endpoint != "" {
+			t.spans[len(t.spans)-1].Endpoint = t.names.id(endpoint)
+		}
 	}
 	// Spans released in earlier rounds that may still be a parent here.
 	for _, h := range s.history.since(earliest-window, earliest-int64(cfg.AsyncWindow)) {
@@ -217,7 +225,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		if sp.ParentSpanID().IsEmpty() {
 			continue
 		}
-		p, ok := t.byID[spanKey(sp.TraceID(), sp.ParentSpanID())]
+		p, ok := t.byID[sp.ParentSpanID()]
 		if !ok {
 			continue // the parent is elsewhere; the context is intact
 		}
@@ -351,7 +359,10 @@ type round struct {
 	traces []pcommon.TraceID
 	ids    []pcommon.SpanID
 	peers  []peer
-	byID   map[[24]byte]int32
+	// byID finds known parents by span id alone: span ids are 64-bit random, and
+	// a descendant released before its orphan ancestor was reparented still
+	// carries the old trace id.
+	byID map[pcommon.SpanID]int32
 	names  *interner
 }
 
@@ -359,7 +370,7 @@ func newRound(size int) *round {
 	return &round{
 		spans: make([]causal.Span, 0, size), ref: make([]int32, 0, size),
 		traces: make([]pcommon.TraceID, 0, size), ids: make([]pcommon.SpanID, 0, size), peers: make([]peer, 0, size),
-		byID: make(map[[24]byte]int32, size), names: newInterner(),
+		byID: make(map[pcommon.SpanID]int32, size), names: newInterner(),
 	}
 }
 
@@ -368,13 +379,18 @@ func (t *round) add(ref int32, service, instance, name string, kind causal.SpanK
 	t.spans = append(t.spans, causal.Span{
 		Start: start, End: end,
 		Service: t.names.id(service), Instance: t.names.id(instance), Name: t.names.id(name),
-		Kind: kind, Peer: -1, Parent: -1, Orphan: orphan,
+		Kind: kind, Peer: -1, Parent: -1, Endpoint: -1, Orphan: orphan,
 	})
+	if kind == causal.KindClient || kind == causal.KindProducer {
+		if p.address != "" {
+			t.spans[j].Endpoint = t.names.id(p.address)
+		}
+	}
 	t.ref = append(t.ref, ref)
 	t.traces = append(t.traces, trace)
 	t.ids = append(t.ids, id)
 	t.peers = append(t.peers, p)
-	t.byID[spanKey(trace, id)] = j
+	t.byID[id] = j
 }
 
 // released is what history keeps of a span after it left: enough to be a parent.
@@ -581,12 +597,6 @@ func kindOf(k ptrace.SpanKind) causal.SpanKind {
 	return causal.KindUnspecified
 }
 
-func spanKey(t pcommon.TraceID, s pcommon.SpanID) [24]byte {
-	var k [24]byte
-	copy(k[:16], t[:])
-	copy(k[16:], s[:])
-	return k
-}
 
 // ForEachSpan calls f for every span of td.
 func ForEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
