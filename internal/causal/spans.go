@@ -40,7 +40,7 @@ type Span struct {
 	// Endpoint is an interned address (host:port), -1 when unknown: for a CLIENT
 	// span the address it called, for a SERVER span the address it answered on.
 	Endpoint int32
-	Parent     int32 // index of the parent known from context, else -1
+	Parent   int32 // index of the parent known from context, else -1
 	// Orphan marks a span whose context was lost, so its parent is inferred. A
 	// span with no parent that is not marked stays a root.
 	Orphan bool

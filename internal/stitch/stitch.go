@@ -362,8 +362,8 @@ type round struct {
 	// byID finds known parents by span id alone: span ids are 64-bit random, and
 	// a descendant released before its orphan ancestor was reparented still
 	// carries the old trace id.
-	byID map[pcommon.SpanID]int32
-	names  *interner
+	byID  map[pcommon.SpanID]int32
+	names *interner
 }
 
 func newRound(size int) *round {
@@ -596,7 +596,6 @@ func kindOf(k ptrace.SpanKind) causal.SpanKind {
 	}
 	return causal.KindUnspecified
 }
-
 
 // ForEachSpan calls f for every span of td.
 func ForEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
