@@ -1,5 +1,5 @@
-# Tierscope. `make run` shows causal paths inferred from a generated multi-tier
-# trace; `make test` is everything CI runs.
+# Tierscope. `make run` runs the demo application under load through the
+# otelcol-tierscope collector and summarises it; `make test` is everything CI runs.
 GO        ?= go
 BIN       := bin
 OUT       := out
