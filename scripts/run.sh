@@ -73,8 +73,9 @@ if [ "${RUN_FOREVER:-0}" = 1 ]; then
   bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MIX" --users "$USERS" --duration 8760h
   exit 0
 fi
-log "load: $USERS users, $MIX mix, for $DURATION"
-bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MIX" --users "$USERS" --duration "$DURATION"
+log "load: $USERS users, $MIX mix, for $DURATION (statistics to $OUT/load.json)"
+bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MIX" --users "$USERS" --duration "$DURATION" \
+  >"$OUT/load.json"
 
 log "stopping the tiers, then the collector once causalpath has released its buffer"
 stop "$testbed_pid"
