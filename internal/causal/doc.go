@@ -94,7 +94,7 @@
 //     SkewWindow (5 ms) before the orphan, but must start before it, the window
 //     applying to the start only when no caller started first; and when some
 //     candidates enclose the orphan outright, the others (a previous sibling call
-//     admitted by the window) are dropped: 96% → 99.4–99.8%.
+//     admitted by the window) are dropped: 96% → 99.4–99.7%.
 //   - A CLIENT span of the orphan's own process, or one calling a database, is never
 //     the parent of a SERVER span.
 //   - ExclusivePenalty: a CLIENT span that already reached a server is penalised as
