@@ -75,9 +75,11 @@ bench-paths: build-cli
 bench-causalpath: build-otelcol
 	scripts/bench-causalpath.sh
 
-# Long experiments: the accuracy sweeps of paper 001 figures 19, 21 and 22.
+# Long experiments: the accuracy sweeps of paper 001 figures 19, 21 and 22, and
+# the precision and throughput of the NFQUEUE delay backend (root).
 e2e-long:
 	$(GO) test -tags long -count=1 -timeout 30m -run 'TestFigure(19|21|22)' -v ./internal/causal/ | grep -E 'fig[0-9]+|^(ok|FAIL|---)'
+	$(GO) test -tags long -count=1 -timeout 10m -run 'TestPrecision|TestThroughput' -v ./injector/internal/nfqdelay/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./internal/msgtrace

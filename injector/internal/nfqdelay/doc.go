@@ -1,0 +1,60 @@
+// Package nfqdelay is the production delay backend of the injector: it holds
+// the packets of one link (an iptables match) in an NFQUEUE queue and
+// reinjects them after a time-varying delay, measuring the delay it actually
+// applied to every packet.
+//
+// It follows the delay daemon of paper 000 §3 (Figure 5(a)): an iptables rule
+// sends the link's packets to an in-kernel queue, the daemon reads only their
+// metadata (Copymode meta: no payload is copied), keeps them in a queue in
+// order of their send times and reinjects them when due; and, "to correct for
+// inaccuracies in the timer mechanism", it measures the amount of delay
+// actually injected into each packet so that the coordinator can use the
+// mean actually applied rather than the requested amplitude (Stats).
+//
+// # Rule
+//
+// Start opens queue N in the current network namespace, then appends one rule
+//
+//	-p tcp|udp [-s SRC] [-d DST] [--sport P] [--dport P] \
+//	  -m comment --comment tierscope-inj-<id> -j NFQUEUE --queue-num N --queue-bypass
+//
+// to OUTPUT (Direction "out"), INPUT ("in") or FORWARD ("fwd"). Stop deletes
+// the rule first and then releases every held packet at once.
+//
+// # Schedule
+//
+// One scheduler goroutine, locked to its own OS thread with a 1 ns timer
+// slack, releases packets. A packet arriving at time a gets the requested
+// delay r = min(Delay(a), MaxDelay) and is due at
+//
+//	due(p) = max(a + r, due(previous packet))
+//
+// so due times never decrease in arrival order: the queue is a FIFO that is
+// also sorted by due time, no packet is ever reordered (a falling edge of a
+// square wave holds later packets behind earlier ones), and a new arrival can
+// never be due before the packet the scheduler is waiting for. The scheduler
+// therefore sleeps with nanosleep(2) until SpinMargin before the head's due
+// time (Go timers overshoot by 0.1–1 ms), spins the rest, and accepts every
+// due packet with one batch verdict (NFQA verdict batch up to the newest due
+// id).
+//
+// # Measurement
+//
+// For every packet released on schedule, the delay actually applied is the
+// time between the packet's arrival in the program and its verdict; Stats
+// gives count, mean, standard deviation, min, max and p50/p90/p99 (log-binned,
+// base 1.01, so quantiles are within ±0.5%), the error |actual − requested|
+// (mean, p99, max), the packets released unstamped when stopping (Flushed),
+// and errors.
+//
+// # Safety
+//
+//   - --queue-bypass: if the process dies (even by SIGKILL) the kernel
+//     unbinds the queue and the rule lets packets through undelayed.
+//   - The queue's fail-open flag: when the kernel queue is full, packets pass.
+//   - Every rule is tagged tierscope-inj-<id>; Stop removes it, a lease
+//     (Options.Lease, at most MaxLease) stops the Delayer by itself, and
+//     Sweep removes rules left behind by a dead process (the next start of the
+//     injector calls it before its first Start).
+//   - Delays are capped by MaxDelay (default 1 s, at most HardMaxDelay).
+package nfqdelay

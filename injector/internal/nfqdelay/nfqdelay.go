@@ -1,0 +1,572 @@
+package nfqdelay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	nfqueue "github.com/florianl/go-nfqueue/v2"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/tierscope/tierscope/internal/stats"
+)
+
+const (
+	// TagPrefix starts the comment of every rule this package adds.
+	TagPrefix = "tierscope-inj-"
+	// DefaultMaxDelay caps the delay when Options.MaxDelay is 0.
+	DefaultMaxDelay = time.Second
+	// HardMaxDelay is the largest Options.MaxDelay accepted.
+	HardMaxDelay = 10 * time.Second
+	// DefaultLease is used when Options.Lease is 0.
+	DefaultLease = 5 * time.Minute
+	// MaxLease caps Options.Lease.
+	MaxLease = time.Hour
+	// DefaultMaxQueueLen is the kernel queue length when Options.MaxQueueLen is 0.
+	DefaultMaxQueueLen = 4096
+	// DefaultSpinMargin is how long before a due time the scheduler stops
+	// sleeping and spins, when Options.SpinMargin is 0.
+	DefaultSpinMargin = 80 * time.Microsecond
+	// IPTablesEnv, when set, names the iptables binary to use.
+	IPTablesEnv = "TIERSCOPE_IPTABLES"
+
+	stopGrace = 20 * time.Millisecond
+	maxSleep  = 10 * time.Millisecond // the scheduler checks for Stop at least this often
+	holdP     = 2 * time.Millisecond  // the last stretch before a due time is slept holding the P
+)
+
+// Match selects the packets of one link.
+type Match struct {
+	// Proto is "tcp" or "udp".
+	Proto string
+	// Src and Dst match -s and -d when valid (the zero Prefix matches all).
+	Src, Dst netip.Prefix
+	// SrcPort and DstPort match --sport and --dport when not 0.
+	SrcPort, DstPort uint16
+	// Direction is "out" (OUTPUT: packets this host sends, the default),
+	// "in" (INPUT: packets it receives) or "fwd" (FORWARD: packets it routes).
+	Direction string
+}
+
+// Options configures a Delayer.
+type Options struct {
+	// ID names the rule: its comment is TagPrefix+ID. Empty means
+	// "<pid>x<seq>".
+	ID    string
+	Match Match
+	// Queue is the NFQUEUE number.
+	Queue uint16
+	// Delay gives the delay for a packet arriving at now; it is called on
+	// the receive goroutine, once per packet, and must be fast. Results are
+	// clamped to [0, MaxDelay]. Nil means no delay.
+	Delay func(now time.Time) time.Duration
+	// MaxDelay caps the delay; 0 means DefaultMaxDelay.
+	MaxDelay time.Duration
+	// Lease is how long the Delayer runs before it stops itself; 0 means
+	// DefaultLease, at most MaxLease.
+	Lease time.Duration
+	// MaxQueueLen is the kernel queue length; 0 means DefaultMaxQueueLen.
+	MaxQueueLen uint32
+	// SpinMargin: the scheduler sleeps until this long before a due time
+	// and spins the rest; 0 means DefaultSpinMargin, negative never spins.
+	SpinMargin time.Duration
+	// IPTables is the iptables binary; empty means $TIERSCOPE_IPTABLES or
+	// "iptables".
+	IPTables string
+}
+
+// Constant returns a Delay function that always returns d.
+func Constant(d time.Duration) func(time.Time) time.Duration {
+	return func(time.Time) time.Duration { return d }
+}
+
+// Stats is what a Delayer measured.
+type Stats struct {
+	// Count is the number of packets released on schedule (measured).
+	Count int
+	// Delay actually applied: verdict time − arrival time.
+	Mean, Std, Min, Max time.Duration
+	P50, P90, P99       time.Duration
+	// RequestedMean is the mean requested delay of the measured packets.
+	RequestedMean time.Duration
+	// Error is |actual − requested|.
+	ErrMean, ErrP99, ErrMax time.Duration
+	// HeldForOrder counts packets held beyond their requested delay so as
+	// not to overtake an earlier packet.
+	HeldForOrder int
+	// Flushed counts packets released unstamped (early) because of Stop.
+	Flushed int
+	// Batches is the number of batch verdicts.
+	Batches int
+	// Errors counts failed verdicts and receive errors; LastError is the last.
+	Errors    int
+	LastError error
+	// SchedulerCPU is the CPU time used by the scheduler's thread.
+	SchedulerCPU time.Duration
+}
+
+func (s Stats) String() string {
+	r := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+	return fmt.Sprintf("n=%d mean=%v std=%v min=%v p50=%v p90=%v p99=%v max=%v req=%v err(mean=%v p99=%v max=%v) heldForOrder=%d flushed=%d batches=%d errors=%d schedCPU=%v",
+		s.Count, r(s.Mean), r(s.Std), r(s.Min), r(s.P50), r(s.P90), r(s.P99), r(s.Max), r(s.RequestedMean),
+		r(s.ErrMean), r(s.ErrP99), r(s.ErrMax), s.HeldForOrder, s.Flushed, s.Batches, s.Errors, r(s.SchedulerCPU))
+}
+
+// histogram layout in microseconds: base 1.01 from 1 µs, up to ~1.1e6 µs·e.
+var histBins = stats.LogBins{Base: 1.01, Min: 1, Count: 1500}
+
+type pending struct {
+	id       uint32
+	at, due  time.Time
+	req      time.Duration
+	heldOver bool
+}
+
+// Delayer is a running delay: one tagged NFQUEUE rule and the queue it feeds.
+type Delayer struct {
+	opt   Options
+	bin   string
+	chain string
+	spec  []string
+	tag   string
+	nsFD  int // the network namespace Start ran in
+	nf    *nfqueue.Nfqueue
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	lease   *time.Timer
+	wake    chan struct{}
+	stopCh  chan struct{}
+	schedOK chan struct{}
+
+	mu       sync.Mutex
+	fifo     []pending
+	head     int
+	lastDue  time.Time
+	stopping bool
+	// measurements
+	n                 int
+	mean, m2          float64 // Welford, ns
+	min, max          time.Duration
+	reqSum            float64
+	errSum            float64
+	actual, errs      *stats.LogHistogram
+	errMax            time.Duration
+	heldForOrder      int
+	flushed, batches  int
+	nerr              int
+	lastErr           error
+	schedCPU          atomic.Int64
+	ruleMu            sync.Mutex
+	ruleAdded, ruleGo bool // ruleGo: Stop has run, never add
+	stopOnce          sync.Once
+	stopErr           error
+}
+
+var seq atomic.Uint64
+
+// Start starts a Delayer in the calling thread's network namespace (call it
+// inside the namespace, e.g. from a thread that setns(2)ed). It opens the
+// queue, starts the scheduler and only then adds the rule, so no packet is
+// queued without a reader.
+func Start(opt Options) (*Delayer, error) {
+	m := opt.Match
+	if m.Proto != "tcp" && m.Proto != "udp" {
+		return nil, fmt.Errorf("nfqdelay: proto %q: want tcp or udp", m.Proto)
+	}
+	chain := ""
+	switch m.Direction {
+	case "", "out":
+		chain = "OUTPUT"
+	case "in":
+		chain = "INPUT"
+	case "fwd":
+		chain = "FORWARD"
+	default:
+		return nil, fmt.Errorf("nfqdelay: direction %q: want out, in or fwd", m.Direction)
+	}
+	if opt.MaxDelay == 0 {
+		opt.MaxDelay = DefaultMaxDelay
+	}
+	if opt.MaxDelay < 0 || opt.MaxDelay > HardMaxDelay {
+		return nil, fmt.Errorf("nfqdelay: max delay %v outside (0, %v]", opt.MaxDelay, HardMaxDelay)
+	}
+	if opt.Lease == 0 {
+		opt.Lease = DefaultLease
+	}
+	if opt.Lease < 0 || opt.Lease > MaxLease {
+		return nil, fmt.Errorf("nfqdelay: lease %v outside (0, %v]", opt.Lease, MaxLease)
+	}
+	if opt.MaxQueueLen == 0 {
+		opt.MaxQueueLen = DefaultMaxQueueLen
+	}
+	if opt.SpinMargin == 0 {
+		opt.SpinMargin = DefaultSpinMargin
+	}
+	if opt.Delay == nil {
+		opt.Delay = Constant(0)
+	}
+	if opt.ID == "" {
+		opt.ID = fmt.Sprintf("%dx%d", os.Getpid(), seq.Add(1))
+	}
+	for _, c := range opt.ID {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return nil, fmt.Errorf("nfqdelay: id %q: only letters, digits, '-', '_' and '.'", opt.ID)
+		}
+	}
+	tag := TagPrefix + opt.ID
+	if len(tag) > 255 {
+		return nil, errors.New("nfqdelay: id too long")
+	}
+	spec := []string{"-p", m.Proto}
+	for _, p := range []struct {
+		flag string
+		pfx  netip.Prefix
+	}{{"-s", m.Src}, {"-d", m.Dst}} {
+		if p.pfx.IsValid() {
+			if !p.pfx.Addr().Is4() {
+				return nil, fmt.Errorf("nfqdelay: %s %v: only IPv4 (iptables)", p.flag, p.pfx)
+			}
+			spec = append(spec, p.flag, p.pfx.Masked().String())
+		}
+	}
+	if m.SrcPort != 0 {
+		spec = append(spec, "--sport", strconv.Itoa(int(m.SrcPort)))
+	}
+	if m.DstPort != 0 {
+		spec = append(spec, "--dport", strconv.Itoa(int(m.DstPort)))
+	}
+	spec = append(spec, "-m", "comment", "--comment", tag,
+		"-j", "NFQUEUE", "--queue-num", strconv.Itoa(int(opt.Queue)), "--queue-bypass")
+
+	bin := opt.IPTables
+	if bin == "" {
+		bin = os.Getenv(IPTablesEnv)
+	}
+	if bin == "" {
+		bin = "iptables"
+	}
+	nsFD, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("nfqdelay: open own network namespace: %w", err)
+	}
+	d := &Delayer{
+		opt: opt, bin: bin, chain: chain, spec: spec, tag: tag, nsFD: nsFD,
+		wake: make(chan struct{}, 1), stopCh: make(chan struct{}), schedOK: make(chan struct{}),
+		actual: stats.NewLogHistogram(histBins), errs: stats.NewLogHistogram(histBins),
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	nf, err := nfqueue.Open(&nfqueue.Config{
+		NfQueue:      opt.Queue,
+		MaxQueueLen:  opt.MaxQueueLen,
+		Copymode:     nfqueue.NfQnlCopyMeta,
+		Flags:        nfqueue.NfQaCfgFlagFailOpen,
+		AfFamily:     unix.AF_INET,
+		WriteTimeout: time.Second,
+	})
+	if err != nil {
+		d.cancel()
+		_ = unix.Close(nsFD)
+		return nil, fmt.Errorf("nfqdelay: open queue %d: %w", opt.Queue, err)
+	}
+	d.nf = nf
+	_ = nf.SetOption(netlink.NoENOBUFS, true)
+	go d.schedule()
+	if err := nf.RegisterWithErrorFunc(d.ctx, d.hook, d.onError); err != nil {
+		_, _ = d.Stop()
+		return nil, fmt.Errorf("nfqdelay: bind queue %d: %w", opt.Queue, err)
+	}
+	d.ruleMu.Lock()
+	if _, err := d.iptables(append([]string{"-t", "filter", "-A", chain}, spec...)...); err != nil {
+		d.ruleMu.Unlock()
+		_, _ = d.Stop()
+		return nil, err
+	}
+	d.ruleAdded = true
+	d.lease = time.AfterFunc(opt.Lease, func() { _, _ = d.Stop() })
+	d.ruleMu.Unlock()
+	return d, nil
+}
+
+// Tag is the comment of the Delayer's rule.
+func (d *Delayer) Tag() string { return d.tag }
+
+// Rule is the rule the Delayer added (chain, then specification).
+func (d *Delayer) Rule() []string { return append([]string{d.chain}, d.spec...) }
+
+// Backend is the iptables binary used.
+func (d *Delayer) Backend() string { return d.bin }
+
+// Done is closed when the Delayer has stopped releasing on schedule (Stop or
+// lease expiry).
+func (d *Delayer) Done() <-chan struct{} { return d.stopCh }
+
+// iptables runs the Delayer's iptables binary in its namespace.
+func (d *Delayer) iptables(args ...string) (string, error) {
+	var out string
+	err := inNS(d.nsFD, func() error {
+		var err error
+		out, err = runIPT(d.bin, args...)
+		return err
+	})
+	return out, err
+}
+
+func (d *Delayer) hook(a nfqueue.Attribute) int {
+	if a.PacketID == nil {
+		return 0
+	}
+	now := time.Now()
+	d.mu.Lock()
+	if d.stopping {
+		d.flushed++
+		d.mu.Unlock()
+		if err := d.nf.SetVerdict(*a.PacketID, nfqueue.NfAccept); err != nil {
+			d.noteErr(err)
+		}
+		return 0
+	}
+	req := d.opt.Delay(now)
+	if req < 0 {
+		req = 0
+	} else if req > d.opt.MaxDelay {
+		req = d.opt.MaxDelay
+	}
+	due := now.Add(req)
+	held := false
+	if due.Before(d.lastDue) {
+		due, held = d.lastDue, true
+		d.heldForOrder++
+	}
+	d.lastDue = due
+	wasEmpty := d.head == len(d.fifo)
+	d.fifo = append(d.fifo, pending{id: *a.PacketID, at: now, due: due, req: req, heldOver: held})
+	d.mu.Unlock()
+	if wasEmpty {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+	return 0
+}
+
+func (d *Delayer) onError(err error) int {
+	if d.ctx.Err() != nil {
+		return 1
+	}
+	d.noteErr(err)
+	var op *netlink.OpError
+	if errors.As(err, &op) && (op.Timeout() || errors.Is(op.Err, unix.ENOBUFS)) {
+		return 0
+	}
+	return 1 // go-nfqueue stops receiving; --queue-bypass and fail-open let packets through
+}
+
+func (d *Delayer) noteErr(err error) {
+	d.mu.Lock()
+	d.nerr++
+	d.lastErr = err
+	d.mu.Unlock()
+}
+
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// schedule is the only releasing goroutine. It runs on its own locked thread
+// with a 1 ns timer slack and sleeps with nanosleep(2): since due times are
+// non-decreasing in arrival order, nothing that arrives while it sleeps can
+// be due earlier than the head it sleeps for.
+func (d *Delayer) schedule() {
+	defer close(d.schedOK)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	cpu0 := threadCPU()
+	defer func() { d.schedCPU.Store(int64(threadCPU() - cpu0)) }()
+	var batch []pending
+	spin := d.opt.SpinMargin
+	for {
+		d.schedCPU.Store(int64(threadCPU() - cpu0))
+		select {
+		case <-d.stopCh:
+			d.flush()
+			return
+		default:
+		}
+		d.mu.Lock()
+		if d.head == len(d.fifo) {
+			d.mu.Unlock()
+			select {
+			case <-d.wake:
+			case <-d.stopCh:
+			}
+			continue
+		}
+		due := d.fifo[d.head].due
+		now := time.Now()
+		if wait := due.Sub(now); wait > 0 {
+			d.mu.Unlock()
+			if spin >= 0 && wait <= spin {
+				for time.Now().Before(due) {
+				}
+				continue
+			}
+			s := wait
+			if spin > 0 {
+				s -= spin
+			}
+			if wait > holdP {
+				// Far from due: a blocking-aware sleep that lets the Go
+				// runtime use this P, waking holdP early so that getting a
+				// P back does not make the verdict late.
+				ts := unix.NsecToTimespec(int64(min(wait-holdP, maxSleep)))
+				_ = unix.Nanosleep(&ts, nil)
+			} else {
+				// Close to due: sleep without giving up the P (a raw
+				// syscall), so no runnable goroutine can delay the verdict.
+				ts := unix.NsecToTimespec(int64(s))
+				_, _, _ = unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+			}
+			continue
+		}
+		end := d.head + 1
+		for end < len(d.fifo) && !d.fifo[end].due.After(now) {
+			end++
+		}
+		batch = append(batch[:0], d.fifo[d.head:end]...)
+		d.head = end
+		if d.head == len(d.fifo) {
+			d.fifo, d.head = d.fifo[:0], 0
+		} else if d.head > 1024 && d.head > len(d.fifo)/2 {
+			n := copy(d.fifo, d.fifo[d.head:])
+			d.fifo, d.head = d.fifo[:n], 0
+		}
+		d.mu.Unlock()
+
+		err := d.nf.SetVerdictBatch(batch[len(batch)-1].id, nfqueue.NfAccept)
+		done := time.Now()
+		d.mu.Lock()
+		d.batches++
+		if err != nil {
+			d.nerr++
+			d.lastErr = err
+		}
+		for _, p := range batch {
+			d.add(done.Sub(p.at), p.req)
+		}
+		d.mu.Unlock()
+	}
+}
+
+// flush releases everything held at once; later arrivals pass immediately.
+func (d *Delayer) flush() {
+	d.mu.Lock()
+	d.stopping = true
+	n := len(d.fifo) - d.head
+	var last uint32
+	if n > 0 {
+		last = d.fifo[len(d.fifo)-1].id
+	}
+	d.fifo, d.head = nil, 0
+	d.flushed += n
+	d.mu.Unlock()
+	if n > 0 {
+		if err := d.nf.SetVerdictBatch(last, nfqueue.NfAccept); err != nil {
+			d.noteErr(err)
+		}
+	}
+}
+
+func (d *Delayer) add(x, req time.Duration) { // d.mu held
+	d.n++
+	f := float64(x)
+	delta := f - d.mean
+	d.mean += delta / float64(d.n)
+	d.m2 += delta * (f - d.mean)
+	if d.n == 1 || x < d.min {
+		d.min = x
+	}
+	if x > d.max {
+		d.max = x
+	}
+	d.reqSum += float64(req)
+	e := x - req
+	if e < 0 {
+		e = -e
+	}
+	d.errSum += float64(e)
+	if e > d.errMax {
+		d.errMax = e
+	}
+	d.actual.Add(float64(x) / 1e3)
+	d.errs.Add(float64(e) / 1e3)
+}
+
+// Stats returns the measurements so far.
+func (d *Delayer) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	us := func(v float64) time.Duration { return time.Duration(v * 1e3) }
+	s := Stats{
+		Count: d.n, Mean: time.Duration(d.mean), Min: d.min, Max: d.max,
+		P50: us(d.actual.Quantile(0.5)), P90: us(d.actual.Quantile(0.9)), P99: us(d.actual.Quantile(0.99)),
+		ErrP99: us(d.errs.Quantile(0.99)), ErrMax: d.errMax,
+		HeldForOrder: d.heldForOrder, Flushed: d.flushed, Batches: d.batches,
+		Errors: d.nerr, LastError: d.lastErr, SchedulerCPU: time.Duration(d.schedCPU.Load()),
+	}
+	if d.n > 0 {
+		s.RequestedMean = time.Duration(d.reqSum / float64(d.n))
+		s.ErrMean = time.Duration(d.errSum / float64(d.n))
+	}
+	if d.n > 1 {
+		s.Std = time.Duration(math.Sqrt(d.m2 / float64(d.n-1)))
+	}
+	return s
+}
+
+// Stop deletes the rule (no new packets are queued), releases every held
+// packet at once, accepts late arrivals for a moment, then closes the queue.
+// It is idempotent, safe from any goroutine or thread, and returns the final
+// statistics.
+func (d *Delayer) Stop() (Stats, error) {
+	d.stopOnce.Do(func() {
+		var errs []error
+		d.ruleMu.Lock()
+		d.ruleGo = true
+		if d.lease != nil {
+			d.lease.Stop()
+		}
+		if d.ruleAdded {
+			if _, err := d.iptables(append([]string{"-t", "filter", "-D", d.chain}, d.spec...)...); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		d.ruleMu.Unlock()
+		close(d.stopCh)
+		<-d.schedOK
+		time.Sleep(stopGrace) // packets queued just before the rule went are accepted by hook
+		d.cancel()
+		if err := d.nf.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		_ = unix.Close(d.nsFD)
+		d.stopErr = errors.Join(errs...)
+	})
+	return d.Stats(), d.stopErr
+}

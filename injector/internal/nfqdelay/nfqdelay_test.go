@@ -1,0 +1,297 @@
+package nfqdelay
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tierscope/tierscope/testbed/netns"
+)
+
+const (
+	childEnv    = "TIERSCOPE_NFQDELAY_CHILD"
+	p99ErrBound = 2500 * time.Microsecond
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("the nfqdelay tests need root (network namespaces, veth pairs, iptables rules, NFQUEUE); run them as root, e.g. `sudo -E env PATH=$PATH go test ./injector/internal/nfqdelay/`")
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Fatalf("the nfqdelay tests need iptables: apt-get install -y iptables")
+	}
+}
+
+type testbed struct {
+	lab      *netns.Lab
+	cli, srv *netns.Host
+	link     *netns.Link
+	port     uint16
+	rx       net.PacketConn
+	tx       net.Conn
+}
+
+func newTestbed(t *testing.T) *testbed {
+	t.Helper()
+	requireRoot(t)
+	lab, err := netns.New(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := lab.Host("client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := lab.Host("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := lab.Link(cli, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx, err := srv.ListenPacket("udp4", netip.AddrPortFrom(lk.BAddr, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rx.(*net.UDPConn).SetReadBuffer(8 << 20)
+	port := uint16(rx.LocalAddr().(*net.UDPAddr).Port)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tx, err := cli.DialContext(ctx, "udp4", netip.AddrPortFrom(lk.BAddr, port).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Close(); _ = rx.Close() })
+	return &testbed{lab: lab, cli: cli, srv: srv, link: lk, port: port, rx: rx, tx: tx}
+}
+
+func (tb *testbed) start(t *testing.T, opt Options) *Delayer {
+	t.Helper()
+	opt.Match = Match{Proto: "udp", Dst: netip.PrefixFrom(tb.link.BAddr, 32), DstPort: tb.port, Direction: "out"}
+	if opt.Lease == 0 {
+		opt.Lease = 30 * time.Second
+	}
+	var d *Delayer
+	if err := tb.cli.Run(func() error {
+		var err error
+		d, err = Start(opt)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = d.Stop() })
+	return d
+}
+
+type rec struct {
+	seq uint64
+	owd time.Duration // receive time − send time (same clock)
+}
+
+// run sends rate packets/s for dur from the client and returns the number sent
+// and what the server received (in arrival order) until quiet for 300 ms.
+func (tb *testbed) run(t *testing.T, rate int, dur time.Duration) (int, []rec) {
+	t.Helper()
+	got := make(chan []rec, 1)
+	go func() {
+		var rs []rec
+		buf := make([]byte, 64)
+		for {
+			_ = tb.rx.SetReadDeadline(time.Now().Add(dur + 300*time.Millisecond))
+			if len(rs) > 0 {
+				_ = tb.rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			}
+			n, _, err := tb.rx.ReadFrom(buf)
+			if err != nil {
+				got <- rs
+				return
+			}
+			now := time.Now().UnixNano()
+			if n < 16 {
+				continue
+			}
+			rs = append(rs, rec{seq: binary.BigEndian.Uint64(buf), owd: time.Duration(now - int64(binary.BigEndian.Uint64(buf[8:])))})
+		}
+	}()
+	total := int(float64(rate) * dur.Seconds())
+	buf := make([]byte, 64)
+	start := time.Now()
+	sent := 0
+	for sent < total {
+		target := min(total, int(time.Since(start).Seconds()*float64(rate))+1)
+		for ; sent < target; sent++ {
+			binary.BigEndian.PutUint64(buf, uint64(sent))
+			binary.BigEndian.PutUint64(buf[8:], uint64(time.Now().UnixNano()))
+			if _, err := tb.tx.Write(buf); err != nil {
+				t.Fatalf("send %d: %v", sent, err)
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return sent, <-got
+}
+
+func medianOWD(rs []rec) time.Duration {
+	ds := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		ds[i] = r.owd
+	}
+	slices.Sort(ds)
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[len(ds)/2]
+}
+
+func TestOrderingOnFallingEdge(t *testing.T) {
+	tb := newTestbed(t)
+	var edge time.Time
+	d := tb.start(t, Options{Delay: func(now time.Time) time.Duration {
+		if edge.IsZero() {
+			edge = now.Add(500 * time.Millisecond)
+		}
+		if now.Before(edge) {
+			return 20 * time.Millisecond
+		}
+		return 0
+	}})
+	sent, rs := tb.run(t, 1000, time.Second)
+	st, err := d.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ordering: sent %d received %d; delayer %v", sent, len(rs), st)
+	if len(rs) != sent {
+		t.Errorf("sent %d, received %d", sent, len(rs))
+	}
+	for i := 1; i < len(rs); i++ {
+		if rs[i].seq <= rs[i-1].seq {
+			t.Fatalf("out of order at %d: seq %d after %d", i, rs[i].seq, rs[i-1].seq)
+		}
+	}
+	if st.HeldForOrder == 0 {
+		t.Errorf("no packet was held for order: the falling edge was not exercised")
+	}
+}
+
+// TestChildDelayer is the helper process of TestKill9FailOpen; it does
+// nothing in a normal run.
+func TestChildDelayer(t *testing.T) {
+	v := os.Getenv(childEnv)
+	if v == "" {
+		return // helper-process pattern: only the child of TestKill9FailOpen runs it
+	}
+	var ns, id string
+	var port uint16
+	if _, err := fmt.Sscanf(strings.ReplaceAll(v, ":", " "), "%s %d %s", &ns, &port, &id); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Start(Options{ID: id, Queue: 7, Match: Match{Proto: "udp", DstPort: port}, Delay: Constant(5 * time.Millisecond), Lease: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("CHILD READY")
+	time.Sleep(30 * time.Second)
+}
+
+func TestKill9FailOpen(t *testing.T) {
+	tb := newTestbed(t)
+	id := fmt.Sprintf("kill9-%d", os.Getpid())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestChildDelayer$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d:%s", childEnv, tb.cli.Namespace(), tb.port, id))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		ok := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "CHILD READY") && !ok {
+				ok = true
+				ready <- true
+			}
+		}
+		if !ok {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("child exited before it was ready")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("child not ready after 15 s")
+	}
+	sent, rs := tb.run(t, 1000, 200*time.Millisecond)
+	before := medianOWD(rs)
+	t.Logf("child delaying: sent %d received %d, one-way median %v", sent, len(rs), before.Round(time.Microsecond))
+	if before < 4*time.Millisecond {
+		t.Fatalf("the child's delay is not in effect: one-way median %v", before)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	sent, rs = tb.run(t, 1000, 300*time.Millisecond)
+	after := medianOWD(rs)
+	t.Logf("after kill -9: sent %d received %d, one-way median %v", sent, len(rs), after.Round(time.Microsecond))
+	if len(rs) != sent {
+		t.Errorf("traffic does not fail open: sent %d, received %d", sent, len(rs))
+	}
+	if after > 2*time.Millisecond {
+		t.Errorf("packets still delayed after the kill: median %v", after)
+	}
+	var left, removed, remain int
+	if err := tb.cli.Run(func() error {
+		rules, err := Rules(TagPrefix)
+		if err != nil {
+			return err
+		}
+		left = len(rules)
+		if removed, err = Sweep(TagPrefix); err != nil {
+			return err
+		}
+		rules, err = Rules(TagPrefix)
+		remain = len(rules)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stale rules: %d before Sweep, %d removed, %d remain", left, removed, remain)
+	if left != 1 || removed != 1 || remain != 0 {
+		t.Errorf("want 1 stale rule, 1 removed, 0 remaining; got %d, %d, %d", left, removed, remain)
+	}
+}
