@@ -321,9 +321,9 @@ func spanCandidates(spans []Span, cfg StitchConfig) (cands []int32, start []uint
 			act := prune(spans, local[cs.Instance], cs.Start-lw)
 			local[cs.Instance] = act
 			// One clock: strict enclosure first, the rounding window only if none.
-			lists[c] = innermost(spans, localCandidates(spans, act, c, 0, lists[c][:0]))
+			lists[c] = innermost(spans, localCandidates(spans, act, c, 0, lists[c][:0]), false)
 			if len(lists[c]) == 0 && lw > 0 {
-				lists[c] = innermost(spans, localCandidates(spans, act, c, lw, lists[c][:0]))
+				lists[c] = innermost(spans, localCandidates(spans, act, c, lw, lists[c][:0]), false)
 			}
 		}
 	}
@@ -374,17 +374,21 @@ func localCandidates(spans []Span, active []int32, c int32, w int64, dst []int32
 }
 
 // remoteFilter narrows the callers of c: those that called exactly its address
-// first, then the innermost of a chain of callers across processes, then those
+// first, then the innermost along chains of calls across processes, then those
 // that enclose it.
 func remoteFilter(spans []Span, c int32, cands []int32) []int32 {
-	return enclosingFirst(spans, c, innermostAcross(spans, sameEndpointFirst(spans, c, cands)))
+	// A caller that encloses a caller in another process is further up the same
+	// chain of calls (a gateway's call enclosing the call its callee made); the
+	// callers of one process that nest in time are parallel calls, all kept.
+	return enclosingFirst(spans, c, innermost(spans, sameEndpointFirst(spans, c, cands), true))
 }
 
-// innermostAcross drops a caller that encloses a caller in another process: the
-// outer one is further up the same chain of calls (a gateway's call enclosing the
-// call its callee made). Callers of one process that nest in time are parallel
-// calls, not a chain, and are all kept.
-func innermostAcross(spans []Span, cands []int32) []int32 {
+// innermost keeps the candidates that enclose no other candidate (of another
+// process, when acrossOnly). Within a thread spans form a stack, so every ancestor
+// of a span encloses it, but only the innermost is its parent; the scoreboard
+// then decides between the innermost spans of concurrent requests. Identical
+// intervals are kept, for the scoreboard to decide.
+func innermost(spans []Span, cands []int32, acrossOnly bool) []int32 {
 	if len(cands) < 2 {
 		return cands
 	}
@@ -394,34 +398,8 @@ func innermostAcross(spans []Span, cands []int32) []int32 {
 		outer := false
 		for _, q := range cands {
 			qs := &spans[q]
-			if q != p && qs.Instance != ps.Instance && ps.Start <= qs.Start && qs.End <= ps.End && (ps.Start != qs.Start || ps.End != qs.End) {
-				outer = true
-				break
-			}
-		}
-		if !outer {
-			kept = append(kept, p)
-		}
-	}
-	return kept
-}
-
-// innermost keeps the candidates that enclose no other candidate. Within a thread
-// spans form a stack, so every ancestor of a span encloses it, but only the
-// innermost is its parent; the scoreboard then decides between the innermost
-// spans of concurrent requests. Identical intervals are kept, for the scoreboard
-// to decide.
-func innermost(spans []Span, cands []int32) []int32 {
-	if len(cands) < 2 {
-		return cands
-	}
-	kept := cands[:0:0]
-	for _, p := range cands {
-		ps := &spans[p]
-		outer := false
-		for _, q := range cands {
-			qs := &spans[q]
-			if q != p && ps.Start <= qs.Start && qs.End <= ps.End && (ps.Start != qs.Start || ps.End != qs.End) {
+			if q != p && (!acrossOnly || qs.Instance != ps.Instance) &&
+				ps.Start <= qs.Start && qs.End <= ps.End && (ps.Start != qs.Start || ps.End != qs.End) {
 				outer = true
 				break
 			}

@@ -708,9 +708,6 @@ tracelets:
 
 // TestLarge generates a 2,000,000-message multi-tier trace and reports the cost.
 func TestLarge(t *testing.T) {
-	if testing.Short() {
-		t.Skip("large trace")
-	}
 	cfg := loadTestdata(t, "multitier.yaml")
 	start, cpu0 := time.Now(), cpuTime()
 	_, st := mustGenerate(t, cfg, Options{Seed: 1, Duration: 5050 * time.Second})
