@@ -1,0 +1,190 @@
+package injector
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/tierscope/tierscope/injector/internal/cgroupcpu"
+	"github.com/tierscope/tierscope/injector/internal/cpufreq"
+	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
+)
+
+// actuator is one lease's hold on a backend. Apply sets the wave's current
+// value (0 is unperturbed); Restore undoes everything and is idempotent.
+type actuator interface {
+	Apply(v float64) error
+	Restore() error
+	// Stats is what the backend measured, for the lease status; nil if none.
+	Stats() any
+}
+
+// opener opens the backend of a validated request. slot is the lease's
+// index in [0, max_leases), from which a delay lease takes its queue.
+type opener func(req *leaseRequest, slot int) (actuator, error)
+
+func (i *injector) defaultOpeners() map[string]opener {
+	return map[string]opener{
+		kindDelay:    i.openDelay,
+		kindCPUFreq:  i.openCPUFreq,
+		kindCapacity: i.openCapacity,
+	}
+}
+
+// delayActuator follows the wave with an atomic the packet hook reads.
+type delayActuator struct {
+	cur atomic.Int64 // ns
+	d   *nfqdelay.Delayer
+}
+
+func (i *injector) openDelay(req *leaseRequest, slot int) (actuator, error) {
+	a := &delayActuator{}
+	d, err := nfqdelay.Start(nfqdelay.Options{
+		ID:       req.id,
+		Match:    req.match,
+		Queue:    i.cfg.QueueBase + uint16(slot),
+		Delay:    func(time.Time) time.Duration { return time.Duration(a.cur.Load()) },
+		MaxDelay: i.cfg.MaxDelay,
+		// A backstop should this process hang: our own expiry comes first.
+		Lease: nfqdelay.MaxLease,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.d = d
+	return a, nil
+}
+
+func (a *delayActuator) Apply(v float64) error {
+	a.cur.Store(int64(v * float64(time.Millisecond)))
+	return nil
+}
+
+func (a *delayActuator) Restore() error {
+	a.cur.Store(0)
+	_, err := a.d.Stop()
+	return err
+}
+
+// Done is closed when the Delayer stops, including by its backstop lease.
+func (a *delayActuator) Done() <-chan struct{} { return a.d.Done() }
+
+// delayStats is the delay actually injected (paper 000 §3), in ms.
+type delayStats struct {
+	Count           int     `json:"count"`
+	MeanMs          float64 `json:"mean_ms"`
+	StdMs           float64 `json:"std_ms"`
+	MinMs           float64 `json:"min_ms"`
+	MaxMs           float64 `json:"max_ms"`
+	P50Ms           float64 `json:"p50_ms"`
+	P90Ms           float64 `json:"p90_ms"`
+	P99Ms           float64 `json:"p99_ms"`
+	RequestedMeanMs float64 `json:"requested_mean_ms"`
+	ErrMeanMs       float64 `json:"err_mean_ms"`
+	ErrP99Ms        float64 `json:"err_p99_ms"`
+	HeldForOrder    int     `json:"held_for_order"`
+	Flushed         int     `json:"flushed"`
+	Errors          int     `json:"errors"`
+	LastError       string  `json:"last_error,omitempty"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func (a *delayActuator) Stats() any { return toDelayStats(a.d.Stats()) }
+
+func toDelayStats(s nfqdelay.Stats) delayStats {
+	out := delayStats{
+		Count: s.Count, MeanMs: ms(s.Mean), StdMs: ms(s.Std), MinMs: ms(s.Min), MaxMs: ms(s.Max),
+		P50Ms: ms(s.P50), P90Ms: ms(s.P90), P99Ms: ms(s.P99), RequestedMeanMs: ms(s.RequestedMean),
+		ErrMeanMs: ms(s.ErrMean), ErrP99Ms: ms(s.ErrP99), HeldForOrder: s.HeldForOrder,
+		Flushed: s.Flushed, Errors: s.Errors,
+	}
+	if s.LastError != nil {
+		out.LastError = s.LastError.Error()
+	}
+	return out
+}
+
+// freqActuator lowers the CPUs' frequency by the wave's value (kHz).
+type freqActuator struct {
+	c    *cpufreq.Controller
+	base int64
+}
+
+func (i *injector) openCPUFreq(req *leaseRequest, _ int) (actuator, error) {
+	c, err := cpufreq.Open(i.cfg.SysfsRoot, req.Target.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	c.MaxStepKHz = i.cfg.MaxFreqStepKHz
+	var base int64 = -1
+	for cpu, b := range c.Base() {
+		if base >= 0 && b != base {
+			return nil, errors.Join(apiErrorf(http.StatusUnprocessableEntity,
+				"target.cpus: cpu%d's base %d kHz differs from another's %d kHz; one lease drives CPUs of one base", cpu, b, base),
+				c.Restore())
+		}
+		base = b
+	}
+	a := &freqActuator{c: c, base: base}
+	// Under userspace the speed is whatever was set last: pin it to base.
+	if err := c.Set(base); err != nil {
+		return nil, errors.Join(err, c.Restore())
+	}
+	return a, nil
+}
+
+func (a *freqActuator) Apply(v float64) error { return a.c.Set(a.base - int64(math.Round(v))) }
+func (a *freqActuator) Restore() error        { return a.c.Restore() }
+func (a *freqActuator) Stats() any            { return map[string]any{"base_khz": a.base} }
+
+// capActuator withholds the wave's value (a fraction) of a cgroup's capacity.
+type capActuator struct {
+	c        *cgroupcpu.Controller
+	baseCPUs float64
+}
+
+func (i *injector) openCapacity(req *leaseRequest, _ int) (actuator, error) {
+	c, err := cgroupcpu.Open(filepath.Join(i.cfg.CgroupRoot, filepath.FromSlash(req.cgroup)))
+	if err != nil {
+		return nil, err
+	}
+	quota, period := c.Saved()
+	base := float64(runtime.NumCPU())
+	if quota > 0 {
+		base = float64(quota) / float64(period)
+	}
+	c.CPUs = base
+	c.MinQuota = i.cfg.MinQuota
+	on := time.Duration((1-req.Wave.Amplitude)*float64(period)*base) * time.Microsecond
+	if on < i.cfg.MinQuota {
+		return nil, apiErrorf(http.StatusUnprocessableEntity,
+			"wave.amplitude: %v would leave a quota of %v, below min_quota %v", req.Wave.Amplitude, on, i.cfg.MinQuota)
+	}
+	return &capActuator{c: c, baseCPUs: base}, nil
+}
+
+func (a *capActuator) Apply(v float64) error {
+	if v == 0 {
+		return a.c.Restore()
+	}
+	return a.c.SetFraction(1 - v)
+}
+
+func (a *capActuator) Restore() error { return a.c.Restore() }
+
+func (a *capActuator) Stats() any {
+	st := map[string]any{"base_cpus": a.baseCPUs}
+	if n, d, err := a.c.Throttled(); err == nil {
+		st["nr_throttled"] = n
+		st["throttled_ms"] = ms(d)
+	} else {
+		st["throttled_error"] = fmt.Sprint(err)
+	}
+	return st
+}

@@ -1,0 +1,129 @@
+package injector
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/config/confighttp"
+
+	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
+)
+
+// Config is the configuration of the injector extension.
+type Config struct {
+	// ServerConfig is the HTTP control API (default 127.0.0.1:18777). Set its
+	// `auth` to an authenticator extension: the API changes the host.
+	confighttp.ServerConfig `mapstructure:",squash"`
+	// Allowlist bounds what leases may target; an empty list allows nothing.
+	Allowlist Allowlist `mapstructure:"allowlist"`
+	// MaxDelay caps a delay lease's amplitude.
+	MaxDelay time.Duration `mapstructure:"max_delay"`
+	// MaxLease caps a lease's duration (and each renewal).
+	MaxLease time.Duration `mapstructure:"max_lease"`
+	// MaxFreqStepKHz caps a cpufreq lease's amplitude (kHz below base).
+	MaxFreqStepKHz int64 `mapstructure:"max_freq_step_khz"`
+	// MinQuota is the smallest CPU quota a capacity lease may leave a cgroup
+	// with during an on-phase.
+	MinQuota time.Duration `mapstructure:"min_quota"`
+	// SysfsRoot is where the per-CPU cpufreq directories are.
+	SysfsRoot string `mapstructure:"sysfs_root"`
+	// CgroupRoot is the root of the cgroup hierarchy; allowlisted cgroup
+	// paths are relative to it.
+	CgroupRoot string `mapstructure:"cgroup_root"`
+	// QueueBase is the first NFQUEUE number used; delay leases take
+	// QueueBase … QueueBase+MaxLeases−1.
+	QueueBase uint16 `mapstructure:"queue_base"`
+	// MaxLeases bounds the number of active leases.
+	MaxLeases int `mapstructure:"max_leases"`
+}
+
+// Allowlist lists the targets leases may perturb.
+type Allowlist struct {
+	// Links are the CIDRs a delay lease's dst must fall within.
+	Links []string `mapstructure:"links"`
+	// Ports are the destination ports a delay lease may match; empty allows
+	// any port (but never "all ports", dst_port 0, unless 0 is listed).
+	Ports []uint16 `mapstructure:"ports"`
+	// Cgroups are cgroup paths, relative to cgroup_root; a capacity lease
+	// may target one of them or a cgroup below.
+	Cgroups []string `mapstructure:"cgroups"`
+	// CPUs are the CPU numbers a cpufreq lease may drive.
+	CPUs []int `mapstructure:"cpus"`
+}
+
+// Validate checks the configuration; each error names its field.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NetAddr.Endpoint == "" {
+		errs = append(errs, errors.New("endpoint must not be empty"))
+	}
+	for i, s := range c.Allowlist.Links {
+		if _, err := parsePrefix(s); err != nil {
+			errs = append(errs, fmt.Errorf("allowlist.links[%d]: %w", i, err))
+		}
+	}
+	for i, s := range c.Allowlist.Cgroups {
+		if _, err := cleanCgroup(s); err != nil {
+			errs = append(errs, fmt.Errorf("allowlist.cgroups[%d]: %w", i, err))
+		}
+	}
+	for i, cpu := range c.Allowlist.CPUs {
+		if cpu < 0 {
+			errs = append(errs, fmt.Errorf("allowlist.cpus[%d]: %d must be >= 0", i, cpu))
+		}
+	}
+	if c.MaxDelay <= 0 || c.MaxDelay > nfqdelay.HardMaxDelay {
+		errs = append(errs, fmt.Errorf("max_delay: %v must be in (0, %v]", c.MaxDelay, nfqdelay.HardMaxDelay))
+	}
+	if c.MaxLease <= 0 || c.MaxLease > nfqdelay.MaxLease {
+		errs = append(errs, fmt.Errorf("max_lease: %v must be in (0, %v]", c.MaxLease, nfqdelay.MaxLease))
+	}
+	if c.MaxFreqStepKHz <= 0 {
+		errs = append(errs, fmt.Errorf("max_freq_step_khz: %d must be > 0", c.MaxFreqStepKHz))
+	}
+	if c.MinQuota < time.Millisecond {
+		errs = append(errs, fmt.Errorf("min_quota: %v must be >= 1ms (the kernel's lower bound)", c.MinQuota))
+	}
+	if c.SysfsRoot == "" {
+		errs = append(errs, errors.New("sysfs_root must not be empty"))
+	}
+	if c.CgroupRoot == "" {
+		errs = append(errs, errors.New("cgroup_root must not be empty"))
+	}
+	if c.MaxLeases <= 0 || int(c.QueueBase)+c.MaxLeases > 65536 {
+		errs = append(errs, fmt.Errorf("max_leases: %d must be > 0 and queue_base+max_leases <= 65536", c.MaxLeases))
+	}
+	return errors.Join(errs...)
+}
+
+// parsePrefix accepts a CIDR or a bare address (a /32 or /128).
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// cleanCgroup turns a cgroup path into a clean relative path ("a/b"),
+// refusing anything that would leave the cgroup root.
+func cleanCgroup(s string) (string, error) {
+	p := path.Clean("/" + s)
+	for _, part := range strings.Split(s, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("cgroup path %q must not contain ..", s)
+		}
+	}
+	if p == "/" {
+		return "", fmt.Errorf("cgroup path %q names the root", s)
+	}
+	return strings.TrimPrefix(p, "/"), nil
+}

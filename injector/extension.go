@@ -1,0 +1,194 @@
+package injector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/extension"
+	"go.uber.org/zap"
+
+	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
+	"github.com/tierscope/tierscope/injector/internal/wave"
+)
+
+// sweepStale deletes tagged rules left by a dead process; tests replace it.
+var sweepStale = func() (int, error) { return nfqdelay.Sweep(nfqdelay.TagPrefix) }
+
+const maxBody = 64 << 10
+
+type injector struct {
+	cfg *Config
+	set extension.Settings
+	mgr *manager
+
+	mu     sync.Mutex
+	host   component.Host
+	server *http.Server
+	addr   string // where the API listens
+	served chan struct{}
+}
+
+func newInjector(set extension.Settings, cfg *Config) *injector {
+	i := &injector{cfg: cfg, set: set}
+	i.mgr = newManager(cfg, wave.RealClock{}, i.defaultOpeners(), i.reportErr)
+	return i
+}
+
+// reportErr logs a backend failure and reports it as component status.
+func (i *injector) reportErr(err error, permanent bool) {
+	i.set.Logger.Error("injector backend failure", zap.Error(err), zap.Bool("permanent", permanent))
+	i.mu.Lock()
+	host := i.host
+	i.mu.Unlock()
+	if host == nil {
+		return
+	}
+	ev := componentstatus.NewRecoverableErrorEvent(err)
+	if permanent {
+		ev = componentstatus.NewPermanentErrorEvent(err)
+	}
+	componentstatus.ReportStatus(host, ev)
+}
+
+// Start sweeps stale rules and serves the control API.
+func (i *injector) Start(ctx context.Context, host component.Host) error {
+	i.mu.Lock()
+	i.host = host
+	i.mu.Unlock()
+	if n, err := sweepStale(); err != nil {
+		i.set.Logger.Warn("sweeping stale NFQUEUE rules", zap.Int("deleted", n), zap.Error(err))
+	} else if n > 0 {
+		i.set.Logger.Info("swept stale NFQUEUE rules", zap.Int("deleted", n))
+	}
+	ln, err := i.cfg.ToListener(ctx)
+	if err != nil {
+		return err
+	}
+	srv, err := i.cfg.ToServer(ctx, host.GetExtensions(), i.set.TelemetrySettings, i.handler())
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	i.mu.Lock()
+	i.server, i.served, i.addr = srv, make(chan struct{}), ln.Addr().String()
+	i.mu.Unlock()
+	go func() {
+		defer close(i.served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			componentstatus.ReportStatus(host, componentstatus.NewFatalErrorEvent(err))
+		}
+	}()
+	i.set.Logger.Info("injector API listening", zap.String("endpoint", ln.Addr().String()))
+	return nil
+}
+
+// Shutdown stops the API, then every lease, restoring every backend.
+func (i *injector) Shutdown(ctx context.Context) error {
+	i.mu.Lock()
+	srv, served := i.server, i.served
+	i.mu.Unlock()
+	var errs []error
+	if srv != nil {
+		errs = append(errs, srv.Shutdown(ctx))
+		<-served
+	}
+	errs = append(errs, i.mgr.shutdown(ctx))
+	return errors.Join(errs...)
+}
+
+func (i *injector) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "active_leases": i.mgr.activeCount()})
+	})
+	mux.HandleFunc("POST /v1/leases", func(w http.ResponseWriter, r *http.Request) {
+		var req leaseRequest
+		if err := decode(r, &req); err != nil {
+			writeErr(w, err)
+			return
+		}
+		l, err := i.mgr.create(&req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		st := l.status()
+		writeJSON(w, http.StatusCreated, map[string]any{"id": st.ID, "expires": st.Expires})
+	})
+	mux.HandleFunc("GET /v1/leases/{id}", func(w http.ResponseWriter, r *http.Request) {
+		l, err := i.mgr.get(r.PathValue("id"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, l.status())
+	})
+	mux.HandleFunc("POST /v1/leases/{id}/renew", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Duration string `json:"duration,omitempty"`
+		}
+		if err := decode(r, &body); err != nil {
+			writeErr(w, err)
+			return
+		}
+		var d time.Duration
+		if body.Duration != "" {
+			var err error
+			if d, err = time.ParseDuration(body.Duration); err != nil || d <= 0 {
+				writeErr(w, apiErrorf(http.StatusBadRequest, "duration: %q must be a positive Go duration", body.Duration))
+				return
+			}
+		}
+		l, err := i.mgr.renew(r.PathValue("id"), d)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		st := l.status()
+		writeJSON(w, http.StatusOK, map[string]any{"id": st.ID, "expires": st.Expires})
+	})
+	mux.HandleFunc("DELETE /v1/leases/{id}", func(w http.ResponseWriter, r *http.Request) {
+		st, err := i.mgr.stop(r.Context(), r.PathValue("id"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+	return mux
+}
+
+// decode reads a JSON body strictly; an empty body decodes to the zero value.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return apiErrorf(http.StatusBadRequest, "malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return apiErrorf(http.StatusBadRequest, "malformed JSON body: trailing data")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var ae *apiError
+	if errors.As(err, &ae) {
+		code = ae.code
+	}
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}

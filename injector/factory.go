@@ -1,0 +1,42 @@
+package injector
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/extension"
+
+	"github.com/tierscope/tierscope/injector/internal/cgroupcpu"
+	"github.com/tierscope/tierscope/injector/internal/cpufreq"
+	"github.com/tierscope/tierscope/injector/internal/metadata"
+)
+
+// DefaultEndpoint is where the control API listens by default: loopback only.
+const DefaultEndpoint = "127.0.0.1:18777"
+
+// NewFactory returns the factory of the injector extension.
+func NewFactory() extension.Factory {
+	return extension.NewFactory(metadata.Type, createDefaultConfig, createExtension, metadata.ExtensionStability)
+}
+
+func createDefaultConfig() component.Config {
+	srv := confighttp.NewDefaultServerConfig()
+	srv.NetAddr.Endpoint = DefaultEndpoint
+	return &Config{
+		ServerConfig:   srv,
+		MaxDelay:       100 * time.Millisecond,
+		MaxLease:       10 * time.Minute,
+		MaxFreqStepKHz: 500_000,
+		MinQuota:       cgroupcpu.DefaultMinQuota,
+		SysfsRoot:      cpufreq.DefaultRoot,
+		CgroupRoot:     "/sys/fs/cgroup",
+		QueueBase:      17000,
+		MaxLeases:      16,
+	}
+}
+
+func createExtension(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {
+	return newInjector(set, cfg.(*Config)), nil
+}
