@@ -24,6 +24,7 @@ const (
   convert    convert a trace dataset (Nezha CSV) to OTLP/JSON lines (FORMATS.md §4)
   stitch     infer lost parents of OTLP spans and tag their causal paths (FORMATS.md §4)
   summary    print the costliest causal paths and the service graph of OTLP spans
+  inject     start, inspect, renew or stop a perturbation lease on an injector
 
 Run 'tierscope <command> -h' for the flags of a command.`
 )
@@ -46,6 +47,7 @@ var commands = []command{
 	{"convert", runConvert},
 	{"stitch", runStitch},
 	{"summary", runSummary},
+	{"inject", runInject},
 }
 
 func main() {
