@@ -401,7 +401,9 @@ func TestCPUFreqLeaseShutdownRestores(t *testing.T) {
 	id := body["id"].(string)
 	require.Eventually(t, func() bool { return cpu(0, "scaling_setspeed") == "1800000" }, 5*time.Second, time.Millisecond)
 	require.Equal(t, "userspace", cpu(1, "scaling_governor"))
-	require.Equal(t, "1800000", cpu(1, "scaling_setspeed"))
+	// The fake sysfs file is truncated, then written: poll, as for cpu0, rather
+	// than catch a write half done.
+	require.Eventually(t, func() bool { return cpu(1, "scaling_setspeed") == "1800000" }, 5*time.Second, time.Millisecond)
 
 	code, _ = e.do("POST", "/v1/leases", `{"kind":"cpufreq","target":{"cpus":[1]},"wave":{"amplitude":1,"period":"1s"}}`)
 	require.Equal(t, http.StatusConflict, code)
@@ -425,10 +427,12 @@ func TestCapacityLeaseRestoresOnDelete(t *testing.T) {
 	code, body := e.do("POST", "/v1/leases", `{"kind":"capacity","target":{"cgroup":"tierscope.slice/app"},"wave":{"amplitude":0.25,"period":"400ms"}}`)
 	require.Equal(t, http.StatusCreated, code, body)
 	id := body["id"].(string)
-	require.Eventually(t, func() bool { return readFile(t, cpuMax) != "max 100000" }, 5*time.Second, time.Millisecond)
+	// Poll until a quota parses: the fake file is truncated, then written.
 	var quota, period int
-	_, err := fmt.Sscanf(readFile(t, cpuMax), "%d %d", &quota, &period)
-	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := fmt.Sscanf(readFile(t, cpuMax), "%d %d", &quota, &period)
+		return err == nil
+	}, 5*time.Second, time.Millisecond)
 	require.Equal(t, 100000, period)
 	require.InDelta(t, 0.75*100000*float64(runtime.NumCPU()), quota, 1)
 
@@ -437,7 +441,11 @@ func TestCapacityLeaseRestoresOnDelete(t *testing.T) {
 	require.Eventually(t, func() bool { return readFile(t, cpuMax) == "max 100000" }, 5*time.Second, time.Millisecond, "off-phase restores")
 	e.clock.waitTimers(t, 2)
 	e.clock.Advance(200 * time.Millisecond)
-	require.Eventually(t, func() bool { return readFile(t, cpuMax) != "max 100000" }, 5*time.Second, time.Millisecond, "on again")
+	require.Eventually(t, func() bool {
+		var q, p int
+		_, err := fmt.Sscanf(readFile(t, cpuMax), "%d %d", &q, &p)
+		return err == nil
+	}, 5*time.Second, time.Millisecond, "on again")
 
 	// A lease on the parent cgroup conflicts.
 	code, _ = e.do("POST", "/v1/leases", `{"kind":"capacity","target":{"cgroup":"tierscope.slice"},"wave":{"amplitude":0.25,"period":"400ms"}}`)
