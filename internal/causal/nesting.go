@@ -467,18 +467,33 @@ func (n *Nesting) insertChild(parent, child int32) {
 func (sb *scoreboard) certaintyOrder(byCall []int32, start []uint32) []int32 {
 	share := make([]float64, len(start)-1)
 	for _, child := range byCall {
-		lo, hi := start[child], start[child+1]
-		var best, sum float64
-		for k := lo; k < hi; k++ {
-			v := sb.hists[sb.candHist[k]][sb.candBin[k]]
-			sum += v
-			best = max(best, v)
-		}
-		if sum > 0 {
-			share[child] = best / sum
-		}
+		share[child] = bestShare(start[child], start[child+1], func(k uint32) float64 {
+			return sb.hists[sb.candHist[k]][sb.candBin[k]]
+		})
 	}
 	order := slices.Clone(byCall)
+	byDecreasingShare(order, share)
+	return order
+}
+
+// bestShare is the best of the candidates lo..hi's scores as a share of their sum:
+// 1 for a child with a single or an overwhelming candidate, 1/n for an n-way tie.
+func bestShare(lo, hi uint32, score func(k uint32) float64) float64 {
+	var best, sum float64
+	for k := lo; k < hi; k++ {
+		v := score(k)
+		sum += v
+		best = max(best, v)
+	}
+	if sum == 0 {
+		return 0
+	}
+	return best / sum
+}
+
+// byDecreasingShare sorts order by decreasing share; ties keep their order, so
+// callers pass order sorted by time.
+func byDecreasingShare(order []int32, share []float64) {
 	slices.SortStableFunc(order, func(a, b int32) int {
 		switch {
 		case share[a] > share[b]:
@@ -488,7 +503,6 @@ func (sb *scoreboard) certaintyOrder(byCall []int32, start []uint32) []int32 {
 		}
 		return 0
 	})
-	return order
 }
 
 // isAncestorOrSelf reports whether a is p or one of p's assigned ancestors.

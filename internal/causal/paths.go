@@ -69,12 +69,6 @@ func (n *Nesting) Patterns(nodes []string) []*Pattern {
 	return b.patterns()
 }
 
-// RootSignature is the signature of the path that starts at pair root.
-func (n *Nesting) RootSignature(nodes []string, root int32) string {
-	b := newPatternBuilder(nestingTree{n, nodes}, len(n.Pairs))
-	return nodes[n.Pairs[root].Caller] + "(" + b.signature(root) + ")"
-}
-
 type nestingTree struct {
 	n     *Nesting
 	nodes []string

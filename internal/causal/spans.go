@@ -3,7 +3,6 @@ package causal
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/tierscope/tierscope/internal/stats"
@@ -179,10 +178,10 @@ func Stitch(spans []Span, cfg StitchConfig) (*StitchResult, error) {
 		}
 	}
 
-	// Order: most decisive raw score share first.
+	// Order: most decisive raw score share first, ties by start.
 	var order []int32
 	share := make([]float64, n)
-	for c := range spans {
+	for _, c := range orderSpansByStart(spans) {
 		lo, hi := start[c], start[c+1]
 		if lo == hi {
 			if spans[c].Orphan && spans[c].Parent < 0 {
@@ -190,24 +189,10 @@ func Stitch(spans []Span, cfg StitchConfig) (*StitchResult, error) {
 			}
 			continue
 		}
-		var best, sum float64
-		for k := lo; k < hi; k++ {
-			v := hists[candHist[k]][candBin[k]]
-			sum += v
-			best = max(best, v)
-		}
-		share[c] = best / sum
-		order = append(order, int32(c))
+		share[c] = bestShare(lo, hi, func(k uint32) float64 { return hists[candHist[k]][candBin[k]] })
+		order = append(order, c)
 	}
-	slices.SortStableFunc(order, func(a, b int32) int {
-		switch {
-		case share[a] > share[b]:
-			return -1
-		case share[a] < share[b]:
-			return 1
-		}
-		return cmpInt64(spans[a].Start, spans[b].Start)
-	})
+	byDecreasingShare(order, share)
 
 	overlap := newPenaltyFactor(cfg.OverlapPenalty)
 	exclusive := newPenaltyFactor(cfg.ExclusivePenalty)
@@ -269,11 +254,7 @@ func isSpanAncestorOrSelf(parent []int32, a, p int32) bool {
 // spanCandidates returns, in CSR form, the candidate parents of every orphan span
 // without a known parent, sorted by start time (earliest first breaks ties).
 func spanCandidates(spans []Span, cfg StitchConfig) (cands []int32, start []uint32) {
-	byStart := make([]int32, len(spans))
-	for i := range byStart {
-		byStart[i] = int32(i)
-	}
-	slices.SortStableFunc(byStart, func(a, b int32) int { return cmpInt64(spans[a].Start, spans[b].Start) })
+	byStart := orderSpansByStart(spans)
 
 	w, lw, aw := int64(cfg.SkewWindow), int64(cfg.LocalWindow), int64(cfg.AsyncWindow)
 	// Active spans that may still be the parent of a later orphan: one list per

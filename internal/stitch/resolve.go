@@ -111,7 +111,6 @@ type AddressBook struct {
 	max     int
 	entries map[string]string
 	order   []string // insertion order, for eviction
-	Evicted int
 }
 
 // NewAddressBook returns an empty book holding at most max addresses.
@@ -129,7 +128,6 @@ func (b *AddressBook) Learn(address, service string) {
 			oldest := b.order[0]
 			b.order = b.order[1:]
 			delete(b.entries, oldest)
-			b.Evicted++
 		}
 		b.order = append(b.order, address)
 	}
@@ -138,6 +136,3 @@ func (b *AddressBook) Learn(address, service string) {
 
 // Resolve returns the service learned for address, or "".
 func (b *AddressBook) Resolve(address string) string { return b.entries[address] }
-
-// Len is the number of addresses known.
-func (b *AddressBook) Len() int { return len(b.entries) }
