@@ -113,7 +113,7 @@ func f3(base float64, op string, id int) string {
 func TestOverlapPenaltySeparatesChildren(t *testing.T) {
 	tr := build(t,
 		"0 C A B p1", "0 C A B p2", "10 C B C c1", "10 C B C c2", "20 R C B c1", "20 R C B c2", "30 R B A p1", "30 R B A p2")
-	n, ps := nest(t, tr, DefaultNestingConfig())
+	_, ps := nest(t, tr, DefaultNestingConfig())
 	if got := signatures(ps); got["A(B(C))"] != 2 {
 		t.Fatalf("patterns %v, want A(B(C)) twice", got)
 	}
@@ -123,7 +123,6 @@ func TestOverlapPenaltySeparatesChildren(t *testing.T) {
 	if got := signatures(ps); got["A(B(C,C))"] != 1 || got["A(B)"] != 1 {
 		t.Fatalf("without penalty got %v, want both children on the earliest parent", got)
 	}
-	_ = n
 }
 
 func TestSameChildAndGenericPenalties(t *testing.T) {
