@@ -25,6 +25,10 @@ const (
   stitch     infer lost parents of OTLP spans and tag their causal paths (FORMATS.md §4)
   summary    print the costliest causal paths and the service graph of OTLP spans
   inject     start, inspect, renew or stop a perturbation lease on an injector
+  workfactor estimate the CPU work factor of each request flow (FORMATS.md §5)
+  signature  compute or compare application signatures (FORMATS.md §6)
+  gradient   plan (train) or measure a spectral resource gradient (FORMATS.md §7)
+  predict    predict response times after changes from gradients (FORMATS.md §7)
 
 Run 'tierscope <command> -h' for the flags of a command.`
 )
@@ -48,6 +52,10 @@ var commands = []command{
 	{"stitch", runStitch},
 	{"summary", runSummary},
 	{"inject", runInject},
+	{"workfactor", runWorkfactor},
+	{"signature", runSignature},
+	{"gradient", runGradient},
+	{"predict", runPredict},
 }
 
 func main() {
