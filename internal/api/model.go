@@ -1,0 +1,261 @@
+package api
+
+// The perfmodel exporter's HTTP API, JSON under /api/v1 (openapi.yaml beside the
+// exporter documents it). Every list endpoint takes `from` and `to` (RFC 3339 or
+// unix seconds; default: the last hour) and answers with the time range it
+// actually covered. Errors are ErrorResponse with a 4xx/5xx status.
+
+// Paths of the HTTP API, relative to the server root.
+const (
+	PathHealth      = "/api/v1/health"
+	PathPaths       = "/api/v1/paths"
+	PathGraph       = "/api/v1/graph"
+	PathCatalog     = "/api/v1/catalog"
+	PathWorkFactors = "/api/v1/workfactors"
+	PathSignatures  = "/api/v1/signatures"
+	PathCompare     = "/api/v1/signatures/compare"
+	PathExperiments = "/api/v1/experiments"
+	PathGradients   = "/api/v1/gradients"
+	PathPredict     = "/api/v1/predict"
+	PathOpenAPI     = "/api/v1/openapi.yaml"
+	PathMetrics     = "/metrics"
+)
+
+// ErrorResponse is the body of every failed request.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
+
+// TimeRange is the range of windows a response covers, in unix seconds.
+type TimeRange struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// Health is GET /api/v1/health.
+type Health struct {
+	Status        string   `json:"status"` // "ok" or "degraded"
+	Version       string   `json:"version"`
+	UptimeSeconds float64  `json:"uptime_seconds"`
+	Store         string   `json:"store"` // "sqlite" or "postgres"
+	SchemaVersion int      `json:"schema_version"`
+	Shard         string   `json:"shard"`
+	WindowSeconds int64    `json:"window_seconds"`
+	LastFlush     int64    `json:"last_flush,omitempty"`
+	Problems      []string `json:"problems,omitempty"`
+}
+
+// PathsResponse is GET /api/v1/paths?from&to&service&top: the causal path
+// patterns of trace trees, merged over the range (FORMATS.md §2 patterns).
+type PathsResponse struct {
+	TimeRange
+	Traces   int64         `json:"traces"`
+	Patterns []PathPattern `json:"patterns"`
+}
+
+// Graph is GET /api/v1/graph?from&to[&transaction]: the service graph. With a
+// transaction, edges carry that transaction's link gradient when one was measured.
+type Graph struct {
+	TimeRange
+	Nodes []GraphNode `json:"nodes"`
+	Edges []GraphEdge `json:"edges"`
+}
+
+// GraphNode is one service.
+type GraphNode struct {
+	ID        string     `json:"id"` // the service name
+	Requests  int64      `json:"requests"`
+	Errors    int64      `json:"errors"`
+	LatencyMs *Quantiles `json:"latency_ms,omitempty"` // SERVER span durations
+}
+
+// GraphEdge is one caller → callee edge.
+type GraphEdge struct {
+	ID        string     `json:"id"` // "source->target"
+	Source    string     `json:"source"`
+	Target    string     `json:"target"`
+	Kind      string     `json:"kind"` // "sync", "async" (messaging, or found by convolution) or "database"
+	Requests  int64      `json:"requests"`
+	Errors    int64      `json:"errors"`
+	LatencyMs *Quantiles `json:"latency_ms,omitempty"` // CLIENT span durations; for async edges the delay
+	Gradient  *float64   `json:"gradient,omitempty"`   // d(response time of the chosen transaction)/d(link latency)
+}
+
+// Catalog is GET /api/v1/catalog?from&to: what the editors offer in dropdowns.
+type Catalog struct {
+	TimeRange
+	Services []CatalogService `json:"services"`
+	Links    []Link           `json:"links"`
+	Machines []string         `json:"machines"`
+}
+
+// CatalogService is one service with its versions and transactions.
+type CatalogService struct {
+	Name         string   `json:"name"`
+	Versions     []string `json:"versions"`
+	Transactions []string `json:"transactions"`
+}
+
+// Link is one caller → callee link of the service graph, an experiment target.
+type Link struct {
+	Source  string `json:"source"`
+	Target  string `json:"target"`
+	Address string `json:"address,omitempty"` // host:port when known
+}
+
+// WorkFactors is GET /api/v1/workfactors?from&to[&machine]: per machine, the
+// latest model and, per flow, the series of estimates (FORMATS.md §5 fields).
+type WorkFactors struct {
+	TimeRange
+	Machines []MachineWorkFactors `json:"machines"`
+}
+
+// MachineWorkFactors is the regression of one machine (or process).
+type MachineWorkFactors struct {
+	Machine string             `json:"machine"`
+	R2      float64            `json:"r2"`
+	MSE     float64            `json:"mse"`
+	Flows   []FlowWorkFactor   `json:"flows"`
+	Series  []WorkFactorSeries `json:"series,omitempty"`
+}
+
+// FlowWorkFactor is one flow's estimate (FORMATS.md §5).
+type FlowWorkFactor struct {
+	Flow          string  `json:"flow"`
+	WorkFactor    float64 `json:"work_factor"` // standard megacycles per request
+	Goodness      float64 `json:"goodness"`
+	Combined      bool    `json:"combined"`
+	AlphaRaw      float64 `json:"alpha_raw"`
+	AlphaSmoothed float64 `json:"alpha_smoothed"`
+	// ServiceTimeMs is the signature's service time of the same flow, when one
+	// exists; Disagrees flags when the two estimates of demand differ by > 25%.
+	ServiceTimeMs *float64 `json:"service_time_ms,omitempty"`
+	Disagrees     bool     `json:"disagrees,omitempty"`
+}
+
+// WorkFactorSeries is one flow's work factor over time.
+type WorkFactorSeries struct {
+	Flow   string    `json:"flow"`
+	Times  []int64   `json:"times"` // unix seconds
+	Values []float64 `json:"values"`
+}
+
+// Signatures is GET /api/v1/signatures?from&to[&service][&version]
+// (FORMATS.md §6, one entry per service and version).
+type Signatures struct {
+	TimeRange
+	Signatures []Signature `json:"signatures"`
+}
+
+// Signature is the application signature of one service version.
+type Signature struct {
+	Service      string                 `json:"service"`
+	Version      string                 `json:"version"`
+	Transactions []TransactionSignature `json:"transactions"`
+}
+
+// TransactionSignature is one transaction's load-independent service time.
+type TransactionSignature struct {
+	Transaction   string       `json:"transaction"`
+	ServiceTimeMs *float64     `json:"service_time_ms"` // null with Status "insufficient data"
+	Status        string       `json:"status"`          // "ok" or "insufficient data"
+	BucketsUsed   int          `json:"buckets_used"`
+	Spread        float64      `json:"spread"`
+	Shape         string       `json:"shape"`   // "tight" or "spread"
+	Profile       [][3]float64 `json:"profile"` // [utilization_bucket, count, mean_front_latency_ms]
+}
+
+// Comparison is GET /api/v1/signatures/compare?service&base&candidate.
+type Comparison struct {
+	Service      string                  `json:"service"`
+	Base         string                  `json:"base"`
+	Candidate    string                  `json:"candidate"`
+	Transactions []TransactionComparison `json:"transactions"`
+}
+
+// TransactionComparison is the verdict for one transaction (FORMATS.md §6).
+type TransactionComparison struct {
+	Transaction string   `json:"transaction"`
+	BaseMs      *float64 `json:"base_ms"`
+	CandidateMs *float64 `json:"candidate_ms"`
+	DeltaMs     *float64 `json:"delta_ms"`
+	DeltaPct    *float64 `json:"delta_pct"`
+	Changed     bool     `json:"changed"`
+	Verdict     string   `json:"verdict"` // "changed", "unchanged", "spread" or "insufficient data"
+	Basis       string   `json:"basis"`   // the statistical test and its statistic
+	Confidence  float64  `json:"confidence"`
+}
+
+// Experiments is GET /api/v1/experiments.
+type Experiments struct {
+	Experiments []Experiment `json:"experiments"`
+}
+
+// ExperimentRequest is POST /api/v1/experiments: measure the gradients of every
+// front transaction with respect to one element.
+type ExperimentRequest struct {
+	// Element is "link:<source>-><target>", "frequency:<machine>" or "capacity:<machine>".
+	Element  string  `json:"element"`
+	Injector string  `json:"injector,omitempty"` // injector URL; default from config
+	K        int     `json:"k,omitempty"`
+	N        int     `json:"n,omitempty"`
+	Scale    float64 `json:"scale,omitempty"`
+	MaxP99Ms float64 `json:"max_p99_ms,omitempty"` // SLO guard
+}
+
+// Experiment is one gradient experiment and its progress.
+type Experiment struct {
+	ID         string     `json:"id"`
+	Element    string     `json:"element"`
+	Phase      string     `json:"phase"` // training, adaptive, active, done, aborted, failed
+	Percent    float64    `json:"percent"`
+	ETASeconds float64    `json:"eta_seconds"`
+	Started    int64      `json:"started"`
+	Finished   int64      `json:"finished,omitempty"`
+	Reason     string     `json:"reason,omitempty"` // why it aborted or failed
+	Gradients  []Gradient `json:"gradients,omitempty"`
+}
+
+// Gradients is GET /api/v1/gradients?[transaction][&element].
+type Gradients struct {
+	Gradients []Gradient `json:"gradients"`
+}
+
+// Gradient is d(response time of Transaction)/d(Element) (FORMATS.md §7).
+type Gradient struct {
+	Element        string     `json:"element"`
+	Transaction    string     `json:"transaction"`
+	Gradient       float64    `json:"gradient"`
+	CI95           [2]float64 `json:"ci95"`
+	SNR            float64    `json:"snr"`
+	Bins           int        `json:"bins"`
+	PerturbationMs float64    `json:"perturbation_ms"`
+	Experiment     string     `json:"experiment,omitempty"`
+	Measured       int64      `json:"measured"` // unix seconds
+}
+
+// PredictRequest is POST /api/v1/predict (also GET with repeated `change`
+// parameters): what-if changes of link latency, frequency or capacity.
+type PredictRequest struct {
+	BaselineMs map[string]float64 `json:"baseline_ms,omitempty"` // default: the measured mean per transaction
+	Changes    []Change           `json:"changes"`
+}
+
+// Change is one what-if, e.g. {"element": "link:app->db", "delta": 20} (+20 ms).
+type Change struct {
+	Element string  `json:"element"`
+	Delta   float64 `json:"delta"` // ms for links, MHz for frequency, fraction of a core for capacity
+}
+
+// Prediction is the answer of /api/v1/predict (paper 000 §5.3).
+type Prediction struct {
+	Transactions []TransactionPrediction `json:"transactions"`
+}
+
+// TransactionPrediction is one transaction's predicted response time.
+type TransactionPrediction struct {
+	Transaction string     `json:"transaction"`
+	BaselineMs  float64    `json:"baseline_ms"`
+	PredictedMs float64    `json:"predicted_ms"`
+	CI95        [2]float64 `json:"ci95"`
+}
