@@ -8,7 +8,7 @@ TIERSCOPE := $(BIN)/tierscope
 OTELCOL   := build/otelcol-tierscope/otelcol-tierscope
 EXAMPLES  := $(wildcard examples/*.yaml)
 
-.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples \
+.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long fuzz clean
 
 all: build
@@ -40,7 +40,7 @@ run-paths: build-cli
 	$(TIERSCOPE) maketrace --config testdata/multitier.yaml --seed 1 --out $(OUT)/multitier.tsv
 	$(TIERSCOPE) paths --in $(OUT)/multitier.tsv --format text --sort latency --top 5 --truth
 
-test: fmt-check vet unit e2e validate-examples
+test: fmt-check vet unit e2e validate-examples test-timing
 
 fmt-check:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './grafana-datasource/node_modules/*' -not -path './build/*')); \
@@ -55,6 +55,12 @@ unit:
 # The real collector with generated configs, fed by the OTel SDK (e2e/).
 e2e: build-otelcol
 	$(GO) test -count=1 ./e2e/
+
+# Tests that measure time (the precision and throughput of the NFQUEUE delay
+# backend) run alone, after the rest, so no other test package competes
+# for the two cores.
+test-timing:
+	$(GO) test -tags timing -count=1 -timeout 5m -run 'TestPrecision|TestThroughput|TestRealDelayLease' -v ./injector/internal/nfqdelay/ ./injector/
 
 validate-examples: build-otelcol
 	@for f in $(EXAMPLES); do \
@@ -79,7 +85,6 @@ bench-causalpath: build-otelcol
 # the precision and throughput of the NFQUEUE delay backend (root).
 e2e-long:
 	$(GO) test -tags long -count=1 -timeout 30m -run 'TestFigure(19|21|22)' -v ./internal/causal/ | grep -E 'fig[0-9]+|^(ok|FAIL|---)'
-	$(GO) test -tags long -count=1 -timeout 10m -run 'TestPrecision|TestThroughput' -v ./injector/internal/nfqdelay/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./internal/msgtrace

@@ -21,10 +21,7 @@ import (
 	"github.com/tierscope/tierscope/testbed/netns"
 )
 
-const (
-	childEnv    = "TIERSCOPE_NFQDELAY_CHILD"
-	p99ErrBound = 2500 * time.Microsecond
-)
+const childEnv = "TIERSCOPE_NFQDELAY_CHILD"
 
 func requireRoot(t *testing.T) {
 	t.Helper()
