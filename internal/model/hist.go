@@ -1,0 +1,124 @@
+package model
+
+import (
+	"math"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/stats"
+)
+
+// Bins is the layout of every histogram of the model: paper 001's 340 bins of
+// log base 1.05 from 1 ms (§5.1.1.2), so a quantile is within ±2.5%.
+var Bins = stats.DefaultLogBins
+
+// Hist is a log-binned histogram of durations that merges exactly: counts are
+// integers and the sum, minimum and maximum are integer nanoseconds, so any
+// split of a stream over shards, windows or merge orders gives the same bits.
+// Only the span of bins that received values is stored.
+type Hist struct {
+	First  int32    `json:"first,omitempty"`
+	Counts []uint64 `json:"counts,omitempty"`
+	N      uint64   `json:"n,omitempty"`
+	SumNs  int64    `json:"sum_ns,omitempty"`
+	MinNs  int64    `json:"min_ns,omitempty"`
+	MaxNs  int64    `json:"max_ns,omitempty"`
+}
+
+// Add records one duration. Negative durations (clock skew) count as 0.
+func (h *Hist) Add(ns int64) {
+	if ns < 0 {
+		ns = 0
+	}
+	h.addCount(int32(Bins.Index(float64(ns)/1e6)), 1)
+	if h.N == 0 || ns < h.MinNs {
+		h.MinNs = ns
+	}
+	if h.N == 0 || ns > h.MaxNs {
+		h.MaxNs = ns
+	}
+	h.N++
+	h.SumNs += ns
+}
+
+func (h *Hist) addCount(bin int32, c uint64) {
+	switch {
+	case len(h.Counts) == 0:
+		h.First = bin
+		h.Counts = append(h.Counts, 0)
+	case bin < h.First:
+		grown := make([]uint64, int(h.First-bin)+len(h.Counts))
+		copy(grown[h.First-bin:], h.Counts)
+		h.Counts, h.First = grown, bin
+	case int(bin) >= int(h.First)+len(h.Counts):
+		h.Counts = append(h.Counts, make([]uint64, int(bin-h.First)-len(h.Counts)+1)...)
+	}
+	h.Counts[bin-h.First] += c
+}
+
+// Merge adds o's values.
+func (h *Hist) Merge(o *Hist) {
+	if o.N == 0 {
+		return
+	}
+	for i, c := range o.Counts {
+		if c != 0 {
+			h.addCount(o.First+int32(i), c)
+		}
+	}
+	if h.N == 0 || o.MinNs < h.MinNs {
+		h.MinNs = o.MinNs
+	}
+	if h.N == 0 || o.MaxNs > h.MaxNs {
+		h.MaxNs = o.MaxNs
+	}
+	h.N += o.N
+	h.SumNs += o.SumNs
+}
+
+// MeanMs is the exact mean in milliseconds (0 when empty).
+func (h *Hist) MeanMs() float64 {
+	if h.N == 0 {
+		return 0
+	}
+	return float64(h.SumNs) / float64(h.N) / 1e6
+}
+
+// QuantileMs is the q-quantile in milliseconds, interpolated geometrically in
+// its bin and clamped to the exact minimum and maximum.
+func (h *Hist) QuantileMs(q float64) float64 {
+	if h.N == 0 {
+		return 0
+	}
+	rank := q * float64(h.N)
+	var seen float64
+	for i, c := range h.Counts {
+		if c == 0 {
+			continue
+		}
+		if seen+float64(c) >= rank {
+			bin := int(h.First) + i
+			lo, hi := Bins.Lower(bin), Bins.Upper(bin)
+			frac := (rank - seen) / float64(c)
+			var v float64
+			switch {
+			case math.IsInf(hi, 1):
+				v = float64(h.MaxNs) / 1e6
+			case lo == 0:
+				v = hi * frac
+			default:
+				v = lo * math.Pow(hi/lo, frac)
+			}
+			return math.Min(math.Max(v, float64(h.MinNs)/1e6), float64(h.MaxNs)/1e6)
+		}
+		seen += float64(c)
+	}
+	return float64(h.MaxNs) / 1e6
+}
+
+// Quantiles summarises the histogram for the API (nil when empty).
+func (h *Hist) Quantiles() *api.Quantiles {
+	if h.N == 0 {
+		return nil
+	}
+	return &api.Quantiles{Mean: h.MeanMs(), P50: h.QuantileMs(0.5), P90: h.QuantileMs(0.9), P99: h.QuantileMs(0.99)}
+}

@@ -1,0 +1,158 @@
+package model
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// trace builds web → app → (db, cache) with an internal span in app and a
+// CLIENT span to the app whose SERVER span exists (so it is transparent).
+func trace(base int64, dbMs int64, errDB bool) []Span {
+	ms := int64(1e6)
+	return []Span{
+		{SpanID: 1, Service: "web", Kind: KindServer, Start: base, End: base + 50*ms},
+		{SpanID: 2, ParentID: 1, Service: "web", Kind: KindClient, Peer: "app", Start: base + 2*ms, End: base + 40*ms},
+		{SpanID: 3, ParentID: 2, Service: "app", Kind: KindServer, Start: base + 3*ms, End: base + 39*ms},
+		{SpanID: 4, ParentID: 3, Service: "app", Kind: KindInternal, Start: base + 4*ms, End: base + 38*ms},
+		{SpanID: 5, ParentID: 4, Service: "app", Kind: KindClient, Peer: "postgres", Database: true, Start: base + 5*ms, End: base + (5+dbMs)*ms, Error: errDB},
+		{SpanID: 6, ParentID: 4, Service: "app", Kind: KindClient, Peer: "redis", Start: base + 30*ms, End: base + 31*ms},
+	}
+}
+
+func TestAddTraceGraphAndPattern(t *testing.T) {
+	w := NewWindow(0, DefaultLimits())
+	w.AddTrace(trace(0, 10, false))
+	w.AddTrace(trace(1e9, 20, true))
+	require.Equal(t, int64(2), w.Traces)
+	require.Len(t, w.Patterns, 1)
+	ps := w.Patterns["web(app(postgres,redis))"]
+	require.NotNil(t, ps)
+	require.Equal(t, int64(2), ps.Count)
+	require.Equal(t, []string{"web", "app", "postgres", "redis"}, []string{ps.Nodes[0].Node, ps.Nodes[1].Node, ps.Nodes[2].Node, ps.Nodes[3].Node})
+	require.InDelta(t, 15, ps.Nodes[2].Latency.MeanMs(), 1e-9)
+	require.InDelta(t, 2, ps.Nodes[2].CallDelay.MeanMs(), 1e-9, "db call starts 2 ms after app's server span")
+	require.Equal(t, int64(2), w.Nodes["web"].Requests)
+	require.Equal(t, int64(1), w.Nodes["postgres"].Errors)
+	require.Equal(t, int64(2), w.Edges[EdgeKey{"app", "postgres", EdgeDatabase}].Requests)
+	require.Equal(t, int64(2), w.Edges[EdgeKey{"web", "app", EdgeSync}].Requests)
+	require.Len(t, w.Edges, 3)
+
+	p := PathPattern("web(app(postgres,redis))", ps)
+	require.Equal(t, "web", p.Root.Node)
+	require.Len(t, p.Root.Children, 1)
+	require.Equal(t, "app", p.Root.Children[0].Node)
+	require.Len(t, p.Root.Children[0].Children, 2)
+	require.Equal(t, "postgres", p.Root.Children[0].Children[0].Node)
+	require.InDelta(t, 2, p.Root.Children[0].Children[0].CallDelayMs.Mean, 1e-9)
+}
+
+// Splitting traces over two shards and merging the records in any order gives
+// exactly the single-window records.
+func TestMergeIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	single := NewWindow(0, DefaultLimits())
+	a, b := NewWindow(0, DefaultLimits()), NewWindow(0, DefaultLimits())
+	for i := range 2000 {
+		tr := trace(int64(i)*1e7, 1+rng.Int64N(200), rng.IntN(10) == 0)
+		if rng.IntN(3) == 0 {
+			tr = tr[:3] // web → app only
+		}
+		single.AddTrace(tr)
+		if rng.IntN(2) == 0 {
+			a.AddTrace(tr)
+		} else {
+			b.AddTrace(tr)
+		}
+	}
+	want := merged(t, single)
+	got := merged(t, a, b)
+	got2 := merged(t, b, a)
+	require.Equal(t, want, got)
+	require.Equal(t, want, got2)
+}
+
+func merged(t *testing.T, ws ...*Window) map[string]string {
+	t.Helper()
+	acc := map[string][]byte{}
+	for _, w := range ws {
+		recs, err := w.Records()
+		require.NoError(t, err)
+		for _, r := range recs {
+			k := r.Kind + "|" + r.Key
+			m, err := Merge(r.Kind, acc[k], r.Payload)
+			require.NoError(t, err)
+			acc[k] = m
+		}
+	}
+	out := map[string]string{}
+	for k, v := range acc {
+		// Re-encode so equal statistics compare equal whatever the merge path.
+		var x any
+		require.NoError(t, json.Unmarshal(v, &x))
+		b, _ := json.Marshal(x)
+		out[k] = string(b)
+	}
+	return out
+}
+
+func TestHistQuantiles(t *testing.T) {
+	var h Hist
+	for i := 1; i <= 1000; i++ {
+		h.Add(int64(i) * 1e6) // 1..1000 ms
+	}
+	require.InDelta(t, 500.5, h.MeanMs(), 1e-9)
+	require.InDelta(t, 500, h.QuantileMs(0.5), 500*0.05)
+	require.InDelta(t, 990, h.QuantileMs(0.99), 990*0.05)
+	require.Equal(t, 1000.0, h.QuantileMs(1))
+	var e Hist
+	require.Nil(t, e.Quantiles())
+}
+
+func TestLimitsCountOverflow(t *testing.T) {
+	w := NewWindow(0, Limits{MaxServices: 2, MaxEdges: 1, MaxPatterns: 1})
+	of := w.AddTrace(trace(0, 10, false))
+	require.Len(t, w.Nodes, 2)
+	require.Len(t, w.Edges, 1)
+	require.Equal(t, int64(2), of.Services)
+	require.Equal(t, int64(2), of.Edges)
+	of = w.AddTrace(trace(0, 10, false)[:3])
+	require.Equal(t, int64(1), of.Patterns)
+}
+
+func TestAssemblerWaitsAndBounds(t *testing.T) {
+	a := NewAssembler(100, 2, 3)
+	var got [][]Span
+	emit := func(s []Span) { got = append(got, append([]Span(nil), s...)) }
+	a.Add(TraceID{1}, Span{SpanID: 1}, 0, emit)
+	a.Add(TraceID{1}, Span{SpanID: 2}, 50, emit)
+	a.Add(TraceID{2}, Span{SpanID: 3}, 60, emit)
+	a.Expire(99, emit)
+	require.Empty(t, got)
+	a.Expire(100, emit)
+	require.Len(t, got, 1)
+	require.Len(t, got[0], 2)
+	// Bounds: a third open trace completes the oldest early; a 4th span is dropped.
+	a.Add(TraceID{3}, Span{SpanID: 4}, 120, emit)
+	a.Add(TraceID{4}, Span{SpanID: 5}, 130, emit)
+	require.Equal(t, int64(1), a.CompletedEarly)
+	for i := range 4 {
+		a.Add(TraceID{4}, Span{SpanID: uint64(10 + i)}, 131, emit)
+	}
+	require.Equal(t, int64(2), a.DroppedSpans)
+	a.Flush(emit)
+	require.Equal(t, 0, a.Open())
+	require.Len(t, got, 4)
+}
+
+func BenchmarkAddTrace(b *testing.B) {
+	w := NewWindow(0, DefaultLimits())
+	tr := trace(0, 10, false)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.AddTrace(tr)
+	}
+	b.ReportMetric(float64(b.N*len(tr))/b.Elapsed().Seconds(), "spans/s")
+}

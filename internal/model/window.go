@@ -1,0 +1,372 @@
+package model
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// Kind is a span's role, as OTLP's span kinds.
+type Kind uint8
+
+// Span kinds.
+const (
+	KindInternal Kind = iota
+	KindServer
+	KindClient
+	KindProducer
+	KindConsumer
+)
+
+// Span is one span of a complete trace, as the engine sees it.
+type Span struct {
+	SpanID, ParentID uint64 // 0 when absent
+	Service          string
+	Kind             Kind
+	Start, End       int64 // unix nanoseconds
+	Error            bool
+	// Peer names the callee of a CLIENT or PRODUCER span: a service, a database
+	// or an address. It becomes a node when no SERVER or CONSUMER span of the
+	// trace answers the call (an uninstrumented back end).
+	Peer string
+	// Database marks a call to a database (db.system.name / db.system).
+	Database bool
+}
+
+// Edge kinds of the service graph.
+const (
+	EdgeSync     = "sync"
+	EdgeAsync    = "async"
+	EdgeDatabase = "database"
+)
+
+// EdgeKey names one edge of the service graph.
+type EdgeKey struct{ Source, Target, Kind string }
+
+// String is the edge's storage key.
+func (k EdgeKey) String() string { return k.Source + "\x1f" + k.Target + "\x1f" + k.Kind }
+
+// ParseEdgeKey inverts EdgeKey.String.
+func ParseEdgeKey(s string) (EdgeKey, bool) {
+	parts := strings.Split(s, "\x1f")
+	if len(parts) != 3 {
+		return EdgeKey{}, false
+	}
+	return EdgeKey{parts[0], parts[1], parts[2]}, true
+}
+
+// CallStats counts calls, errors and their latency: a node's SERVER spans, or an
+// edge's calls.
+type CallStats struct {
+	Requests int64 `json:"requests"`
+	Errors   int64 `json:"errors"`
+	Latency  Hist  `json:"latency"`
+}
+
+// Merge adds o.
+func (c *CallStats) Merge(o *CallStats) {
+	c.Requests += o.Requests
+	c.Errors += o.Errors
+	c.Latency.Merge(&o.Latency)
+}
+
+// PatternStats is one causal path pattern of a window (FORMATS.md §2). Nodes are
+// in canonical pre-order: children sorted by signature, equal siblings by start,
+// so two windows' or shards' statistics of one signature align node by node.
+type PatternStats struct {
+	Count          int64         `json:"count"`
+	TotalLatencyNs int64         `json:"total_latency_ns"`
+	Nodes          []PatternNode `json:"nodes"`
+}
+
+// PatternNode is one node of a pattern: its name, the index of its parent in
+// the pre-order (−1 for the root), and its latency and call delay.
+type PatternNode struct {
+	Node      string `json:"node"`
+	Parent    int32  `json:"parent"`
+	Latency   Hist   `json:"latency"`
+	CallDelay Hist   `json:"call_delay"`
+}
+
+// Merge adds o, which must have the same signature.
+func (p *PatternStats) Merge(o *PatternStats) bool {
+	if len(p.Nodes) == 0 {
+		p.Nodes = make([]PatternNode, len(o.Nodes))
+		for i, n := range o.Nodes {
+			p.Nodes[i] = PatternNode{Node: n.Node, Parent: n.Parent}
+		}
+	}
+	if len(p.Nodes) != len(o.Nodes) {
+		return false
+	}
+	p.Count += o.Count
+	p.TotalLatencyNs += o.TotalLatencyNs
+	for i := range p.Nodes {
+		p.Nodes[i].Latency.Merge(&o.Nodes[i].Latency)
+		p.Nodes[i].CallDelay.Merge(&o.Nodes[i].CallDelay)
+	}
+	return true
+}
+
+// Limits bound one window's state. Data beyond them is counted, not kept.
+type Limits struct {
+	MaxServices int
+	MaxEdges    int
+	MaxPatterns int
+}
+
+// DefaultLimits suit a few hundred services.
+func DefaultLimits() Limits { return Limits{MaxServices: 1000, MaxEdges: 10000, MaxPatterns: 2000} }
+
+// Overflow counts what a window's limits kept out.
+type Overflow struct {
+	Services int64
+	Edges    int64
+	Patterns int64
+}
+
+// Window is the model state of one time window: the service graph and the path
+// patterns of the traces whose root started in it.
+type Window struct {
+	Start    int64 // unix seconds
+	Traces   int64
+	Nodes    map[string]*CallStats
+	Edges    map[EdgeKey]*CallStats
+	Patterns map[string]*PatternStats
+	// Dirty is set by every change and cleared by whoever persists the window.
+	Dirty bool
+
+	limits Limits
+	tree   treeScratch
+}
+
+// NewWindow returns an empty window starting at start (unix seconds).
+func NewWindow(start int64, limits Limits) *Window {
+	return &Window{Start: start, limits: limits, Nodes: map[string]*CallStats{}, Edges: map[EdgeKey]*CallStats{}, Patterns: map[string]*PatternStats{}}
+}
+
+// treeScratch is reused across traces so adding one does not allocate per span.
+type treeScratch struct {
+	label    []string // node name, "" for transparent spans
+	up       []int32  // nearest labelled proper ancestor
+	children [][]int32
+	sig      []string
+	order    []int32
+	byID     map[uint64]int32
+	answered map[uint64]bool
+	sb       strings.Builder
+}
+
+// AddTrace adds one complete trace (its spans in any order) and returns the
+// overflow it caused.
+func (w *Window) AddTrace(spans []Span) Overflow {
+	var of Overflow
+	if len(spans) == 0 {
+		return of
+	}
+	t := &w.tree
+	n := len(spans)
+	if t.byID == nil {
+		t.byID, t.answered = map[uint64]int32{}, map[uint64]bool{}
+	}
+	clear(t.byID)
+	clear(t.answered)
+	for i := range spans {
+		t.byID[spans[i].SpanID] = int32(i)
+	}
+	parentOf := func(i int) int32 {
+		if p, ok := t.byID[spans[i].ParentID]; ok && spans[i].ParentID != 0 && int(p) != i {
+			return p
+		}
+		return -1
+	}
+	// A CLIENT/PRODUCER span is answered when a SERVER/CONSUMER span of the
+	// trace is its child; it is then transparent, else its peer is a node.
+	for i := range spans {
+		if k := spans[i].Kind; k == KindServer || k == KindConsumer {
+			if p := parentOf(i); p >= 0 {
+				t.answered[spans[p].SpanID] = true
+			}
+		}
+	}
+	t.label = resize(t.label, n)
+	for i := range spans {
+		s := &spans[i]
+		switch {
+		case s.Kind == KindServer || s.Kind == KindConsumer || parentOf(i) < 0:
+			t.label[i] = s.Service
+		case (s.Kind == KindClient || s.Kind == KindProducer) && !t.answered[s.SpanID]:
+			t.label[i] = cmp.Or(s.Peer, "unknown")
+		default:
+			t.label[i] = ""
+		}
+	}
+	t.up = resize(t.up, n)
+	for i := range spans {
+		t.up[i] = -1
+		for p, steps := parentOf(i), 0; p >= 0 && steps < n; p, steps = parentOf(int(p)), steps+1 {
+			if t.label[p] != "" {
+				t.up[i] = p
+				break
+			}
+		}
+	}
+	if cap(t.children) < n {
+		t.children = make([][]int32, n)
+	}
+	t.children = t.children[:n]
+	for i := range t.children {
+		t.children[i] = t.children[i][:0]
+	}
+	t.order = t.order[:0]
+	for i := range spans {
+		if t.label[i] != "" {
+			t.order = append(t.order, int32(i))
+		}
+	}
+	slices.SortFunc(t.order, func(a, b int32) int { return cmp.Compare(spans[a].Start, spans[b].Start) })
+	var roots []int32
+	for _, i := range t.order {
+		if p := t.up[i]; p >= 0 {
+			t.children[p] = append(t.children[p], i)
+		} else {
+			roots = append(roots, i)
+		}
+	}
+
+	// The graph: one request per labelled span at its node, one call per
+	// labelled span on the edge from its labelled ancestor.
+	for _, i := range t.order {
+		s := &spans[i]
+		d := s.End - s.Start
+		name := t.label[i]
+		if ns := w.node(name, &of); ns != nil {
+			ns.Requests++
+			if s.Error {
+				ns.Errors++
+			}
+			ns.Latency.Add(d)
+		}
+		if p := t.up[i]; p >= 0 {
+			kind := EdgeSync
+			switch {
+			case s.Database:
+				kind = EdgeDatabase
+			case s.Kind == KindProducer || s.Kind == KindConsumer:
+				kind = EdgeAsync
+			}
+			if es := w.edge(EdgeKey{t.label[p], name, kind}, &of); es != nil {
+				es.Requests++
+				if s.Error {
+					es.Errors++
+				}
+				es.Latency.Add(d)
+			}
+		}
+	}
+
+	// The patterns: one per root, in canonical form.
+	t.sig = resize(t.sig, n)
+	for _, r := range roots {
+		w.Traces++
+		sig := t.signature(r)
+		ps, ok := w.Patterns[sig]
+		if !ok {
+			if len(w.Patterns) >= w.limits.MaxPatterns {
+				of.Patterns++
+				continue
+			}
+			ps = &PatternStats{}
+			w.Patterns[sig] = ps
+		}
+		ps.Count++
+		ps.TotalLatencyNs += spans[r].End - spans[r].Start
+		if len(ps.Nodes) == 0 {
+			ps.Nodes = t.appendNodes(ps.Nodes, r, -1)
+		}
+		idx := 0
+		t.addNodeStats(spans, ps, r, -1, &idx)
+	}
+	w.Dirty = true
+	return of
+}
+
+func (w *Window) node(name string, of *Overflow) *CallStats {
+	cs, ok := w.Nodes[name]
+	if !ok {
+		if len(w.Nodes) >= w.limits.MaxServices {
+			of.Services++
+			return nil
+		}
+		cs = &CallStats{}
+		w.Nodes[name] = cs
+	}
+	return cs
+}
+
+func (w *Window) edge(k EdgeKey, of *Overflow) *CallStats {
+	cs, ok := w.Edges[k]
+	if !ok {
+		if len(w.Edges) >= w.limits.MaxEdges {
+			of.Edges++
+			return nil
+		}
+		cs = &CallStats{}
+		w.Edges[k] = cs
+	}
+	return cs
+}
+
+// signature computes the canonical signatures of i's subtree (FORMATS.md §2) and
+// sorts every children list canonically: by signature, then by start.
+func (t *treeScratch) signature(i int32) string {
+	ch := t.children[i]
+	if len(ch) == 0 {
+		t.sig[i] = t.label[i]
+		return t.sig[i]
+	}
+	for _, c := range ch {
+		t.signature(c)
+	}
+	slices.SortStableFunc(ch, func(a, b int32) int { return strings.Compare(t.sig[a], t.sig[b]) })
+	t.sb.Reset()
+	t.sb.WriteString(t.label[i])
+	t.sb.WriteByte('(')
+	for k, c := range ch {
+		if k > 0 {
+			t.sb.WriteByte(',')
+		}
+		t.sb.WriteString(t.sig[c])
+	}
+	t.sb.WriteByte(')')
+	t.sig[i] = t.sb.String()
+	return t.sig[i]
+}
+
+func (t *treeScratch) appendNodes(dst []PatternNode, i int32, parent int32) []PatternNode {
+	self := int32(len(dst))
+	dst = append(dst, PatternNode{Node: t.label[i], Parent: parent})
+	for _, c := range t.children[i] {
+		dst = t.appendNodes(dst, c, self)
+	}
+	return dst
+}
+
+func (t *treeScratch) addNodeStats(spans []Span, ps *PatternStats, i int32, parent int32, idx *int) {
+	n := &ps.Nodes[*idx]
+	*idx++
+	n.Latency.Add(spans[i].End - spans[i].Start)
+	if parent >= 0 {
+		n.CallDelay.Add(spans[i].Start - spans[parent].Start)
+	}
+	for _, c := range t.children[i] {
+		t.addNodeStats(spans, ps, c, i, idx)
+	}
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
