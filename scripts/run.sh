@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out/run}
 DURATION=${DURATION:-90s}
 OTLP_PORT=${OTLP_PORT:-14317}
+API=${API:-127.0.0.1:8790}
 BASE_PORT=${BASE_PORT:-18080}
 USERS=${USERS:-20}
 MIX=${MIX:-nonstationary}
@@ -57,10 +58,11 @@ trap 'stop "$testbed_pid"; stop "$collector_pid"' EXIT
 trap 'exit 130' INT TERM
 
 log "starting the collector (OTLP on 127.0.0.1:$OTLP_PORT, spans to $OUT/spans.jsonl)"
-TIERSCOPE_OTLP_PORT=$OTLP_PORT TIERSCOPE_SPANS_FILE=$OUT/spans.jsonl \
+TIERSCOPE_OTLP_PORT=$OTLP_PORT TIERSCOPE_SPANS_FILE=$OUT/spans.jsonl TIERSCOPE_API=$API TIERSCOPE_DB=$OUT/perfmodel.db \
   "$COLLECTOR" --config examples/testbed.yaml >"$OUT/collector.log" 2>&1 &
 collector_pid=$!
 wait_port "$OTLP_PORT" collector
+log "perfmodel API on http://$API (curl -s http://$API/api/v1/graph)"
 
 log "starting the testbed tiers on 127.0.0.1:$BASE_PORT and up (context dropped on: ${DROP_CONTEXT:-nothing})"
 bin/testbed up --otlp "127.0.0.1:$OTLP_PORT" --base-port "$BASE_PORT" --drop-context "$DROP_CONTEXT" \
@@ -69,6 +71,7 @@ testbed_pid=$!
 wait_port "$BASE_PORT" "testbed web tier"
 
 if [ "${RUN_FOREVER:-0}" = 1 ]; then
+  log "perfmodel API: curl -s http://$API/api/v1/graph ; curl -s 'http://$API/api/v1/paths?top=5'"
   log "load running until Ctrl-C"
   bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MIX" --users "$USERS" --duration 8760h
   exit 0
@@ -80,7 +83,12 @@ bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MI
 log "stopping the tiers, then the collector once causalpath has released its buffer"
 stop "$testbed_pid"
 testbed_pid=""
-sleep 11
+sleep 16
+echo
+log "the service graph from the perfmodel API:"
+echo "  curl -s http://$API/api/v1/graph"
+curl -s "http://$API/api/v1/graph" || log "(the API did not answer; see $OUT/collector.log)"
+echo
 stop "$collector_pid"
 collector_pid=""
 

@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -89,9 +90,11 @@ func merged(t *testing.T, ws ...*Window) map[string]string {
 	}
 	out := map[string]string{}
 	for k, v := range acc {
-		// Re-encode so equal statistics compare equal whatever the merge path.
-		var x any
-		require.NoError(t, json.Unmarshal(v, &x))
+		// Decode and re-encode so equal statistics compare equal whatever
+		// the merge path.
+		kind, _, _ := strings.Cut(k, "|")
+		x, err := Decode(kind, v)
+		require.NoError(t, err)
 		b, _ := json.Marshal(x)
 		out[k] = string(b)
 	}
@@ -155,4 +158,36 @@ func BenchmarkAddTrace(b *testing.B) {
 		w.AddTrace(tr)
 	}
 	b.ReportMetric(float64(b.N*len(tr))/b.Elapsed().Seconds(), "spans/s")
+}
+
+func TestCodecRoundTripAndCorruption(t *testing.T) {
+	w := NewWindow(0, DefaultLimits())
+	w.AddTrace(trace(0, 10, true))
+	for _, ps := range w.Patterns {
+		b := EncodePattern(ps)
+		var got PatternStats
+		require.NoError(t, DecodePattern(b, &got))
+		require.Equal(t, *ps, got)
+		for cut := 1; cut < len(b); cut++ {
+			var x PatternStats
+			require.Error(t, DecodePattern(b[:cut], &x), "truncated at %d", cut)
+		}
+	}
+	for _, cs := range w.Nodes {
+		var got CallStats
+		require.NoError(t, DecodeCallStats(EncodeCallStats(cs), &got))
+		require.Equal(t, *cs, got)
+	}
+}
+
+func FuzzDecodePattern(f *testing.F) {
+	w := NewWindow(0, DefaultLimits())
+	w.AddTrace(trace(0, 10, true))
+	for _, ps := range w.Patterns {
+		f.Add(EncodePattern(ps))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p PatternStats
+		_ = DecodePattern(b, &p) // must not panic
+	})
 }

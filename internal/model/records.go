@@ -46,17 +46,26 @@ func (w *Window) Records() ([]Record, error) {
 		return nil
 	}
 	for k, v := range w.Nodes {
-		if err := add(KindGraphNode, k, v); err != nil {
-			return nil, err
-		}
+		out = append(out, Record{KindGraphNode, k, EncodeCallStats(v)})
 	}
 	for k, v := range w.Edges {
-		if err := add(KindGraphEdge, k.String(), v); err != nil {
+		out = append(out, Record{KindGraphEdge, k.String(), EncodeCallStats(v)})
+	}
+	for k, v := range w.Patterns {
+		out = append(out, Record{KindPath, k, EncodePattern(v)})
+	}
+	for k, v := range w.Flows {
+		if err := add(KindSpanRates, k, v); err != nil {
 			return nil, err
 		}
 	}
-	for k, v := range w.Patterns {
-		if err := add(KindPath, k, v); err != nil {
+	for k, v := range w.Sigs {
+		if err := add(KindSigWindow, k, v); err != nil {
+			return nil, err
+		}
+	}
+	for k, v := range w.CPU {
+		if err := add(KindCPU, k, v); err != nil {
 			return nil, err
 		}
 	}
@@ -74,14 +83,27 @@ func Merge(kind string, dst, src []byte) ([]byte, error) {
 	}
 	switch kind {
 	case KindGraphNode, KindGraphEdge:
-		return mergeJSON(dst, src, func(a, b *CallStats) error { a.Merge(b); return nil })
+		var a, b CallStats
+		if err := DecodeCallStats(dst, &a); err != nil {
+			return nil, err
+		}
+		if err := DecodeCallStats(src, &b); err != nil {
+			return nil, err
+		}
+		a.Merge(&b)
+		return EncodeCallStats(&a), nil
 	case KindPath:
-		return mergeJSON(dst, src, func(a, b *PatternStats) error {
-			if !a.Merge(b) {
-				return fmt.Errorf("model: pattern node lists differ (%d vs %d nodes)", len(a.Nodes), len(b.Nodes))
-			}
-			return nil
-		})
+		var a, b PatternStats
+		if err := DecodePattern(dst, &a); err != nil {
+			return nil, err
+		}
+		if err := DecodePattern(src, &b); err != nil {
+			return nil, err
+		}
+		if !a.Merge(&b) {
+			return nil, fmt.Errorf("model: pattern node lists differ (%d vs %d nodes)", len(a.Nodes), len(b.Nodes))
+		}
+		return EncodePattern(&a), nil
 	case KindTraces:
 		return mergeJSON(dst, src, func(a, b *TraceCount) error { a.Traces += b.Traces; return nil })
 	case KindCPU:
@@ -158,4 +180,38 @@ func SortPatterns(ps []api.PathPattern) {
 		}
 		return strings.Compare(a.Signature, b.Signature)
 	})
+}
+
+func jsonUnmarshal(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("model: decoding: %w", err)
+	}
+	return nil
+}
+
+// Decode decodes one payload of a windowed statistics kind into its type
+// (*CallStats, *PatternStats, *TraceCount, *CPUStats, *FlowCounts or
+// *SignatureWindow).
+func Decode(kind string, b []byte) (any, error) {
+	switch kind {
+	case KindGraphNode, KindGraphEdge:
+		v := new(CallStats)
+		return v, DecodeCallStats(b, v)
+	case KindPath:
+		v := new(PatternStats)
+		return v, DecodePattern(b, v)
+	case KindTraces:
+		v := new(TraceCount)
+		return v, jsonUnmarshal(b, v)
+	case KindCPU:
+		v := new(CPUStats)
+		return v, jsonUnmarshal(b, v)
+	case KindSpanRates:
+		v := new(FlowCounts)
+		return v, jsonUnmarshal(b, v)
+	case KindSigWindow:
+		v := new(SignatureWindow)
+		return v, jsonUnmarshal(b, v)
+	}
+	return nil, fmt.Errorf("model: no decoder for kind %q", kind)
 }

@@ -31,6 +31,10 @@ type Span struct {
 	Peer string
 	// Database marks a call to a database (db.system.name / db.system).
 	Database bool
+	// Transaction names what a SERVER span serves: http.route, else the span
+	// name. Version is service.version; Machine is host.name, else
+	// service.instance.id. They key the work-factor flows and the signatures.
+	Transaction, Version, Machine string
 }
 
 // Edge kinds of the service graph.
@@ -120,9 +124,10 @@ func DefaultLimits() Limits { return Limits{MaxServices: 1000, MaxEdges: 10000, 
 
 // Overflow counts what a window's limits kept out.
 type Overflow struct {
-	Services int64
-	Edges    int64
-	Patterns int64
+	Services   int64
+	Edges      int64
+	Patterns   int64
+	Signatures int64
 }
 
 // Window is the model state of one time window: the service graph and the path
@@ -133,6 +138,9 @@ type Window struct {
 	Nodes    map[string]*CallStats
 	Edges    map[EdgeKey]*CallStats
 	Patterns map[string]*PatternStats
+	Flows    map[string]*FlowCounts      // by machine
+	Sigs     map[string]*SignatureWindow // by SignatureKey
+	CPU      map[string]*CPUStats        // by machine
 	// Dirty is set by every change and cleared by whoever persists the window.
 	Dirty bool
 
@@ -142,7 +150,31 @@ type Window struct {
 
 // NewWindow returns an empty window starting at start (unix seconds).
 func NewWindow(start int64, limits Limits) *Window {
-	return &Window{Start: start, limits: limits, Nodes: map[string]*CallStats{}, Edges: map[EdgeKey]*CallStats{}, Patterns: map[string]*PatternStats{}}
+	return &Window{Start: start, limits: limits, Nodes: map[string]*CallStats{}, Edges: map[EdgeKey]*CallStats{}, Patterns: map[string]*PatternStats{},
+		Flows: map[string]*FlowCounts{}, Sigs: map[string]*SignatureWindow{}, CPU: map[string]*CPUStats{}}
+}
+
+// SignatureKey keys a transaction's signature window.
+func SignatureKey(service, version, transaction string) string {
+	return service + "\x1f" + version + "\x1f" + transaction
+}
+
+// FlowName names a work-factor flow: the service and its transaction.
+func FlowName(service, transaction string) string { return service + " " + transaction }
+
+// AddCPU records one utilization sample (0..1) of a machine; capacityMHz is 0
+// when unknown.
+func (w *Window) AddCPU(machine string, utilization, capacityMHz float64) {
+	c, ok := w.CPU[machine]
+	if !ok {
+		if len(w.CPU) >= w.limits.MaxServices {
+			return
+		}
+		c = &CPUStats{}
+		w.CPU[machine] = c
+	}
+	c.Merge(&CPUStats{SumUtilization: utilization, Samples: 1, CapacityMHz: capacityMHz})
+	w.Dirty = true
 }
 
 // treeScratch is reused across traces so adding one does not allocate per span.
@@ -262,6 +294,57 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 				}
 				es.Latency.Add(d)
 			}
+		}
+	}
+
+	// Work-factor flows and signature windows: every SERVER span is a request
+	// of its flow on its machine; its outbound database calls are the
+	// database CLIENT spans below it in the same service.
+	for i := range spans {
+		s := &spans[i]
+		if s.Kind != KindServer {
+			continue
+		}
+		tx := cmp.Or(s.Transaction, "unknown")
+		if s.Machine != "" && len(w.Flows) < w.limits.MaxServices {
+			fc, ok := w.Flows[s.Machine]
+			if !ok {
+				fc = &FlowCounts{Counts: map[string]int64{}}
+				w.Flows[s.Machine] = fc
+			}
+			fc.Counts[FlowName(s.Service, tx)]++
+		}
+		key := SignatureKey(s.Service, s.Version, tx)
+		sw, ok := w.Sigs[key]
+		if !ok {
+			if len(w.Sigs) >= w.limits.MaxPatterns {
+				of.Signatures++
+				continue
+			}
+			sw = &SignatureWindow{Machine: s.Machine}
+			w.Sigs[key] = sw
+		}
+		sw.Count++
+		sw.SumLatencyNs += s.End - s.Start
+	}
+	for i := range spans {
+		s := &spans[i]
+		if s.Kind != KindClient || !s.Database {
+			continue
+		}
+		// The nearest SERVER ancestor, if it is of the same service.
+		for p, steps := parentOf(i), 0; p >= 0 && steps < n; p, steps = parentOf(int(p)), steps+1 {
+			a := &spans[p]
+			if a.Kind != KindServer {
+				continue
+			}
+			if a.Service == s.Service {
+				if sw := w.Sigs[SignatureKey(a.Service, a.Version, cmp.Or(a.Transaction, "unknown"))]; sw != nil {
+					sw.OutboundCalls++
+					sw.SumOutboundNs += s.End - s.Start
+				}
+			}
+			break
 		}
 	}
 

@@ -136,3 +136,13 @@ func (b *AddressBook) Learn(address, service string) {
 
 // Resolve returns the service learned for address, or "".
 func (b *AddressBook) Resolve(address string) string { return b.entries[address] }
+
+// PeerNode names the callee of a CLIENT or PRODUCER span for paths and the
+// service graph when no SERVER span answers it (a database or an
+// uninstrumented back end), with the same resolution the stitcher uses, and
+// reports whether it is a database.
+func PeerNode(attrs pcommon.Map) (name string, database bool) {
+	var tooLong int
+	p := peerOf(attrs, &tooLong)
+	return p.label, p.database
+}

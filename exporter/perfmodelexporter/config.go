@@ -1,0 +1,133 @@
+package perfmodelexporter
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+)
+
+// Config is the perfmodel exporter's configuration.
+type Config struct {
+	// The HTTP API (JSON under /api/v1, Prometheus at /metrics): endpoint,
+	// TLS and auth as any confighttp server.
+	confighttp.ServerConfig `mapstructure:",squash"`
+
+	// Window is the length of a model window.
+	Window time.Duration `mapstructure:"window"`
+	// FlushInterval is how often the open windows are written to the store.
+	// A crash loses at most this much of the statistics (plus the traces still
+	// being assembled, at most TraceWait).
+	FlushInterval time.Duration `mapstructure:"flush_interval"`
+	// OpenWindows is how many recent windows stay in memory for late traces.
+	OpenWindows int `mapstructure:"open_windows"`
+
+	// TraceWait is how long a trace's spans are gathered after its first one.
+	TraceWait time.Duration `mapstructure:"trace_wait"`
+	// MaxOpenTraces bounds the traces being assembled; the oldest is
+	// completed early beyond it.
+	MaxOpenTraces int `mapstructure:"max_open_traces"`
+	// MaxSpansPerTrace bounds one trace; later spans are dropped.
+	MaxSpansPerTrace int `mapstructure:"max_spans_per_trace"`
+
+	// Limits bound each window's model.
+	Limits LimitsConfig `mapstructure:"limits"`
+
+	// Storage is where the statistics persist.
+	Storage StorageConfig `mapstructure:"storage"`
+
+	// CapacityMHz is every machine's CPU capacity (frequency × logical cores)
+	// for the work-factor model when the metrics do not give it; per machine
+	// values override it.
+	CapacityMHz        float64            `mapstructure:"capacity_mhz"`
+	MachineCapacityMHz map[string]float64 `mapstructure:"machine_capacity_mhz"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// LimitsConfig bounds a window's service graph and patterns.
+type LimitsConfig struct {
+	MaxServices int `mapstructure:"max_services"`
+	MaxEdges    int `mapstructure:"max_edges"`
+	MaxPatterns int `mapstructure:"max_patterns"`
+}
+
+// StorageConfig selects the store and its retention.
+type StorageConfig struct {
+	// DSN is "sqlite:///path/file.db" (or a bare path) for embedded SQLite, or
+	// "postgres://user@host/db" for a PostgreSQL shared by several collectors.
+	DSN string `mapstructure:"dsn"`
+	// Shard names this instance's statistics; instances sharing a database
+	// need distinct shards. Empty means the host name and the component id.
+	Shard string `mapstructure:"shard"`
+	// Retention deletes windows older than this; 0 keeps everything.
+	Retention time.Duration `mapstructure:"retention"`
+	// DownsampleAfter merges windows older than this into DownsampleTo-long
+	// windows; 0 disables downsampling.
+	DownsampleAfter time.Duration `mapstructure:"downsample_after"`
+	DownsampleTo    time.Duration `mapstructure:"downsample_to"`
+}
+
+var _ component.Config = (*Config)(nil)
+
+// Validate checks the configuration, naming the field at fault.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.NetAddr.Endpoint == "" {
+		bad("endpoint", "must be set (host:port of the HTTP API)")
+	}
+	if c.Window < time.Second || c.Window%time.Second != 0 {
+		bad("window", "must be a whole number of seconds ≥ 1s, got %v", c.Window)
+	}
+	if c.FlushInterval <= 0 {
+		bad("flush_interval", "must be > 0, got %v", c.FlushInterval)
+	}
+	if c.OpenWindows < 1 {
+		bad("open_windows", "must be ≥ 1, got %d", c.OpenWindows)
+	}
+	if c.TraceWait <= 0 {
+		bad("trace_wait", "must be > 0, got %v", c.TraceWait)
+	}
+	if c.MaxOpenTraces < 1 {
+		bad("max_open_traces", "must be ≥ 1, got %d", c.MaxOpenTraces)
+	}
+	if c.MaxSpansPerTrace < 1 {
+		bad("max_spans_per_trace", "must be ≥ 1, got %d", c.MaxSpansPerTrace)
+	}
+	if c.Limits.MaxServices < 1 || c.Limits.MaxEdges < 1 || c.Limits.MaxPatterns < 1 {
+		bad("limits", "max_services, max_edges and max_patterns must be ≥ 1, got %+v", c.Limits)
+	}
+	if strings.TrimSpace(c.Storage.DSN) == "" {
+		bad("storage.dsn", "must be set (sqlite:///path.db or postgres://...)")
+	}
+	if c.Storage.Retention < 0 {
+		bad("storage.retention", "must be ≥ 0, got %v", c.Storage.Retention)
+	}
+	if c.Storage.DownsampleAfter < 0 || c.Storage.DownsampleTo < 0 {
+		bad("storage.downsample_after", "and downsample_to must be ≥ 0")
+	}
+	if c.Storage.DownsampleAfter > 0 {
+		if c.Storage.DownsampleTo <= c.Window || c.Storage.DownsampleTo%c.Window != 0 {
+			bad("storage.downsample_to", "must be a multiple of window larger than it, got %v", c.Storage.DownsampleTo)
+		}
+		if c.Storage.Retention > 0 && c.Storage.Retention <= c.Storage.DownsampleAfter {
+			bad("storage.retention", "must exceed downsample_after (%v), got %v", c.Storage.DownsampleAfter, c.Storage.Retention)
+		}
+	}
+	if c.CapacityMHz < 0 {
+		bad("capacity_mhz", "must be ≥ 0, got %v", c.CapacityMHz)
+	}
+	for m, v := range c.MachineCapacityMHz {
+		if !(v > 0) {
+			bad("machine_capacity_mhz."+m, "must be > 0, got %v", v)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,446 @@
+package perfmodelexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
+	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/stitch"
+	"github.com/tierscope/tierscope/internal/store"
+)
+
+// engine is the model engine shared by the traces and metrics pipelines.
+type engine struct {
+	set    exporter.Settings
+	cfg    *Config
+	tel    *metadata.TelemetryBuilder
+	shard  string
+	window int64 // seconds
+	now    func() time.Time
+
+	mu      sync.Mutex
+	asm     *model.Assembler
+	windows map[int64]*model.Window // open windows by start
+	// closedBefore: windows starting before it were flushed for the last time
+	// and dropped; traces that fall in them are late.
+	closedBefore int64
+	emitBuf      []model.Span
+	lastEarly    int64
+	lastDropped  int64
+	openReported int64
+
+	flushMu sync.Mutex // one flush at a time; Put runs outside mu
+	st      store.Store
+	srv     *http.Server
+	addr    string // where the API listens, once started
+	stop    chan struct{}
+	done    sync.WaitGroup
+	started time.Time
+
+	lastFlush   atomic.Int64 // unix seconds
+	flushFailed atomic.Bool
+	experiments *experiments
+	cache       *blockCache
+}
+
+func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	shard := cfg.Storage.Shard
+	if shard == "" {
+		host, _ := os.Hostname()
+		shard = host + "/" + set.ID.String()
+	}
+	e := &engine{
+		set: set, cfg: cfg, tel: tel, shard: shard,
+		window:  int64(cfg.Window / time.Second),
+		now:     time.Now,
+		asm:     model.NewAssembler(int64(cfg.TraceWait), cfg.MaxOpenTraces, cfg.MaxSpansPerTrace),
+		windows: map[int64]*model.Window{},
+	}
+	e.experiments = newExperiments(e)
+	e.cache = newBlockCache()
+	return e, nil
+}
+
+func (e *engine) limits() model.Limits {
+	return model.Limits{MaxServices: e.cfg.Limits.MaxServices, MaxEdges: e.cfg.Limits.MaxEdges, MaxPatterns: e.cfg.Limits.MaxPatterns}
+}
+
+// Start opens the store, starts the API server and the flush loop.
+func (e *engine) Start(ctx context.Context, host component.Host) error {
+	st, err := store.Open(ctx, e.cfg.Storage.DSN)
+	if err != nil {
+		return fmt.Errorf("perfmodel: storage.dsn: %w", err)
+	}
+	e.st = st
+	e.started = e.now()
+	ln, err := e.cfg.ToListener(ctx)
+	if err != nil {
+		_ = st.Close()
+		return fmt.Errorf("perfmodel: endpoint %s: %w", e.cfg.NetAddr.Endpoint, err)
+	}
+	srv, err := e.cfg.ToServer(ctx, host.GetExtensions(), e.set.TelemetrySettings, e.handler())
+	if err != nil {
+		_ = ln.Close()
+		_ = st.Close()
+		return fmt.Errorf("perfmodel: %w", err)
+	}
+	e.srv = srv
+	e.stop = make(chan struct{})
+	e.done.Add(2)
+	go func() {
+		defer e.done.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			componentstatus.ReportStatus(host, componentstatus.NewFatalErrorEvent(err))
+		}
+	}()
+	go e.loop(host)
+	e.done.Add(1)
+	go func() {
+		defer e.done.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			<-e.stop
+			cancel()
+		}()
+		// Once at start, then whenever an hour settles.
+		e.warm(ctx)
+		tick := time.NewTicker(5 * time.Minute)
+		defer tick.Stop()
+		for {
+			select {
+			case <-e.stop:
+				return
+			case <-tick.C:
+				e.warm(ctx)
+			}
+		}
+	}()
+	e.addr = ln.Addr().String()
+	e.set.Logger.Info("perfmodel API listening", zap.String("url", "http://"+e.addr+"/api/v1/graph"), zap.String("shard", e.shard))
+	return nil
+}
+
+// Shutdown completes every trace, flushes every window and closes the store.
+func (e *engine) Shutdown(ctx context.Context) error {
+	if e.stop == nil {
+		return nil
+	}
+	close(e.stop)
+	var errs []error
+	if e.srv != nil {
+		errs = append(errs, e.srv.Shutdown(ctx))
+	}
+	e.done.Wait()
+	e.experiments.abortAll("collector shutting down")
+	e.mu.Lock()
+	e.asm.Flush(e.emit)
+	e.mu.Unlock()
+	errs = append(errs, e.flush(ctx, true))
+	errs = append(errs, e.st.Close())
+	e.stop = nil
+	return errors.Join(errs...)
+}
+
+// loop completes traces every second, flushes every FlushInterval and runs
+// retention and downsampling every hour.
+func (e *engine) loop(host component.Host) {
+	defer e.done.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastFlush := e.now()
+	var lastMaint time.Time
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-tick.C:
+			now := e.now()
+			e.mu.Lock()
+			e.asm.Expire(now.UnixNano(), e.emit)
+			e.countAssembler()
+			e.mu.Unlock()
+			if now.Sub(lastFlush) >= e.cfg.FlushInterval {
+				lastFlush = now
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				if err := e.flush(ctx, false); err != nil {
+					e.set.Logger.Warn("perfmodel: flush failed; windows kept in memory", zap.Error(err))
+					componentstatus.ReportStatus(host, componentstatus.NewRecoverableErrorEvent(err))
+				} else if e.flushFailed.Swap(false) {
+					componentstatus.ReportStatus(host, componentstatus.NewEvent(componentstatus.StatusOK))
+				}
+				cancel()
+			}
+			if now.Sub(lastMaint) >= time.Hour {
+				lastMaint = now
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				if err := e.maintain(ctx, now); err != nil {
+					e.set.Logger.Warn("perfmodel: retention/downsampling failed", zap.Error(err))
+				}
+				cancel()
+			}
+		}
+	}
+}
+
+// ConsumeTraces adds spans to the traces being assembled.
+func (e *engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	now := e.now().UnixNano()
+	n := 0
+	e.mu.Lock()
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		res := rs.Resource().Attributes()
+		service := attrString(res, "service.name")
+		version := attrString(res, "service.version")
+		machine := attrString(res, "host.name")
+		if machine == "" {
+			machine = attrString(res, "service.instance.id")
+		}
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := spans.At(k)
+				if sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() {
+					continue
+				}
+				n++
+				ms := model.Span{
+					SpanID:   spanID(sp.SpanID()),
+					ParentID: spanID(sp.ParentSpanID()),
+					Service:  service,
+					Kind:     kindOf(sp.Kind()),
+					Start:    int64(sp.StartTimestamp()),
+					End:      int64(sp.EndTimestamp()),
+					Error:    sp.Status().Code() == ptrace.StatusCodeError,
+					Version:  version,
+					Machine:  machine,
+				}
+				attrs := sp.Attributes()
+				switch ms.Kind {
+				case model.KindClient, model.KindProducer:
+					ms.Peer, ms.Database = stitch.PeerNode(attrs)
+				case model.KindServer, model.KindConsumer:
+					ms.Transaction = attrString(attrs, "http.route")
+					if ms.Transaction == "" {
+						ms.Transaction = sp.Name()
+					}
+				}
+				if ms.End < ms.Start {
+					ms.End = ms.Start
+				}
+				e.asm.Add(model.TraceID(sp.TraceID()), ms, now, e.emit)
+			}
+		}
+	}
+	e.countAssembler()
+	e.mu.Unlock()
+	e.tel.ExporterPerfmodelSpansReceived.Add(ctx, int64(n))
+	return nil
+}
+
+// completeAll adds every trace being assembled to the model now.
+func (e *engine) completeAll() {
+	e.mu.Lock()
+	e.asm.Flush(e.emit)
+	e.countAssembler()
+	e.mu.Unlock()
+}
+
+// countAssembler publishes the assembler's counters (e.mu held).
+func (e *engine) countAssembler() {
+	ctx := context.Background()
+	if d := e.asm.CompletedEarly - e.lastEarly; d > 0 {
+		e.tel.ExporterPerfmodelTracesCompletedEarly.Add(ctx, d)
+		e.lastEarly = e.asm.CompletedEarly
+	}
+	if d := e.asm.DroppedSpans - e.lastDropped; d > 0 {
+		e.tel.ExporterPerfmodelSpansDropped.Add(ctx, d)
+		e.lastDropped = e.asm.DroppedSpans
+	}
+}
+
+// emit adds one complete trace to the window its root started in (e.mu held).
+func (e *engine) emit(spans []model.Span) {
+	ctx := context.Background()
+	root := 0
+	for i := range spans {
+		if spans[i].Start < spans[root].Start {
+			root = i
+		}
+	}
+	start := alignDown(spans[root].Start/1e9, e.window)
+	if start < e.closedBefore {
+		e.tel.ExporterPerfmodelLateSpans.Add(ctx, int64(len(spans)))
+		return
+	}
+	w, ok := e.windows[start]
+	if !ok {
+		w = model.NewWindow(start, e.limits())
+		e.windows[start] = w
+	}
+	of := w.AddTrace(spans)
+	e.tel.ExporterPerfmodelTracesCompleted.Add(ctx, 1)
+	if n := of.Services + of.Edges + of.Patterns + of.Signatures; n > 0 {
+		e.tel.ExporterPerfmodelOverflow.Add(ctx, n)
+	}
+}
+
+// flush writes every changed window to the store, then drops the windows that
+// are too old to receive more traces (all of them when final).
+func (e *engine) flush(ctx context.Context, final bool) error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	e.mu.Lock()
+	horizon := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows-1)*e.window
+	var recs []store.Record
+	var written, closing []*model.Window
+	for _, w := range e.windows {
+		closes := final || w.Start < horizon
+		if !w.Dirty && !closes {
+			continue
+		}
+		if w.Dirty {
+			rs, err := w.Records()
+			if err != nil {
+				e.mu.Unlock()
+				return err
+			}
+			for _, r := range rs {
+				recs = append(recs, store.Record{Kind: r.Kind, Key: r.Key, Shard: e.shard, WindowStart: w.Start, Resolution: e.window, Payload: r.Payload})
+			}
+			w.Dirty = false
+			written = append(written, w)
+		}
+		if closes {
+			closing = append(closing, w)
+		}
+	}
+	e.tel.ExporterPerfmodelOpenTraces.Add(ctx, e.openTracesDelta())
+	e.mu.Unlock()
+
+	if len(recs) > 0 {
+		if err := e.st.Put(ctx, recs); err != nil {
+			e.mu.Lock()
+			for _, w := range written {
+				w.Dirty = true
+			}
+			e.mu.Unlock()
+			e.flushFailed.Store(true)
+			e.tel.ExporterPerfmodelFlushErrors.Add(ctx, 1)
+			return fmt.Errorf("perfmodel: writing %d records to the store: %w", len(recs), err)
+		}
+		e.tel.ExporterPerfmodelFlushedRecords.Add(ctx, int64(len(recs)))
+	}
+	e.mu.Lock()
+	for _, w := range closing {
+		if !w.Dirty { // a trace may have arrived during Put
+			delete(e.windows, w.Start)
+			e.closedBefore = max(e.closedBefore, w.Start+e.window)
+		}
+	}
+	e.mu.Unlock()
+	e.lastFlush.Store(e.now().Unix())
+	return nil
+}
+
+// openTracesDelta is the change of the open-traces up-down counter since it
+// was last reported (e.mu held).
+func (e *engine) openTracesDelta() int64 {
+	v := int64(e.asm.Open())
+	d := v - e.openReported
+	e.openReported = v
+	return d
+}
+
+// maintain applies retention and downsampling.
+func (e *engine) maintain(ctx context.Context, now time.Time) error {
+	var errs []error
+	if after := e.cfg.Storage.DownsampleAfter; after > 0 {
+		to := int64(e.cfg.Storage.DownsampleTo / time.Second)
+		for _, kind := range statKinds {
+			if _, err := e.st.Downsample(ctx, kind, now.Add(-after).Unix(), to, model.Merge); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if r := e.cfg.Storage.Retention; r > 0 {
+		if _, err := e.st.DeleteBefore(ctx, "", now.Add(-r).Unix()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Deleted and re-resolved windows must not be answered from memory.
+	e.cache.reset()
+	return errors.Join(errs...)
+}
+
+// statKinds are the windowed statistics that downsampling merges.
+var statKinds = []string{model.KindGraphNode, model.KindGraphEdge, model.KindPath, model.KindTraces, model.KindCPU, model.KindSpanRates, model.KindSigWindow}
+
+func alignDown(t, r int64) int64 {
+	m := t % r
+	if m < 0 {
+		m += r
+	}
+	return t - m
+}
+
+func spanID(id pcommon.SpanID) uint64 {
+	var v uint64
+	for _, b := range id {
+		v = v<<8 | uint64(b)
+	}
+	return v
+}
+
+func kindOf(k ptrace.SpanKind) model.Kind {
+	switch k {
+	case ptrace.SpanKindServer:
+		return model.KindServer
+	case ptrace.SpanKindClient:
+		return model.KindClient
+	case ptrace.SpanKindProducer:
+		return model.KindProducer
+	case ptrace.SpanKindConsumer:
+		return model.KindConsumer
+	}
+	return model.KindInternal
+}
+
+func attrString(m pcommon.Map, key string) string {
+	if v, ok := m.Get(key); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,110 @@
+package perfmodelexporter
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/tierscope/tierscope/internal/model"
+)
+
+// ConsumeMetrics takes the CPU utilization of machines and processes, the ρ of
+// the work-factor model and the U of the signatures:
+//   - system.cpu.utilization (hostmetrics cpu scraper; enable it, it is off by
+//     default): 1 − the idle share averaged over the logical CPUs, per host.name;
+//   - process.cpu.utilization (hostmetrics process scraper): the sum over
+//     states, per host.name/process.executable.name (paper 002 §4.6);
+//   - system.cpu.frequency × the logical CPUs, when present, is the capacity Ω.
+//
+// Other metrics are ignored.
+func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		rm := rms.At(i)
+		res := rm.Resource().Attributes()
+		machine := attrString(res, "host.name")
+		if machine == "" {
+			machine = attrString(res, "service.instance.id")
+		}
+		if machine == "" {
+			continue
+		}
+		process := attrString(res, "process.executable.name")
+		var capacity float64
+		sms := rm.ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				if m := ms.At(k); m.Name() == "system.cpu.frequency" && m.Type() == pmetric.MetricTypeGauge {
+					dps := m.Gauge().DataPoints()
+					for d := 0; d < dps.Len(); d++ {
+						capacity += value(dps.At(d)) / 1e6 // Hz → MHz, summed over CPUs
+					}
+				}
+			}
+		}
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				m := ms.At(k)
+				if m.Type() != pmetric.MetricTypeGauge {
+					continue
+				}
+				dps := m.Gauge().DataPoints()
+				if dps.Len() == 0 {
+					continue
+				}
+				ts := int64(dps.At(0).Timestamp())
+				switch m.Name() {
+				case "system.cpu.utilization":
+					idle, cpus := 0.0, map[string]struct{}{}
+					for d := 0; d < dps.Len(); d++ {
+						dp := dps.At(d)
+						cpus[attrString(dp.Attributes(), "cpu")] = struct{}{}
+						if attrString(dp.Attributes(), "state") == "idle" {
+							idle += value(dp)
+						}
+					}
+					e.addCPU(ts, machine, 1-idle/float64(len(cpus)), capacity)
+				case "process.cpu.utilization":
+					if process == "" {
+						continue
+					}
+					sum := 0.0
+					for d := 0; d < dps.Len(); d++ {
+						sum += value(dps.At(d))
+					}
+					e.addCPU(ts, machine+"/"+process, sum, 0)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// addCPU records a utilization sample in its window (e.mu held). Invalid
+// values are ignored: the models must never see NaN or values outside [0, 1].
+func (e *engine) addCPU(ts int64, machine string, u, capacity float64) {
+	if !(u >= 0 && u <= 1) {
+		return
+	}
+	start := alignDown(ts/1e9, e.window)
+	if start < e.closedBefore {
+		return
+	}
+	w, ok := e.windows[start]
+	if !ok {
+		w = model.NewWindow(start, e.limits())
+		e.windows[start] = w
+	}
+	w.AddCPU(machine, u, capacity)
+}
+
+func value(dp pmetric.NumberDataPoint) float64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+		return float64(dp.IntValue())
+	}
+	return dp.DoubleValue()
+}

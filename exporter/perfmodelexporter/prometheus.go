@@ -1,0 +1,75 @@
+package perfmodelexporter
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/model"
+)
+
+// prometheus exposes derived gauges of the last complete window in the
+// Prometheus text format, so existing dashboards and alerts can use the model.
+func (e *engine) prometheus(w http.ResponseWriter, r *http.Request) {
+	last := alignDown(e.now().Unix(), e.window) - e.window
+	tr := api.TimeRange{From: last, To: last + e.window}
+	var b strings.Builder
+	nodes, err := e.query(r.Context(), model.KindGraphNode, tr)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	edges, err := e.query(r.Context(), model.KindGraphEdge, tr)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	paths, err := e.query(r.Context(), model.KindPath, tr)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	fmt.Fprintf(&b, "# HELP tierscope_window_start_seconds Start of the window the gauges describe.\n# TYPE tierscope_window_start_seconds gauge\ntierscope_window_start_seconds %d\n", last)
+	b.WriteString("# HELP tierscope_service_requests Spans served by each service (SERVER spans, or calls to an uninstrumented back end) in the window.\n# TYPE tierscope_service_requests gauge\n")
+	b.WriteString("# HELP tierscope_service_errors Of those, spans with status ERROR.\n# TYPE tierscope_service_errors gauge\n")
+	b.WriteString("# HELP tierscope_service_latency_ms Latency quantiles of each service in the window.\n# TYPE tierscope_service_latency_ms gauge\n")
+	for _, name := range sortedKeys(nodes) {
+		cs := nodes[name].(*model.CallStats)
+		l := fmt.Sprintf(`service="%s"`, escapeLabel(name))
+		fmt.Fprintf(&b, "tierscope_service_requests{%s} %d\ntierscope_service_errors{%s} %d\n", l, cs.Requests, l, cs.Errors)
+		writeQuantiles(&b, "tierscope_service_latency_ms", l, &cs.Latency)
+	}
+	b.WriteString("# HELP tierscope_edge_requests Calls on each service-graph edge in the window.\n# TYPE tierscope_edge_requests gauge\n")
+	b.WriteString("# HELP tierscope_edge_latency_ms Latency quantiles of each edge's calls in the window.\n# TYPE tierscope_edge_latency_ms gauge\n")
+	for _, key := range sortedKeys(edges) {
+		k, ok := model.ParseEdgeKey(key)
+		if !ok {
+			continue
+		}
+		cs := edges[key].(*model.CallStats)
+		l := fmt.Sprintf(`source="%s",target="%s",kind="%s"`, escapeLabel(k.Source), escapeLabel(k.Target), k.Kind)
+		fmt.Fprintf(&b, "tierscope_edge_requests{%s} %d\n", l, cs.Requests)
+		writeQuantiles(&b, "tierscope_edge_latency_ms", l, &cs.Latency)
+	}
+	b.WriteString("# HELP tierscope_path_instances Instances of each causal path pattern in the window.\n# TYPE tierscope_path_instances gauge\n")
+	for _, sig := range sortedKeys(paths) {
+		ps := paths[sig].(*model.PatternStats)
+		fmt.Fprintf(&b, "tierscope_path_instances{signature=\"%s\"} %d\n", escapeLabel(sig), ps.Count)
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func writeQuantiles(b *strings.Builder, name, labels string, h *model.Hist) {
+	if h.N == 0 {
+		return
+	}
+	for _, q := range []float64{0.5, 0.9, 0.99} {
+		fmt.Fprintf(b, "%s{%s,quantile=\"%g\"} %g\n", name, labels, q, h.QuantileMs(q))
+	}
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(s) }

@@ -1,0 +1,272 @@
+package perfmodelexporter
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/store"
+)
+
+// Queries merge statistics over shards and windows. A 24-hour query over
+// 1-minute windows of 100 services touches hundreds of thousands of records,
+// so decoded statistics of settled time blocks are cached: whole hours, and
+// single windows at a range's ragged ends. A block is settled when no instance
+// can still write to it (it ended more than open_windows windows plus two
+// flush intervals ago); the still-open windows are always read afresh. The
+// cache holds at most maxCachedBlocks blocks, least recently used first out.
+
+const (
+	hourBlock       = 3600
+	maxCachedBlocks = 1024
+)
+
+// typedStats is one kind's decoded statistics by key.
+type typedStats map[string]any
+
+// kindCodec decodes and merges one kind's payloads without re-encoding.
+type kindCodec struct {
+	decode func([]byte) (any, error)
+	// mergeInto adds src to dst, both of this kind.
+	mergeInto func(dst, src any) error
+	zero      func() any
+}
+
+func codecOf[T any](kind string, merge func(a, b *T) error) kindCodec {
+	return kindCodec{
+		decode:    func(b []byte) (any, error) { return model.Decode(kind, b) },
+		mergeInto: func(dst, src any) error { return merge(dst.(*T), src.(*T)) },
+		zero:      func() any { return new(T) },
+	}
+}
+
+var codecs = map[string]kindCodec{
+	model.KindGraphNode: codecOf(model.KindGraphNode, func(a, b *model.CallStats) error { a.Merge(b); return nil }),
+	model.KindGraphEdge: codecOf(model.KindGraphEdge, func(a, b *model.CallStats) error { a.Merge(b); return nil }),
+	model.KindPath: codecOf(model.KindPath, func(a, b *model.PatternStats) error {
+		if !a.Merge(b) {
+			return fmt.Errorf("pattern node lists differ")
+		}
+		return nil
+	}),
+	model.KindTraces:    codecOf(model.KindTraces, func(a, b *model.TraceCount) error { a.Traces += b.Traces; return nil }),
+	model.KindCPU:       codecOf(model.KindCPU, func(a, b *model.CPUStats) error { a.Merge(b); return nil }),
+	model.KindSpanRates: codecOf(model.KindSpanRates, func(a, b *model.FlowCounts) error { a.Merge(b); return nil }),
+	model.KindSigWindow: codecOf(model.KindSigWindow, func(a, b *model.SignatureWindow) error { a.Merge(b); return nil }),
+}
+
+type blockKey struct {
+	kind        string
+	start, size int64
+}
+
+type blockCache struct {
+	mu     sync.Mutex
+	blocks map[blockKey]*list.Element
+	lru    *list.List // of *cachedBlock, most recent first
+}
+
+type cachedBlock struct {
+	key   blockKey
+	stats typedStats
+}
+
+func newBlockCache() *blockCache {
+	return &blockCache{blocks: map[blockKey]*list.Element{}, lru: list.New()}
+}
+
+func (c *blockCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.blocks)
+	c.lru.Init()
+}
+
+func (c *blockCache) get(k blockKey) (typedStats, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.blocks[k]
+	if !ok {
+		return nil, false
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*cachedBlock).stats, true
+}
+
+func (c *blockCache) put(k blockKey, s typedStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.blocks[k]; ok {
+		return
+	}
+	c.blocks[k] = c.lru.PushFront(&cachedBlock{k, s})
+	for c.lru.Len() > maxCachedBlocks {
+		old := c.lru.Remove(c.lru.Back()).(*cachedBlock)
+		delete(c.blocks, old.key)
+	}
+}
+
+// scanTyped reads and merges one kind over [from, to), decoding each record once.
+func (e *engine) scanTyped(ctx context.Context, kind string, from, to int64, into typedStats) error {
+	cd := codecs[kind]
+	return e.st.Scan(ctx, store.Query{Kind: kind, From: from, To: to}, func(r store.Record) error {
+		v, err := cd.decode(r.Payload)
+		if err != nil {
+			return fmt.Errorf("%s %q at %d: %w", kind, r.Key, r.WindowStart, err)
+		}
+		if cur, ok := into[r.Key]; ok {
+			return cd.mergeInto(cur, v)
+		}
+		into[r.Key] = v
+		return nil
+	})
+}
+
+// block returns the merged statistics of one settled block, from the cache
+// when it holds them.
+func (e *engine) block(ctx context.Context, k blockKey) (typedStats, error) {
+	if s, ok := e.cache.get(k); ok {
+		return s, nil
+	}
+	s := typedStats{}
+	if err := e.scanTyped(ctx, k.kind, k.start, k.start+k.size, s); err != nil {
+		return nil, err
+	}
+	e.cache.put(k, s)
+	return s, nil
+}
+
+// query merges one kind over a window-aligned range: settled hours and
+// windows from the cache, the rest from the store.
+func (e *engine) query(ctx context.Context, kind string, tr api.TimeRange) (typedStats, error) {
+	cd, ok := codecs[kind]
+	if !ok {
+		return nil, fmt.Errorf("no codec for kind %q", kind)
+	}
+	settled := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows)*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
+	out := typedStats{}
+	add := func(s typedStats) error {
+		for k, v := range s {
+			cur, ok := out[k]
+			if !ok {
+				cur = cd.zero()
+				out[k] = cur
+			}
+			if err := cd.mergeInto(cur, v); err != nil {
+				return fmt.Errorf("%s %q: %w", kind, k, err)
+			}
+		}
+		return nil
+	}
+	t := tr.From
+	for t < tr.To {
+		switch {
+		case t%hourBlock == 0 && t+hourBlock <= tr.To && t+hourBlock <= settled && e.window <= hourBlock:
+			s, err := e.block(ctx, blockKey{kind, t, hourBlock})
+			if err != nil {
+				return nil, err
+			}
+			if err := add(s); err != nil {
+				return nil, err
+			}
+			t += hourBlock
+		case t+e.window <= settled:
+			// A ragged run of settled windows up to the next hour, the range's
+			// end or the unsettled windows: cached per window, and fetched in
+			// one scan when any is missing.
+			end := min(alignDown(t, hourBlock)+hourBlock, tr.To, alignDown(settled, e.window))
+			if err := e.windowRun(ctx, kind, t, end, add); err != nil {
+				return nil, err
+			}
+			t = end
+		default:
+			// Unsettled: read the rest of the range directly.
+			s := typedStats{}
+			if err := e.scanTyped(ctx, kind, t, tr.To, s); err != nil {
+				return nil, err
+			}
+			if err := add(s); err != nil {
+				return nil, err
+			}
+			t = tr.To
+		}
+	}
+	return out, nil
+}
+
+// warmKinds are the statistics dashboards read most.
+var warmKinds = []string{model.KindGraphNode, model.KindGraphEdge, model.KindPath, model.KindTraces, model.KindSigWindow}
+
+// warm fills the cache with the settled hours of the last day, so the first
+// dashboard query after a start, or after an hour settles, does not pay for
+// decoding a day of windows. It stops early when the engine stops.
+func (e *engine) warm(ctx context.Context) {
+	settled := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows)*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
+	last := alignDown(settled, hourBlock) - hourBlock
+	for h := last; h > last-24*hourBlock; h -= hourBlock {
+		for _, kind := range warmKinds {
+			if ctx.Err() != nil {
+				return
+			}
+			if _, err := e.block(ctx, blockKey{kind, h, hourBlock}); err != nil {
+				e.set.Logger.Debug("perfmodel: warming the query cache: " + err.Error())
+				return
+			}
+		}
+	}
+}
+
+// windowRun adds the settled windows of [from, to) one by one, from the cache
+// when it holds them all, else from one scan that refills it.
+func (e *engine) windowRun(ctx context.Context, kind string, from, to int64, add func(typedStats) error) error {
+	var cached []typedStats
+	for w := from; w < to; w += e.window {
+		s, ok := e.cache.get(blockKey{kind, w, e.window})
+		if !ok {
+			cached = nil
+			break
+		}
+		cached = append(cached, s)
+	}
+	if cached == nil {
+		cd := codecs[kind]
+		byWindow := map[int64]typedStats{}
+		err := e.st.Scan(ctx, store.Query{Kind: kind, From: from, To: to}, func(r store.Record) error {
+			w := alignDown(r.WindowStart, e.window)
+			v, err := cd.decode(r.Payload)
+			if err != nil {
+				return fmt.Errorf("%s %q at %d: %w", kind, r.Key, r.WindowStart, err)
+			}
+			s := byWindow[w]
+			if s == nil {
+				s = typedStats{}
+				byWindow[w] = s
+			}
+			if cur, ok := s[r.Key]; ok {
+				return cd.mergeInto(cur, v)
+			}
+			s[r.Key] = v
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for w := from; w < to; w += e.window {
+			s := byWindow[w]
+			if s == nil {
+				s = typedStats{}
+			}
+			e.cache.put(blockKey{kind, w, e.window}, s)
+			cached = append(cached, s)
+		}
+	}
+	for _, s := range cached {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
