@@ -8,6 +8,8 @@ TIERSCOPE := $(BIN)/tierscope
 OTELCOL   := build/otelcol-tierscope/otelcol-tierscope
 EXAMPLES  := $(wildcard examples/*.yaml)
 
+
+.PHONY: plugin test-plugin node-check
 .PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long fuzz clean
 
@@ -40,7 +42,7 @@ run-paths: build-cli
 	$(TIERSCOPE) maketrace --config testdata/multitier.yaml --seed 1 --out $(OUT)/multitier.tsv
 	$(TIERSCOPE) paths --in $(OUT)/multitier.tsv --format text --sort latency --top 5 --truth
 
-test: fmt-check vet unit e2e validate-examples test-timing
+test: fmt-check vet unit e2e validate-examples test-plugin test-timing
 
 fmt-check:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './grafana-datasource/node_modules/*' -not -path './build/*')); \
@@ -55,6 +57,18 @@ unit:
 # The real collector with generated configs, fed by the OTel SDK (e2e/).
 e2e: build-otelcol
 	$(GO) test -count=1 ./e2e/
+
+# The Grafana datasource (grafana-datasource/): frontend (npm ci, webpack) and
+# backend binaries into grafana-datasource/dist.
+plugin: node-check
+	$(MAKE) -C grafana-datasource build
+
+# Its Go backend tests, jest, and the headless-Chromium test of its editors.
+test-plugin: node-check
+	$(MAKE) -C grafana-datasource test
+
+node-check:
+	@node -e 'const v = +process.versions.node.split(".")[0]; if (v < 20) { console.error("the Grafana plugin build needs Node.js >= 20, found " + process.versions.node); process.exit(1) }'
 
 # Tests that measure time (the precision and throughput of the NFQUEUE delay
 # backend) run alone, after the rest, so no other test package competes
