@@ -1,0 +1,241 @@
+package gradient
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Kind is the attribute an element's gradient is taken with respect to.
+type Kind string
+
+// The kinds of element, with the injector's lease kind for each.
+const (
+	// KindLink is a one-way link's latency; the knob is milliseconds of delay.
+	KindLink Kind = "link"
+	// KindCPUFreq is a node's CPU frequency; the knob is kHz below the
+	// operating frequency (the injector's cpufreq lease).
+	KindCPUFreq Kind = "cpufreq"
+	// KindCapacity is a node's CPU capacity; the knob is the fraction of it
+	// withheld (the injector's capacity lease, c·(1−a)).
+	KindCapacity Kind = "capacity"
+)
+
+// LeaseKind is the injector's name for the lease that perturbs this kind.
+func (k Kind) LeaseKind() string {
+	if k == KindLink {
+		return "delay"
+	}
+	return string(k)
+}
+
+// Basis is the function of an element's attribute in which the response time
+// is (nearly) linear, with the constants it needs (paper 003 §II-A, §III):
+//
+//   - link: the identity b(l) = l, l in ms (§III-A);
+//   - cpufreq: b(f) = 1/(f − α·w), f in MHz (§III-B), from the M/G/1/PS
+//     response time s/(1−U) with s ∝ 1/f and U = α·w/f;
+//   - capacity: b(c) = 1/(c·f − α·w), c the fraction of the CPU allotted
+//     (§III-C), the same queue at the effective speed c·f.
+//
+// α·w is the CPU demand in MHz: α is the work per request in megacycles (the
+// work factor of paper 002, or a utilization gradient, AlphaFromUtilization)
+// and w the request rate per second. Gradients with respect to these bases
+// are in ms per basis unit (ms·MHz).
+type Basis struct {
+	Kind Kind `json:"kind"`
+	// Operating is the attribute now: link latency (ms; only changes matter),
+	// CPU frequency (MHz) or capacity (a fraction, or cores).
+	Operating float64 `json:"operating,omitempty"`
+	// FrequencyMHz is f for the capacity basis.
+	FrequencyMHz float64 `json:"frequency_mhz,omitempty"`
+	// Alpha is α in megacycles per request, Workload is w in requests per second.
+	Alpha    float64 `json:"alpha,omitempty"`
+	Workload float64 `json:"workload,omitempty"`
+}
+
+// Link returns the identity basis of a link.
+func Link() Basis { return Basis{Kind: KindLink} }
+
+// Validate reports a basis that cannot be evaluated at its operating point.
+func (b Basis) Validate() error {
+	switch b.Kind {
+	case KindLink:
+		return nil
+	case KindCPUFreq, KindCapacity:
+		if !(b.Operating > 0) {
+			return fmt.Errorf("%s basis: operating point must be > 0, got %v", b.Kind, b.Operating)
+		}
+		if b.Kind == KindCapacity && !(b.FrequencyMHz > 0) {
+			return fmt.Errorf("capacity basis: frequency_mhz must be > 0, got %v", b.FrequencyMHz)
+		}
+		if b.Alpha < 0 || b.Workload < 0 {
+			return fmt.Errorf("%s basis: alpha and workload must be ≥ 0", b.Kind)
+		}
+		_, err := b.Value(b.Operating)
+		return err
+	case "":
+		return errors.New("basis kind is missing")
+	}
+	return fmt.Errorf("unknown basis kind %q (link, cpufreq or capacity)", b.Kind)
+}
+
+// demand is α·w in MHz.
+func (b Basis) demand() float64 { return b.Alpha * b.Workload }
+
+// speed is the CPU speed in MHz that attribute value x gives.
+func (b Basis) speed(x float64) float64 {
+	if b.Kind == KindCapacity {
+		return x * b.FrequencyMHz
+	}
+	return x
+}
+
+// Value is b(x). The queueing bases are undefined at or past saturation
+// (speed ≤ α·w), which is an error.
+func (b Basis) Value(x float64) (float64, error) {
+	if b.Kind == KindLink {
+		return x, nil
+	}
+	head := b.speed(x) - b.demand()
+	if !(head > 0) {
+		return 0, fmt.Errorf("%s %v saturates the node: speed %.4g MHz ≤ demand α·w = %.4g MHz", b.Kind, x, b.speed(x), b.demand())
+	}
+	return 1 / head, nil
+}
+
+// Utilization is α·w over the speed at the operating point (0 for links).
+func (b Basis) Utilization() float64 {
+	if b.Kind == KindLink {
+		return 0
+	}
+	return b.demand() / b.speed(b.Operating)
+}
+
+// On is the attribute while a square wave of knob amplitude a is on, in the
+// injector's units: a link gains a ms, a CPU runs a kHz slower, a capacity
+// loses the fraction a.
+func (b Basis) On(a float64) float64 {
+	switch b.Kind {
+	case KindCPUFreq:
+		return b.Operating - a/1000
+	case KindCapacity:
+		return b.Operating * (1 - a)
+	}
+	return b.Operating + a
+}
+
+// Delta is the change of the basis that knob amplitude a causes:
+// b(On(a)) − b(operating). It is positive for every kind: more delay, less
+// frequency and less capacity all raise the basis.
+func (b Basis) Delta(a float64) (float64, error) {
+	if b.Kind == KindLink {
+		return a, nil
+	}
+	v1, err := b.Value(b.On(a))
+	if err != nil {
+		return 0, err
+	}
+	v0, err := b.Value(b.Operating)
+	if err != nil {
+		return 0, err
+	}
+	return v1 - v0, nil
+}
+
+// Knob is the inverse of Delta: the knob amplitude whose basis change is d.
+func (b Basis) Knob(d float64) (float64, error) {
+	if b.Kind == KindLink {
+		return d, nil
+	}
+	v0, err := b.Value(b.Operating)
+	if err != nil {
+		return 0, err
+	}
+	if !(v0+d > 0) {
+		return 0, fmt.Errorf("no %s setting changes the basis by %v", b.Kind, d)
+	}
+	speed := 1/(v0+d) + b.demand()
+	switch b.Kind {
+	case KindCPUFreq:
+		return (b.Operating - speed) * 1000, nil
+	case KindCapacity:
+		return 1 - speed/b.FrequencyMHz/b.Operating, nil
+	}
+	return 0, fmt.Errorf("unknown basis kind %q", b.Kind)
+}
+
+// AlphaFromUtilization is α from one measurement: U = α·w/speed, so
+// α = U·speed/w (speed in MHz: f, or c·f).
+func AlphaFromUtilization(u, speedMHz, workload float64) (float64, error) {
+	if !(workload > 0) || !(speedMHz > 0) || u < 0 {
+		return 0, fmt.Errorf("alpha needs utilization ≥ 0, speed > 0 and workload > 0 (got %v, %v, %v)", u, speedMHz, workload)
+	}
+	return u * speedMHz / workload, nil
+}
+
+// AlphaRegression is the utilization gradient: the least-squares slope α of
+// U = α·(w/speed) through the origin, over measurements at several
+// workloads or speeds (paper 003 §III-B).
+func AlphaRegression(u, workload, speedMHz []float64) (float64, error) {
+	if len(u) != len(workload) || len(u) != len(speedMHz) || len(u) == 0 {
+		return 0, errors.New("alpha regression needs equally many utilizations, workloads and speeds")
+	}
+	var sxx, sxy float64
+	for i := range u {
+		if !(speedMHz[i] > 0) {
+			return 0, fmt.Errorf("speed %d must be > 0", i)
+		}
+		x := workload[i] / speedMHz[i]
+		sxx += x * x
+		sxy += x * u[i]
+	}
+	if sxx == 0 {
+		return 0, errors.New("alpha regression: every workload is zero")
+	}
+	return sxy / sxx, nil
+}
+
+// Fit is a least-squares line y = Intercept + Slope·x.
+type Fit struct {
+	Intercept float64 `json:"intercept"`
+	Slope     float64 `json:"slope"`
+	R2        float64 `json:"r2"`
+	N         int     `json:"n"`
+}
+
+// FitLine fits a line and its coefficient of determination: how linear the
+// response time is in a basis (paper 003 figure 2(c), 2(d)).
+func FitLine(x, y []float64) (Fit, error) {
+	n := len(x)
+	if n != len(y) || n < 3 {
+		return Fit{}, errors.New("a line fit needs at least three (x, y) pairs")
+	}
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	mx /= float64(n)
+	my /= float64(n)
+	var sxx, sxy, syy float64
+	for i := range x {
+		dx, dy := x[i]-mx, y[i]-my
+		sxx += dx * dx
+		sxy += dx * dy
+		syy += dy * dy
+	}
+	if sxx == 0 {
+		return Fit{}, errors.New("a line fit needs at least two distinct x")
+	}
+	f := Fit{Slope: sxy / sxx, N: n}
+	f.Intercept = my - f.Slope*mx
+	f.R2 = 1
+	if syy > 0 {
+		f.R2 = sxy * sxy / (sxx * syy)
+	}
+	if math.IsNaN(f.R2) {
+		f.R2 = 0
+	}
+	return f, nil
+}

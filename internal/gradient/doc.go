@@ -1,0 +1,88 @@
+// Package gradient turns spectral measurements into resource gradients and
+// predictions (papers 000 §2–§5 and 003 §II–§III), and holds the pure state
+// machine of a gradient experiment that the perfmodel exporter's coordinator
+// drives. It has no I/O, no goroutines and no clock of its own.
+//
+// # Bases and prediction
+//
+// A gradient is taken with respect to a basis function of an element's
+// attribute in which the response time is (nearly) linear (paper 003
+// §II-A): the identity for a link's latency, 1/(f − α·w) for a CPU's
+// frequency, 1/(c·f − α·w) for a CPU capacity (Basis). α·w is the CPU
+// demand in MHz: α from the work-factor regression (paper 002) or from a
+// utilization gradient (AlphaFromUtilization, AlphaRegression), w the
+// request rate. The injector's knob units (ms of delay, kHz below the base
+// frequency, the fraction of capacity withheld) map to a change of the
+// basis through Basis.Delta, and back through Basis.Knob.
+//
+// Predict is the first-order Taylor prediction of paper 000 §5.3 in the
+// basis, rt² = rt¹ + Σ ∇rt_i·Δb_i, with the paper's variance ρ(rt¹) +
+// Σ ρ(Δb_i)·∇rt_i², plus Σ Δb_i²·ρ(∇rt_i) for the error of the gradients,
+// which the paper leaves out but which dominates for large changes. Route
+// is §5.5's per-transaction routing: it predicts each transaction under
+// each candidate placement and picks the fastest; for the paper's two
+// application-server replicas this is exactly "local if the WS–AS gradient
+// exceeds the AS–DB gradient".
+//
+// # The experiment (Experiment)
+//
+// One experiment is one training phase and then, per element, an adaptive
+// phase and an active phase (paper 000 §3, figure 6):
+//
+//   - Training is passive. The first CalibrationRequests target requests
+//     size the bins (ΔTs), then M·N bins of every transaction are collected
+//     and the plan chosen (spectral.TrainBins). A given Plan skips it.
+//   - Adaptive: one on-phase (a Single lease) of a small A⁰ (for a link
+//     0.5·A_d, the delay that would move a gradient-1 transaction by half of
+//     A_d), measured over one period for a rough gradient g′; the active
+//     amplitude is then A_d′ = A_d/g′, so that the response time moves by
+//     about A_d whatever the gradient.
+//   - Active: k_d+1 cycles of A_d′, measured over N bins; every transaction
+//     with a baseline gets its gradient, with the change the injector
+//     reports it actually made.
+//
+// The caller feeds samples (Observe) and time (Tick), executes the actions
+// returned (start a lease, stop a lease) against the injector, and reports
+// back what each lease injected (Injected) or that it failed (LeaseFailed).
+// Progress gives the phase, the share done and the time left; Result the
+// plan and the gradients.
+//
+// # Choices where the papers are silent or loose
+//
+//   - Clocks. The injector's clock need not match the coordinator's. The
+//     active wave starts SkewGuard (1 s, at most a quarter period) before
+//     the window and is stopped SkewGuard after it, so for any offset up to
+//     the guard the window holds exactly k_d periods of a shifted wave, and
+//     the spectral estimate does not depend on the shift. The adaptive
+//     window is one period holding the single on-phase: within one period a
+//     half-period pulse anywhere is a circular shift of the square wave.
+//   - Late samples. Spans arrive after their requests end; a window closes
+//     Lateness (10 s) after its end.
+//   - The adaptive rule's edges. A link's g′ is taken as at least
+//     GradientFloor (0.1) so an asynchronous link does not ask for an
+//     unbounded delay; A_d′ grows at most MaxGrowth (20) times over A⁰ and
+//     stays within the element's bounds (the injector's caps). When g′ was
+//     not significant, the response to A⁰ was lost in the noise: A_d′ is
+//     then at least A⁰ rather than a scaled-down amplitude the active phase
+//     could not see either. Non-link elements must give A⁰ (there is no
+//     "gradient of 1" prior for a basis in ms·MHz).
+//   - The SLO guard watches the p99 of the last Window (30 s) of the
+//     watched transactions' samples (all by default), by request time. The
+//     nearest-rank p99 exceeds the bound exactly when more than n − ⌈0.99·n⌉
+//     samples do, which is O(1) to keep. While a lease is out, the sample
+//     that trips it returns the stop action from Observe itself, and the
+//     experiment aborts; a lease is never started while the p99 is over.
+//     It needs MinSamples (100) to judge.
+//   - Lost reports. If the injected change is not reported within
+//     InjectedTimeout (60 s), the requested amplitude is used and the
+//     result says so (InjectedAssumed). A lease that cannot start fails its
+//     element; the experiment goes on with the next.
+//   - Queues. For CPU frequency and capacity the response time is a queue's,
+//     which follows a change of speed with some lag and whose noise is
+//     strongly autocorrelated (large at low frequencies). Longer bins and
+//     periods (a higher MinSamplesPerPeriod) suit these elements better than
+//     the link defaults; docs/gradient-report.md has measurements.
+//   - Bounds. Series are kept for at most MaxTransactions transactions,
+//     the calibration buffer holds at most MaxBuffered samples, the guard at
+//     most 2¹⁸; what does not fit is counted in Result.Dropped.
+package gradient

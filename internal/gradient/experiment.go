@@ -1,0 +1,1058 @@
+package gradient
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tierscope/tierscope/internal/spectral"
+)
+
+// Phase is the stage an experiment is in.
+type Phase string
+
+// The phases, in order (paper 000 §3, figure 6).
+const (
+	// PhaseTraining is passive: it sizes the bins, then collects M·N bins of
+	// unperturbed response times and chooses frequency and amplitude.
+	PhaseTraining Phase = "training"
+	// PhaseAdaptive injects one on-phase of a small amplitude A⁰ into the
+	// current element for a rough gradient g′.
+	PhaseAdaptive Phase = "adaptive"
+	// PhaseActive injects N bins of the square wave of amplitude A_d/g′.
+	PhaseActive Phase = "active"
+	// PhaseDone has every element's result.
+	PhaseDone Phase = "done"
+	// PhaseAborted was stopped by the guard or the caller.
+	PhaseAborted Phase = "aborted"
+)
+
+// ActionKind says what the caller must do.
+type ActionKind string
+
+// The actions.
+const (
+	// ActionStartLease asks for a square-wave lease on the element.
+	ActionStartLease ActionKind = "start_lease"
+	// ActionStopLease asks to stop and release the lease now. The caller
+	// then reports the change actually injected with Injected (the final
+	// status of the lease carries it). It may come for a lease whose start
+	// the caller has not finished; the caller must stop that one as soon as
+	// it exists.
+	ActionStopLease ActionKind = "stop_lease"
+)
+
+// Action is one instruction to the caller, who executes it against the
+// injector's lease API. Times are absolute.
+type Action struct {
+	Kind ActionKind
+	// Lease is the experiment's name for the lease, unique within it; the
+	// caller maps it to the injector's lease id.
+	Lease   string
+	Element string
+	// LeaseKind is the injector's lease kind: delay, cpufreq or capacity.
+	LeaseKind string
+	// Amplitude is in the injector's unit: ms of delay, kHz below the base
+	// frequency, or the fraction of capacity withheld.
+	Amplitude float64
+	Period    time.Duration
+	// Cycles is the number of periods; Single asks for one on-phase only.
+	Cycles int
+	Single bool
+	// Start is when the first on-phase begins.
+	Start time.Time
+	// Duration is the lease's length from now: the wave and a margin, so
+	// the injector ends it by itself if the caller dies.
+	Duration time.Duration
+	// Reason says why a lease is stopped.
+	Reason string
+}
+
+// Element is one thing to perturb.
+type Element struct {
+	// ID names the element, e.g. "app->db" or "app/cpu".
+	ID    string
+	Basis Basis
+	// InitialAmplitude is A⁰ for the adaptive phase, in knob units. For a
+	// link it defaults to Config.AdaptiveFraction·A_d (a gradient of 1 is
+	// the prior); other kinds must set it (or FixedAmplitude).
+	InitialAmplitude float64
+	// MinAmplitude and MaxAmplitude bound every amplitude (the injector's
+	// caps; MaxAmplitude 0 means no bound beyond MaxGrowth).
+	MinAmplitude, MaxAmplitude float64
+	// FixedAmplitude, when > 0, skips the adaptive phase and injects this.
+	FixedAmplitude float64
+}
+
+// Guard is the SLO guard: the experiment aborts, releasing its lease at
+// once, when the p99 of the watched response times over the last Window
+// exceeds P99Ms while a lease is out, and it does not start a lease while
+// the p99 is over.
+type Guard struct {
+	P99Ms float64 // 0 turns the guard off
+	// Window is the span of request times the p99 is over (default 30 s).
+	Window time.Duration
+	// MinSamples is the fewest samples the p99 is judged on (default 100).
+	MinSamples int
+	// Transactions are watched together; empty watches every transaction.
+	Transactions []string
+}
+
+// Config configures an experiment. Zero durations and counts take the
+// defaults noted.
+type Config struct {
+	// ID names the experiment; lease names begin with it, so leases of
+	// several experiments never collide.
+	ID string
+	// Target is the transaction whose baseline chooses the plan, and whose
+	// rough gradient scales the amplitude.
+	Target string
+	// Train holds k, N, M, d and the samples-per-period bound
+	// (spectral.DefaultTrainConfig when zero).
+	Train spectral.TrainConfig
+	// Plan, when set, skips the training phase.
+	Plan     *spectral.Plan
+	Elements []Element
+	// CalibrationRequests is how many target requests size the bins
+	// (default 50·k).
+	CalibrationRequests int
+	// Lateness is how long after a window ends samples of it may still
+	// arrive (default 10 s).
+	Lateness time.Duration
+	// LeadTime is how far ahead a lease's wave is scheduled (default 2 s).
+	LeadTime time.Duration
+	// SkewGuard is how far the injector's clock may be off ours: the wave
+	// starts this much before the window and is stopped this much after it,
+	// at most a quarter period (default 1 s).
+	SkewGuard time.Duration
+	// LeaseMargin is added to each lease's duration past the wave's end
+	// (default 30 s).
+	LeaseMargin time.Duration
+	// InjectedTimeout is how long to wait for the injected report before
+	// assuming the requested amplitude (default 60 s).
+	InjectedTimeout time.Duration
+	// AdaptiveFraction sets a link's default A⁰ = fraction·A_d (default 0.5).
+	AdaptiveFraction float64
+	// GradientFloor bounds the rough link gradient from below when scaling,
+	// A_d′ = A_d / max(g′, floor) (default 0.1).
+	GradientFloor float64
+	// MaxGrowth bounds the active amplitude to MaxGrowth·A⁰ (default 20).
+	MaxGrowth float64
+	Guard     Guard
+	// MaxTransactions bounds the series kept (default 64); samples of
+	// further transactions are counted and dropped.
+	MaxTransactions int
+	// MaxBuffered bounds the samples held while the bins are sized
+	// (default 200000); sizing happens early when it fills.
+	MaxBuffered int
+}
+
+func (c *Config) defaults() {
+	if c.Train == (spectral.TrainConfig{}) {
+		c.Train = spectral.DefaultTrainConfig()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Lateness, 10*time.Second)
+	def(&c.LeadTime, 2*time.Second)
+	def(&c.SkewGuard, time.Second)
+	def(&c.LeaseMargin, 30*time.Second)
+	def(&c.InjectedTimeout, time.Minute)
+	def(&c.Guard.Window, 30*time.Second)
+	if c.CalibrationRequests == 0 {
+		c.CalibrationRequests = 50 * c.Train.K
+	}
+	if c.AdaptiveFraction == 0 {
+		c.AdaptiveFraction = 0.5
+	}
+	if c.GradientFloor == 0 {
+		c.GradientFloor = 0.1
+	}
+	if c.MaxGrowth == 0 {
+		c.MaxGrowth = 20
+	}
+	if c.Guard.MinSamples == 0 {
+		c.Guard.MinSamples = 100
+	}
+	if c.MaxTransactions == 0 {
+		c.MaxTransactions = 64
+	}
+	if c.MaxBuffered == 0 {
+		c.MaxBuffered = 200000
+	}
+}
+
+// Validate reports the first invalid setting (after defaults).
+func (c Config) Validate() error {
+	if c.Target == "" && c.Plan == nil {
+		return errors.New("experiment: target transaction is required")
+	}
+	if c.Plan != nil {
+		if err := c.Plan.Validate(); err != nil {
+			return fmt.Errorf("experiment: plan: %w", err)
+		}
+	} else if err := c.Train.Validate(); err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	if len(c.Elements) == 0 {
+		return errors.New("experiment: no elements to measure")
+	}
+	seen := map[string]bool{}
+	for _, e := range c.Elements {
+		if e.ID == "" || seen[e.ID] {
+			return fmt.Errorf("experiment: element ids must be unique and non-empty (%q)", e.ID)
+		}
+		seen[e.ID] = true
+		if err := e.Basis.Validate(); err != nil {
+			return fmt.Errorf("experiment: element %q: %w", e.ID, err)
+		}
+		if e.Basis.Kind != KindLink && e.InitialAmplitude <= 0 && e.FixedAmplitude <= 0 {
+			return fmt.Errorf("experiment: element %q: a %s element needs InitialAmplitude or FixedAmplitude", e.ID, e.Basis.Kind)
+		}
+		if e.MinAmplitude < 0 || (e.MaxAmplitude > 0 && e.MaxAmplitude < e.MinAmplitude) {
+			return fmt.Errorf("experiment: element %q: amplitude bounds [%v, %v]", e.ID, e.MinAmplitude, e.MaxAmplitude)
+		}
+	}
+	switch {
+	case c.CalibrationRequests < c.Train.K+2:
+		return fmt.Errorf("experiment: calibration needs at least k+2 = %d requests", c.Train.K+2)
+	case c.Lateness < 0 || c.LeadTime < 0 || c.SkewGuard < 0 || c.LeaseMargin <= 0 || c.InjectedTimeout < 0:
+		return errors.New("experiment: durations must be ≥ 0 (lease margin > 0)")
+	case !(c.AdaptiveFraction > 0) || !(c.GradientFloor > 0) || !(c.MaxGrowth >= 1):
+		return errors.New("experiment: adaptive fraction and gradient floor must be > 0, max growth ≥ 1")
+	case c.Guard.P99Ms < 0 || c.Guard.Window <= 0 || c.Guard.MinSamples < 1:
+		return errors.New("experiment: guard needs p99 ≥ 0, a window > 0 and min samples ≥ 1")
+	}
+	return nil
+}
+
+// ElementResult is the outcome for one element.
+type ElementResult struct {
+	Element string `json:"element"`
+	Basis   Basis  `json:"basis"`
+	// Status is done, failed, aborted or pending.
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// Rough is the adaptive phase's estimate for the target transaction.
+	Rough             *spectral.Estimate `json:"rough,omitempty"`
+	AdaptiveAmplitude float64            `json:"adaptive_amplitude,omitempty"`
+	AdaptiveInjected  float64            `json:"adaptive_injected,omitempty"`
+	// Amplitude is A_d′ requested in the active phase, Injected the mean the
+	// injector reports, and BasisDelta the change of the basis it caused.
+	Amplitude       float64   `json:"amplitude"`
+	Injected        float64   `json:"injected"`
+	InjectedAssumed bool      `json:"injected_assumed,omitempty"`
+	BasisDelta      float64   `json:"basis_delta"`
+	FrequencyHz     float64   `json:"frequency_hz"`
+	Kd              int       `json:"k_d"`
+	WindowStart     time.Time `json:"window_start"`
+	WindowEnd       time.Time `json:"window_end"`
+	// Transactions holds the spectral gradient of every transaction with a
+	// baseline, with respect to the element's basis.
+	Transactions map[string]spectral.Estimate `json:"transactions"`
+	// TimeDomain is the on/off comparator over the same window.
+	TimeDomain map[string]spectral.TimeDomain `json:"time_domain,omitempty"`
+	// Errors says why a transaction has no gradient.
+	Errors map[string]string `json:"errors,omitempty"`
+	// Notes records what went other than planned but did not fail.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Gradients lists the element's gradients for prediction.
+func (r ElementResult) Gradients() []Gradient {
+	var out []Gradient
+	for _, tx := range sortedKeys(r.Transactions) {
+		e := r.Transactions[tx]
+		out = append(out, Gradient{Element: r.Element, Transaction: tx, Basis: r.Basis, Gradient: e.Gradient, StdErr: e.StdErr})
+	}
+	return out
+}
+
+// Result is what an experiment has found so far.
+type Result struct {
+	Phase    Phase           `json:"phase"`
+	Reason   string          `json:"reason,omitempty"`
+	Plan     *spectral.Plan  `json:"plan,omitempty"`
+	Elements []ElementResult `json:"elements"`
+	// Dropped counts samples left out: of a transaction over
+	// MaxTransactions or without a baseline, or over the calibration buffer.
+	Dropped int `json:"dropped"`
+}
+
+// Progress is where an experiment stands.
+type Progress struct {
+	Phase Phase `json:"phase"`
+	// Step details the phase: calibrating, collecting, injecting, stopping,
+	// awaiting-injected.
+	Step         string        `json:"step"`
+	Element      string        `json:"element,omitempty"`
+	ElementIndex int           `json:"element_index"`
+	Elements     int           `json:"elements"`
+	Percent      float64       `json:"percent"`
+	ETA          time.Duration `json:"eta"`
+	Started      time.Time     `json:"started"`
+	Reason       string        `json:"reason,omitempty"`
+}
+
+// The steps of a lease-driven phase.
+type step int
+
+const (
+	stepCollecting step = iota // lease out, window filling
+	stepAwaiting               // window closed and lease stopped, waiting for the injected report
+)
+
+// run is the element phase in progress.
+type run struct {
+	phase     Phase
+	lease     string
+	leaseOut  bool // started and not yet stopped
+	step      step
+	requested float64 // knob amplitude
+	waveStart float64
+	period    float64
+	winStart  float64
+	winEnd    float64
+	stopAt    float64
+	awaitFrom float64
+	injected  float64
+	injSE     float64
+	injKnown  bool
+	bins      map[string]*spectral.Bins
+}
+
+// Experiment is the coordinator's state machine for one gradient
+// experiment: a training phase, then for each element an adaptive phase and
+// an active phase, then the result. It is pure: no goroutines, no I/O, no
+// clock of its own. The caller feeds it samples (Observe) and the time
+// (Tick), executes the actions they return against the injector, and
+// reports what the injector did (Injected, LeaseFailed). The same inputs
+// always give the same actions and result.
+type Experiment struct {
+	cfg     Config
+	phase   Phase
+	reason  string
+	started float64
+	now     float64
+
+	// Training.
+	calTimes  []float64
+	buffer    []spectral.Sample
+	sized     bool
+	sizing    spectral.BinSizing
+	trainBins map[string]*spectral.Bins
+	trainEnd  float64
+	plan      *spectral.Plan
+
+	// Elements.
+	idx     int
+	cur     *run
+	results []ElementResult
+	seq     int
+
+	guard   guardWindow
+	dropped int
+}
+
+// NewExperiment validates cfg and returns an experiment in its first phase.
+func NewExperiment(cfg Config) (*Experiment, error) {
+	cfg.defaults()
+	if cfg.Plan != nil && cfg.Target == "" {
+		cfg.Target = cfg.Plan.Transaction
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	x := &Experiment{cfg: cfg, phase: PhaseTraining, started: math.NaN(), plan: cfg.Plan}
+	x.guard.init(cfg.Guard)
+	for _, e := range cfg.Elements {
+		x.results = append(x.results, ElementResult{Element: e.ID, Basis: e.Basis, Status: "pending"})
+	}
+	return x, nil
+}
+
+// Phase returns the current phase.
+func (x *Experiment) Phase() Phase { return x.phase }
+
+// Finished reports whether the experiment is done or aborted.
+func (x *Experiment) Finished() bool { return x.phase == PhaseDone || x.phase == PhaseAborted }
+
+// Plan returns the training phase's plan, or nil before it is made.
+func (x *Experiment) Plan() *spectral.Plan { return x.plan }
+
+func secs(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+func timeAt(s float64) time.Time { return time.Unix(0, int64(math.Round(s*1e9))) }
+
+func dur(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
+func (x *Experiment) clock(now float64) {
+	if math.IsNaN(x.started) {
+		x.started = now
+	}
+	if now > x.now {
+		x.now = now
+	}
+}
+
+// Observe takes one response-time sample (its time is the request's, by
+// the same convention for every sample). It returns a stop action when the
+// sample trips the SLO guard while a lease is out.
+func (x *Experiment) Observe(s spectral.Sample) []Action {
+	if x.Finished() {
+		return nil
+	}
+	if math.IsNaN(x.started) {
+		x.started = s.Time
+	}
+	if x.guard.add(s) && x.cur != nil && x.cur.leaseOut {
+		return x.abort(fmt.Sprintf("SLO guard: p99 %.1f ms over %v exceeds %.1f ms", x.guard.p99(), x.cfg.Guard.Window, x.cfg.Guard.P99Ms))
+	}
+	switch {
+	case x.phase == PhaseTraining && x.plan == nil:
+		x.observeTraining(s)
+	case x.cur != nil && x.cur.step == stepCollecting:
+		if b := x.cur.bins[s.Transaction]; b != nil {
+			b.Add(s.Time, s.Ms) // samples outside the window (lead time, guard) are expected
+		} else {
+			x.dropped++ // no baseline for this transaction
+		}
+	}
+	return nil
+}
+
+func (x *Experiment) observeTraining(s spectral.Sample) {
+	if x.sized {
+		b := x.trainBins[s.Transaction]
+		if b == nil {
+			if len(x.trainBins) >= x.cfg.MaxTransactions {
+				x.dropped++
+				return
+			}
+			b = spectral.NewBins(x.trainBins[x.cfg.Target].Start, x.sizing.BinSeconds, x.trainBins[x.cfg.Target].Len())
+			x.trainBins[s.Transaction] = b
+		}
+		b.Add(s.Time, s.Ms)
+		return
+	}
+	if len(x.buffer) >= x.cfg.MaxBuffered {
+		x.dropped++
+		return
+	}
+	x.buffer = append(x.buffer, s)
+	if s.Transaction == x.cfg.Target {
+		x.calTimes = append(x.calTimes, s.Time)
+	}
+}
+
+// Tick advances the experiment to now and returns what the caller must do.
+func (x *Experiment) Tick(now time.Time) []Action {
+	if x.Finished() {
+		return nil
+	}
+	t := secs(now)
+	x.clock(t)
+	x.guard.evict()
+	var acts []Action
+	for range 8 { // a tick may pass several steps; each returns once it waits
+		if x.Finished() {
+			return acts
+		}
+		a, progressed := x.step(t)
+		acts = append(acts, a...)
+		if !progressed {
+			break
+		}
+	}
+	return acts
+}
+
+// step makes at most one transition; it reports whether it made one.
+func (x *Experiment) step(t float64) ([]Action, bool) {
+	if x.phase == PhaseTraining {
+		return x.stepTraining(t)
+	}
+	r := x.cur
+	if r == nil {
+		return nil, false
+	}
+	var acts []Action
+	if r.leaseOut && t >= r.stopAt {
+		acts = append(acts, x.stop("window complete"))
+	}
+	switch r.step {
+	case stepCollecting:
+		if t < r.winEnd+x.cfg.Lateness.Seconds() {
+			return acts, len(acts) > 0
+		}
+		if r.leaseOut {
+			acts = append(acts, x.stop("window complete"))
+		}
+		r.step, r.awaitFrom = stepAwaiting, t
+		return acts, true
+	case stepAwaiting:
+		if !r.injKnown && t < r.awaitFrom+x.cfg.InjectedTimeout.Seconds() {
+			return acts, len(acts) > 0
+		}
+		if r.phase == PhaseAdaptive {
+			return append(acts, x.finishAdaptive(t)...), true
+		}
+		x.finishActive()
+		return append(acts, x.nextElement(t)...), true
+	}
+	return acts, false
+}
+
+func (x *Experiment) stepTraining(t float64) ([]Action, bool) {
+	if x.plan != nil { // given, or just made
+		return x.startElement(t), true
+	}
+	if !x.sized {
+		if len(x.calTimes) < x.cfg.CalibrationRequests && len(x.buffer) < x.cfg.MaxBuffered {
+			return nil, false
+		}
+		if err := x.size(); err != nil {
+			return x.abort("training: " + err.Error()), true
+		}
+		return nil, true
+	}
+	if t < x.trainEnd+x.cfg.Lateness.Seconds() {
+		return nil, false
+	}
+	cfg := x.cfg.Train
+	plan, err := spectral.TrainBins(x.trainBins, x.cfg.Target, x.sizing, cfg)
+	x.trainBins = nil
+	if err != nil {
+		return x.abort("training: " + err.Error()), true
+	}
+	x.plan = plan
+	return x.startElement(t), true
+}
+
+// size is step 1: the bin width from the calibration requests, then the
+// training grid from the first of them, with the buffered samples binned.
+func (x *Experiment) size() error {
+	slices.Sort(x.calTimes)
+	sizing, err := spectral.SizeBins(x.calTimes, x.cfg.Train.K)
+	if err != nil {
+		return err
+	}
+	x.sizing, x.sized = sizing, true
+	n := x.cfg.Train.Chunks * x.cfg.Train.N
+	start := x.calTimes[0]
+	x.trainEnd = start + float64(n)*sizing.BinSeconds
+	x.trainBins = map[string]*spectral.Bins{x.cfg.Target: spectral.NewBins(start, sizing.BinSeconds, n)}
+	buf := x.buffer
+	x.buffer, x.calTimes = nil, nil
+	for _, s := range buf {
+		x.observeTraining(s)
+	}
+	return nil
+}
+
+// startElement begins the current element's first phase, or finishes.
+func (x *Experiment) startElement(t float64) []Action {
+	if x.idx >= len(x.cfg.Elements) {
+		x.phase, x.cur = PhaseDone, nil
+		return nil
+	}
+	e := x.cfg.Elements[x.idx]
+	if e.FixedAmplitude > 0 {
+		return x.startActive(t, e.FixedAmplitude)
+	}
+	a0 := e.InitialAmplitude
+	if a0 <= 0 { // links only (Validate)
+		a0 = x.cfg.AdaptiveFraction * x.plan.AmplitudeMs
+	}
+	a0 = x.clampAmplitude(e, a0, math.Inf(1))
+	x.results[x.idx].AdaptiveAmplitude = a0
+	return x.startAdaptive(t, a0)
+}
+
+func (x *Experiment) clampAmplitude(e Element, a, growthCap float64) float64 {
+	if e.MaxAmplitude > 0 {
+		a = math.Min(a, e.MaxAmplitude)
+	}
+	a = math.Min(a, growthCap)
+	return math.Max(a, e.MinAmplitude)
+}
+
+// skew is the guard time around windows: SkewGuard, at most a quarter period.
+func (x *Experiment) skew() float64 {
+	return math.Min(x.cfg.SkewGuard.Seconds(), x.plan.PeriodSeconds/4)
+}
+
+// newRun prepares bins for every transaction with a baseline.
+func (x *Experiment) newRun(phase Phase, amplitude, winStart float64, nbins int) *run {
+	x.seq++
+	e := x.cfg.Elements[x.idx]
+	name := fmt.Sprintf("%s#%d/%s", e.ID, x.seq, phase)
+	if x.cfg.ID != "" {
+		name = x.cfg.ID + "/" + name
+	}
+	r := &run{phase: phase, lease: name, requested: amplitude, period: x.plan.PeriodSeconds,
+		winStart: winStart, winEnd: winStart + float64(nbins)*x.plan.BinSeconds, bins: map[string]*spectral.Bins{}}
+	for tx, b := range x.plan.Transactions {
+		if b.Error == "" {
+			r.bins[tx] = spectral.NewBins(winStart, x.plan.BinSeconds, nbins)
+		}
+	}
+	return r
+}
+
+// startAdaptive schedules one on-phase of amplitude a0. The window is one
+// period that holds the on-phase after SkewGuard of off: within one period
+// a half-period pulse anywhere is a circular shift of the square wave, so
+// equation 5 with k_d = 1 holds for any skew up to the guard.
+func (x *Experiment) startAdaptive(t, a0 float64) []Action {
+	if acts, over := x.guardBlocks(); over {
+		return acts
+	}
+	e := x.cfg.Elements[x.idx]
+	g := x.skew()
+	waveStart := t + x.cfg.LeadTime.Seconds()
+	r := x.newRun(PhaseAdaptive, a0, waveStart-g, x.plan.AdaptiveBins)
+	r.waveStart = waveStart
+	r.stopAt = math.Max(waveStart+r.period/2+g, r.winEnd)
+	r.leaseOut = true
+	x.cur, x.phase = r, PhaseAdaptive
+	return []Action{{
+		Kind: ActionStartLease, Lease: r.lease, Element: e.ID, LeaseKind: e.Basis.Kind.LeaseKind(),
+		Amplitude: a0, Period: dur(r.period), Single: true, Start: timeAt(waveStart),
+		Duration: dur(waveStart + r.period/2 - t + x.cfg.LeaseMargin.Seconds()),
+	}}
+}
+
+// startActive schedules the square wave over N bins. The wave starts
+// SkewGuard before the window and runs k_d+1 cycles, and is stopped
+// SkewGuard after it, so that for any clock offset up to the guard the
+// window holds exactly k_d whole periods of a (shifted) wave.
+func (x *Experiment) startActive(t, a float64) []Action {
+	if acts, over := x.guardBlocks(); over {
+		return acts
+	}
+	e := x.cfg.Elements[x.idx]
+	g := x.skew()
+	waveStart := t + x.cfg.LeadTime.Seconds()
+	r := x.newRun(PhaseActive, a, waveStart+g, x.plan.N)
+	r.waveStart = waveStart
+	r.stopAt = r.winEnd + g
+	r.leaseOut = true
+	x.cur, x.phase = r, PhaseActive
+	res := &x.results[x.idx]
+	res.Amplitude, res.FrequencyHz, res.Kd = a, x.plan.FrequencyHz, x.plan.Kd
+	res.WindowStart, res.WindowEnd = timeAt(r.winStart), timeAt(r.winEnd)
+	cycles := x.plan.Kd + 1
+	return []Action{{
+		Kind: ActionStartLease, Lease: r.lease, Element: e.ID, LeaseKind: e.Basis.Kind.LeaseKind(),
+		Amplitude: a, Period: dur(r.period), Cycles: cycles, Start: timeAt(waveStart),
+		Duration: dur(waveStart + float64(cycles)*r.period - t + x.cfg.LeaseMargin.Seconds()),
+	}}
+}
+
+// guardBlocks aborts instead of starting a lease while the p99 is over.
+func (x *Experiment) guardBlocks() ([]Action, bool) {
+	if x.guard.violated() {
+		return x.abort(fmt.Sprintf("SLO guard: p99 %.1f ms exceeds %.1f ms before injecting", x.guard.p99(), x.cfg.Guard.P99Ms)), true
+	}
+	return nil, false
+}
+
+func (x *Experiment) stop(reason string) Action {
+	r := x.cur
+	r.leaseOut = false
+	e := x.cfg.Elements[x.idx]
+	return Action{Kind: ActionStopLease, Lease: r.lease, Element: e.ID, LeaseKind: e.Basis.Kind.LeaseKind(), Reason: reason}
+}
+
+// injectedDelta is the change actually injected, in knob units and as a
+// change of the basis with its standard error.
+func (x *Experiment) injectedDelta() (knob, delta, deltaSE float64, err error) {
+	r := x.cur
+	knob = r.requested
+	if r.injKnown {
+		knob = r.injected
+	}
+	e := x.cfg.Elements[x.idx]
+	delta, err = e.Basis.Delta(knob)
+	if err != nil {
+		return knob, 0, 0, err
+	}
+	if r.injKnown && r.injSE > 0 && knob > 0 {
+		delta2, err2 := e.Basis.Delta(knob + r.injSE)
+		if err2 == nil {
+			deltaSE = math.Abs(delta2 - delta)
+		}
+	}
+	return knob, delta, deltaSE, nil
+}
+
+// finishAdaptive computes g′ and starts the active phase with A_d/g′.
+func (x *Experiment) finishAdaptive(t float64) []Action {
+	r := x.cur
+	res := &x.results[x.idx]
+	e := x.cfg.Elements[x.idx]
+	knob, delta, _, err := x.injectedDelta()
+	res.AdaptiveInjected = knob
+	if err != nil || !(delta > 0) {
+		return x.failElement(t, fmt.Sprintf("adaptive phase: no usable injected change (%v, %v)", knob, err))
+	}
+	base := x.plan.Transactions[x.cfg.Target]
+	b := r.bins[x.cfg.Target]
+	if b == nil {
+		return x.failElement(t, fmt.Sprintf("adaptive phase: target %q has no baseline", x.cfg.Target))
+	}
+	s, err := b.Series()
+	var rough spectral.Estimate
+	if err == nil {
+		rough, err = spectral.Rough(s.Values, base.AdaptiveMean.Value(), base.AdaptiveStd.Abs(), delta)
+	}
+	if err != nil {
+		// No rough gradient (too few samples in one period): measure at A⁰.
+		res.Notes = append(res.Notes, "adaptive phase: "+err.Error()+"; the active phase injects A⁰")
+		return x.startActive(t, r.requested)
+	}
+	rough.Samples, rough.EmptyBins = s.Samples, s.Empty
+	res.Rough = &rough
+	return x.startActive(t, x.activeAmplitude(e, rough, r.requested))
+}
+
+// activeAmplitude is A_d′ = A_d / g′, so that the response time moves by
+// about A_d whatever the gradient (paper 000 §3). For a link g′ is taken as
+// at least GradientFloor. When the rough spike was not significant, the
+// response to A⁰ was lost in the noise and g′ is mostly noise: A_d′ is then
+// at least A⁰, which was just injected without a visible effect, rather
+// than a scaled-down amplitude the active phase could not see either. For
+// any kind it grows at most MaxGrowth-fold over A⁰ and stays within the
+// element's bounds.
+func (x *Experiment) activeAmplitude(e Element, rough spectral.Estimate, a0 float64) float64 {
+	g := rough.Gradient
+	if e.Basis.Kind == KindLink {
+		g = math.Max(g, x.cfg.GradientFloor)
+	}
+	a := math.Inf(1)
+	if g > 0 {
+		if k, err := e.Basis.Knob(x.plan.AmplitudeMs / g); err == nil && k > 0 {
+			a = k
+		}
+	}
+	if !rough.Significant {
+		a = math.Max(a, a0)
+	}
+	return x.clampAmplitude(e, a, x.cfg.MaxGrowth*a0)
+}
+
+// finishActive computes every transaction's gradient from the window.
+func (x *Experiment) finishActive() {
+	r := x.cur
+	res := &x.results[x.idx]
+	knob, delta, deltaSE, err := x.injectedDelta()
+	res.Injected, res.InjectedAssumed, res.BasisDelta = knob, !r.injKnown, delta
+	if err != nil || !(delta > 0) {
+		res.Status, res.Error = "failed", fmt.Sprintf("no usable injected change (%v, %v)", knob, err)
+		return
+	}
+	res.Transactions = map[string]spectral.Estimate{}
+	res.TimeDomain = map[string]spectral.TimeDomain{}
+	for _, tx := range sortedKeys(r.bins) {
+		b := r.bins[tx]
+		mean, sigma, _ := x.plan.Baseline(tx)
+		s, err := b.Series()
+		if err != nil {
+			setErr(res, tx, err)
+			continue
+		}
+		est, err := spectral.EstimateGradient(spectral.EstimateInput{Values: s.Values, Kd: x.plan.Kd, BaselineMean: mean, BaselineSigma: sigma,
+			Chunks: x.plan.Chunks, Delta: delta, DeltaStdErr: deltaSE})
+		if err != nil {
+			setErr(res, tx, err)
+			continue
+		}
+		est.Samples, est.EmptyBins = s.Samples, s.Empty
+		if sd := x.plan.Transactions[tx].StdMs; sd > 0 {
+			est.PerturbationOverStd = est.PerturbationMs / sd
+		}
+		res.Transactions[tx] = est
+		if td, err := spectral.OnOffBins(b, r.waveStart, r.period, delta); err == nil {
+			res.TimeDomain[tx] = td
+		}
+	}
+	res.Status = "done"
+}
+
+func setErr(res *ElementResult, tx string, err error) {
+	if res.Errors == nil {
+		res.Errors = map[string]string{}
+	}
+	res.Errors[tx] = err.Error()
+}
+
+func (x *Experiment) failElement(t float64, msg string) []Action {
+	res := &x.results[x.idx]
+	res.Status, res.Error = "failed", msg
+	return x.nextElement(t)
+}
+
+func (x *Experiment) nextElement(t float64) []Action {
+	x.cur = nil
+	x.idx++
+	return x.startElement(t)
+}
+
+// Injected reports what the injector actually did for a lease: the mean of
+// the injected change in knob units (for a delay lease, the mean delay of
+// the delayed packets) and its standard error (0 if unknown). Reports for
+// other leases are ignored.
+func (x *Experiment) Injected(lease string, mean, stdErr float64) {
+	if x.cur == nil || x.cur.lease != lease || !(mean > 0) || math.IsInf(mean, 0) {
+		return
+	}
+	x.cur.injected, x.cur.injSE, x.cur.injKnown = mean, math.Max(0, stdErr), true
+}
+
+// LeaseFailed reports that a lease could not be started or failed while
+// running. The element fails and the experiment moves to the next one.
+func (x *Experiment) LeaseFailed(lease string, now time.Time, err error) []Action {
+	if x.cur == nil || x.cur.lease != lease || x.Finished() {
+		return nil
+	}
+	t := secs(now)
+	x.clock(t)
+	var acts []Action
+	if x.cur.leaseOut {
+		acts = append(acts, x.stop("lease failed")) // release whatever is left of it
+	}
+	msg := "lease failed"
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	return append(acts, x.failElement(t, fmt.Sprintf("%s phase: %s", x.cur.phase, msg))...)
+}
+
+// Abort stops the experiment, releasing the lease that is out at once.
+func (x *Experiment) Abort(now time.Time, reason string) []Action {
+	if x.Finished() {
+		return nil
+	}
+	x.clock(secs(now))
+	return x.abort(reason)
+}
+
+func (x *Experiment) abort(reason string) []Action {
+	var acts []Action
+	if x.cur != nil && x.cur.leaseOut {
+		acts = append(acts, x.stop(reason))
+	}
+	if x.idx < len(x.results) {
+		x.results[x.idx].Status = "aborted"
+		x.results[x.idx].Error = reason
+	}
+	x.phase, x.reason, x.cur = PhaseAborted, reason, nil
+	return acts
+}
+
+// Result returns the experiment's findings so far.
+func (x *Experiment) Result() Result {
+	r := Result{Phase: x.phase, Reason: x.reason, Plan: x.plan, Dropped: x.dropped, Elements: slices.Clone(x.results)}
+	return r
+}
+
+// Progress reports the phase, the share done and the expected time left at
+// now. The time left adds up what remains of the current step and the
+// planned length of every later one; before the bins are sized the rate of
+// the target's requests so far stands in for the bin width.
+func (x *Experiment) Progress(now time.Time) Progress {
+	t := secs(now)
+	p := Progress{Phase: x.phase, Elements: len(x.cfg.Elements), ElementIndex: min(x.idx, len(x.cfg.Elements)), Reason: x.reason}
+	if !math.IsNaN(x.started) {
+		p.Started = timeAt(x.started)
+	}
+	if x.idx < len(x.cfg.Elements) {
+		p.Element = x.cfg.Elements[x.idx].ID
+	}
+	switch x.phase {
+	case PhaseDone:
+		p.Step, p.Percent = "done", 100
+		return p
+	case PhaseAborted:
+		p.Step = "aborted"
+		return p
+	}
+	binSec, n, L, period := 0.0, x.cfg.Train.N, 0, 0.0
+	if x.plan != nil {
+		binSec, n, L, period = x.plan.BinSeconds, x.plan.N, x.plan.AdaptiveBins, x.plan.PeriodSeconds
+	} else if x.sized {
+		binSec = x.sizing.BinSeconds
+	}
+	remaining := 0.0
+	unknown := false
+	if x.phase == PhaseTraining && x.plan == nil {
+		if !x.sized {
+			p.Step = "calibrating"
+			c := len(x.calTimes)
+			if c >= 2 {
+				rate := float64(c-1) / math.Max(1e-9, x.calTimes[c-1]-x.calTimes[0])
+				if !slices.IsSorted(x.calTimes) {
+					lo, hi := slices.Min(x.calTimes), slices.Max(x.calTimes)
+					rate = float64(c-1) / math.Max(1e-9, hi-lo)
+				}
+				binSec = float64(x.cfg.Train.K) / rate * 1.3 // mean + 3σ of Poisson-ish arrivals, roughly
+				remaining += float64(x.cfg.CalibrationRequests-c) / rate
+				remaining += float64(x.cfg.Train.Chunks*n)*binSec - float64(c)/rate
+			} else {
+				unknown = true
+			}
+			remaining += x.cfg.Lateness.Seconds()
+		} else {
+			p.Step = "collecting"
+			remaining += math.Max(0, x.trainEnd+x.cfg.Lateness.Seconds()-t)
+		}
+		if binSec > 0 { // the adaptive window before a frequency is chosen: mid-band
+			L = max(2, 2*int(x.cfg.Train.MinSamplesPerPeriod))
+			period = float64(L) * binSec
+		}
+	}
+	perElement := func(e Element) (adaptive, active float64) {
+		g := math.Min(x.cfg.SkewGuard.Seconds(), period/4)
+		active = x.cfg.LeadTime.Seconds() + g + float64(n)*binSec + x.cfg.Lateness.Seconds()
+		if e.FixedAmplitude <= 0 {
+			adaptive = x.cfg.LeadTime.Seconds() - g + float64(L)*binSec + x.cfg.Lateness.Seconds()
+		}
+		return adaptive, active
+	}
+	first := x.idx
+	if x.cur != nil {
+		r := x.cur
+		p.Step = "collecting"
+		if r.leaseOut {
+			p.Step = "injecting"
+		}
+		if r.step == stepAwaiting {
+			p.Step = "awaiting-injected"
+		}
+		remaining += math.Max(0, r.winEnd+x.cfg.Lateness.Seconds()-t)
+		if r.phase == PhaseAdaptive {
+			_, active := perElement(x.cfg.Elements[x.idx])
+			remaining += active
+		}
+		first++
+	}
+	for i := first; i < len(x.cfg.Elements); i++ {
+		a, b := perElement(x.cfg.Elements[i])
+		remaining += a + b
+	}
+	elapsed := 0.0
+	if !math.IsNaN(x.started) {
+		elapsed = math.Max(0, t-x.started)
+	}
+	if unknown || elapsed+remaining <= 0 {
+		return p
+	}
+	p.ETA = dur(remaining)
+	p.Percent = 100 * elapsed / (elapsed + remaining)
+	return p
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// guardWindow keeps the watched samples of the last Window (by request
+// time) and the count over the bound, so the p99 test is O(1): with n
+// samples the nearest-rank p99 is the ⌈0.99·n⌉-th smallest, so it exceeds
+// the bound exactly when more than n − ⌈0.99·n⌉ samples do.
+type guardWindow struct {
+	cfg    Guard
+	watch  map[string]bool
+	times  []float64 // a queue: times[head:], ms[head:]
+	ms     []float64
+	head   int
+	nOver  int
+	latest float64
+}
+
+// guardCap bounds the samples the guard holds; past it the oldest go.
+const guardCap = 1 << 18
+
+func (g *guardWindow) init(cfg Guard) {
+	g.cfg = cfg
+	if len(cfg.Transactions) > 0 {
+		g.watch = map[string]bool{}
+		for _, tx := range cfg.Transactions {
+			g.watch[tx] = true
+		}
+	}
+}
+
+// add records s and reports whether the guard is now violated.
+func (g *guardWindow) add(s spectral.Sample) bool {
+	if g.cfg.P99Ms <= 0 || (g.watch != nil && !g.watch[s.Transaction]) {
+		return false
+	}
+	if s.Time > g.latest {
+		g.latest = s.Time
+	}
+	if len(g.times)-g.head >= guardCap {
+		g.pop()
+	}
+	over := s.Ms > g.cfg.P99Ms
+	g.times = append(g.times, s.Time)
+	g.ms = append(g.ms, s.Ms)
+	if over {
+		g.nOver++
+	}
+	g.evict()
+	return over && g.violated()
+}
+
+func (g *guardWindow) pop() {
+	if g.ms[g.head] > g.cfg.P99Ms {
+		g.nOver--
+	}
+	g.head++
+	if g.head > 1024 && g.head*2 > len(g.times) {
+		g.times = append(g.times[:0], g.times[g.head:]...)
+		g.ms = append(g.ms[:0], g.ms[g.head:]...)
+		g.head = 0
+	}
+}
+
+// evict forgets samples older than Window before the latest. Samples come
+// roughly in time order (they are reported as requests end), so the oldest
+// are at the head; a straggler behind a newer sample leaves a little late.
+func (g *guardWindow) evict() {
+	for g.head < len(g.times) && g.times[g.head] < g.latest-g.cfg.Window.Seconds() {
+		g.pop()
+	}
+}
+
+func (g *guardWindow) violated() bool {
+	if g.cfg.P99Ms <= 0 {
+		return false
+	}
+	n := len(g.times) - g.head
+	if n < g.cfg.MinSamples {
+		return false
+	}
+	return g.nOver > n-int(math.Ceil(0.99*float64(n)))
+}
+
+// p99 is the nearest-rank p99 of the window, computed only for messages.
+func (g *guardWindow) p99() float64 {
+	v := slices.Clone(g.ms[g.head:])
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[int(math.Ceil(0.99*float64(len(v))))-1]
+}

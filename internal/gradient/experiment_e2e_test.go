@@ -1,0 +1,411 @@
+package gradient_test
+
+// The experiment state machine end to end against the simulator: training,
+// adaptive and active phases, the communication patterns of paper 000 §2.1
+// and §5.4, the SLO guard, failures, clock skew, prediction, and the
+// capacity basis of paper 003 §III-C.
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tierscope/tierscope/internal/gradient"
+	"github.com/tierscope/tierscope/internal/gradient/sim"
+	"github.com/tierscope/tierscope/internal/spectral"
+)
+
+// precise is the training for the pattern checks: k=16 and N=256 keep the
+// perturbation under the response time's σ while d=60 doubles the spike
+// over the noise (the relative error of one gradient is about π/(d·√2)).
+func precise() spectral.TrainConfig {
+	tc := spectral.DefaultTrainConfig()
+	tc.K, tc.N, tc.Scale = 16, 256, 60
+	return tc
+}
+
+type observed struct {
+	phases  []gradient.Phase
+	etaErrs []float64 // |predicted end − actual end| sampled during the active phase
+	maxPct  float64
+	badPct  bool
+}
+
+// run drives an experiment to its end (or limit seconds) and records the
+// phases it went through and how good its ETA was.
+func run(t *testing.T, d *sim.Driver, limit float64) observed {
+	t.Helper()
+	var o observed
+	var activeETA []struct{ at, end float64 }
+	d.OnStep = func(d *sim.Driver, now float64) bool {
+		p := d.X.Progress(time.Unix(0, int64(now*1e9)))
+		if len(o.phases) == 0 || o.phases[len(o.phases)-1] != p.Phase {
+			o.phases = append(o.phases, p.Phase)
+		}
+		if p.Percent < 0 || p.Percent > 100 || math.IsNaN(p.Percent) {
+			o.badPct = true
+		}
+		o.maxPct = math.Max(o.maxPct, p.Percent)
+		if p.Phase == gradient.PhaseActive && p.ETA > 0 {
+			activeETA = append(activeETA, struct{ at, end float64 }{now, now + p.ETA.Seconds()})
+		}
+		return true
+	}
+	if !d.Run(d.Sim.Now() + limit) {
+		t.Fatalf("experiment did not finish in %.0f s: %+v", limit, d.X.Progress(time.Unix(0, int64(d.Sim.Now()*1e9))))
+	}
+	// The ETA during an element's last active phase should point at the end.
+	end := d.Sim.Now()
+	for _, e := range activeETA {
+		if e.at > end-600 {
+			o.etaErrs = append(o.etaErrs, math.Abs(e.end-end))
+		}
+	}
+	return o
+}
+
+func newExperiment(t *testing.T, cfg gradient.Config) *gradient.Experiment {
+	t.Helper()
+	x, err := gradient.NewExperiment(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func within(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s: %.3f, want %.3f ± %.3f", what, got, want, tol)
+	}
+}
+
+// One link experiment measures every transaction at once: a sync call has
+// gradient 1, three serial calls 3, an asynchronous message 0.
+func TestExperimentPatterns(t *testing.T) {
+	s, err := sim.New(sim.Patterns(1, 0.1, 0.03))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(),
+		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
+	d := &sim.Driver{Sim: s, X: x}
+	o := run(t, d, 20000)
+	res := x.Result()
+	if res.Phase != gradient.PhaseDone || res.Plan == nil {
+		t.Fatalf("result %+v", res)
+	}
+	want := []gradient.Phase{gradient.PhaseTraining, gradient.PhaseAdaptive, gradient.PhaseActive, gradient.PhaseDone}
+	if !reflect.DeepEqual(o.phases, want) || o.badPct || o.maxPct != 100 {
+		t.Fatalf("phases %v (want %v), percent ok %v, max %v", o.phases, want, !o.badPct, o.maxPct)
+	}
+	for _, e := range o.etaErrs {
+		if e > 15 { // the lateness and the tick
+			t.Fatalf("ETA off by %.1f s during the active phase", e)
+		}
+	}
+	// The leases: one single on-phase of A⁰, then k_d+1 cycles of A_d/g′.
+	if len(d.Log) != 4 || !d.Log[0].Single || d.Log[1].Kind != gradient.ActionStopLease || d.Log[2].Cycles != res.Plan.Kd+1 ||
+		d.Log[3].Kind != gradient.ActionStopLease || d.Log[3].Lease != d.Log[2].Lease {
+		t.Fatalf("actions %+v", d.Log)
+	}
+	el := res.Elements[0]
+	if el.Status != "done" || el.Rough == nil || math.Abs(el.AdaptiveAmplitude-0.5*res.Plan.AmplitudeMs) > 1e-9 {
+		t.Fatalf("element %+v", el)
+	}
+	wantA := math.Min(100, res.Plan.AmplitudeMs/math.Max(el.Rough.Gradient, 0.1))
+	if !el.Rough.Significant {
+		wantA = math.Max(wantA, el.AdaptiveAmplitude)
+	}
+	if math.Abs(el.Amplitude-wantA) > 1e-9 {
+		t.Fatalf("active amplitude %v, want A_d/g′ = %v/%v", el.Amplitude, res.Plan.AmplitudeMs, el.Rough.Gradient)
+	}
+	for tx, want := range map[string]float64{"Sync": 1, "Serial3": 3, "Async": 0} {
+		g := el.Transactions[tx]
+		within(t, tx+" gradient", g.Gradient, want, math.Max(0.1, 0.1*want))
+		t.Logf("%s: gradient %.3f [%.3f, %.3f], SNR %.1f, perturbation %.1f ms = %.2f σ; on/off %.3f", tx, g.Gradient, g.CI95[0], g.CI95[1], g.SNR,
+			g.PerturbationMs, g.PerturbationOverStd, el.TimeDomain[tx].Gradient)
+	}
+}
+
+// Load balancing over two replicas halves each link's gradient (table 6).
+func TestExperimentLoadBalanced(t *testing.T) {
+	s, err := sim.New(sim.Balanced(1, 0.1, 0.03))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExperiment(t, gradient.Config{Target: "LB", Train: precise(), Elements: []gradient.Element{
+		{ID: "front->back1", Basis: gradient.Link(), MaxAmplitude: 100},
+		{ID: "front->back2", Basis: gradient.Link(), MaxAmplitude: 100}}})
+	d := &sim.Driver{Sim: s, X: x}
+	run(t, d, 30000)
+	for _, el := range x.Result().Elements {
+		g := el.Transactions["LB"]
+		within(t, el.Element, g.Gradient, 0.5, 0.05)
+		t.Logf("%s: %.3f [%.3f, %.3f], amplitude %.1f ms (rough %.2f)", el.Element, g.Gradient, g.CI95[0], g.CI95[1], el.Amplitude, el.Rough.Gradient)
+	}
+}
+
+// A link whose delay the injector overshoots by 1 ms (paper 000 figure 7)
+// and whose clock is 0.8 s behind: the reported delay corrects the first,
+// the skew guard absorbs the second.
+func TestExperimentInjectorErrorAndSkew(t *testing.T) {
+	cfg := sim.FrontBack(2, 0.1, 0.03)
+	cfg.InjectorOffsetMs, cfg.InjectorJitterMs = 1, 0.3
+	s, _ := sim.New(cfg)
+	x := newExperiment(t, gradient.Config{Target: "T", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
+	d := &sim.Driver{Sim: s, X: x, InjectorSkew: 0.8}
+	run(t, d, 20000)
+	el := x.Result().Elements[0]
+	if math.Abs(el.Injected-(el.Amplitude+1)) > 0.1 || el.InjectedAssumed {
+		t.Fatalf("injected %v for a requested %v", el.Injected, el.Amplitude)
+	}
+	within(t, "gradient", el.Transactions["T"].Gradient, 1, 0.1)
+}
+
+// The SLO guard: once the p99 passes the bound while a lease is out, the
+// experiment stops the lease in the same call and aborts; nothing is
+// injected afterwards.
+func TestExperimentSLOAbort(t *testing.T) {
+	s, _ := sim.New(sim.Patterns(3, 0.1, 0.03))
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: spectral.DefaultTrainConfig(),
+		Guard:    gradient.Guard{P99Ms: 200, Transactions: []string{"Sync"}},
+		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 80}}})
+	d := &sim.Driver{Sim: s, X: x}
+	var abortedAt float64
+	d.OnStep = func(d *sim.Driver, now float64) bool {
+		if x.Phase() == gradient.PhaseAborted && abortedAt == 0 {
+			abortedAt = now
+			if a := d.Sim.Active(now); len(a) != 0 {
+				t.Errorf("leases still active after the abort: %v", a)
+			}
+		}
+		return true
+	}
+	if !d.Run(s.Now() + 20000) {
+		t.Fatal("did not finish")
+	}
+	res := x.Result()
+	if res.Phase != gradient.PhaseAborted || !strings.Contains(res.Reason, "SLO guard") || res.Elements[0].Status != "aborted" {
+		t.Fatalf("result %+v", res)
+	}
+	if len(d.Log) != 2 || d.Log[0].Kind != gradient.ActionStartLease || d.Log[1].Kind != gradient.ActionStopLease || d.Log[1].Lease != d.Log[0].Lease {
+		t.Fatalf("actions %+v", d.Log)
+	}
+	start := float64(d.Log[0].Start.UnixNano()) / 1e9
+	if abortedAt-start > 10 {
+		t.Fatalf("aborted %.1f s after the wave started", abortedAt-start)
+	}
+	p := x.Progress(time.Unix(0, int64(abortedAt*1e9)))
+	if p.Phase != gradient.PhaseAborted || p.Reason == "" || x.Tick(time.Unix(0, int64((abortedAt+100)*1e9))) != nil {
+		t.Fatalf("progress %+v", p)
+	}
+	t.Logf("aborted %.1f s after the wave started: %s", abortedAt-start, res.Reason)
+}
+
+// The guard also refuses to start a lease while the p99 is already over.
+func TestExperimentGuardBlocksStart(t *testing.T) {
+	s, _ := sim.New(sim.FrontBack(4, 0.1, 0.03))
+	x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(), Guard: gradient.Guard{P99Ms: 120},
+		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link()}}})
+	d := &sim.Driver{Sim: s, X: x}
+	d.Run(s.Now() + 20000)
+	if x.Phase() != gradient.PhaseAborted || len(d.Log) != 0 || !strings.Contains(x.Result().Reason, "before injecting") {
+		t.Fatalf("phase %s, actions %+v, reason %q", x.Phase(), d.Log, x.Result().Reason)
+	}
+}
+
+// An element whose lease the injector refuses fails alone; a lost status
+// makes the experiment assume the requested amplitude, and say so.
+func TestExperimentLeaseFailureAndLostStatus(t *testing.T) {
+	s, _ := sim.New(sim.FrontBack(5, 0.1, 0.03))
+	x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(), InjectedTimeout: 5 * time.Second, Elements: []gradient.Element{
+		{ID: "front", Basis: gradient.Link()}, // not a link: refused
+		{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 30}}})
+	d := &sim.Driver{Sim: s, X: x, DropInjected: true}
+	run(t, d, 20000)
+	res := x.Result()
+	if res.Elements[0].Status != "failed" || !strings.Contains(res.Elements[0].Error, "lease failed") {
+		t.Fatalf("first element %+v", res.Elements[0])
+	}
+	el := res.Elements[1]
+	if el.Status != "done" || !el.InjectedAssumed || el.Injected != 30 {
+		t.Fatalf("second element %+v", el)
+	}
+	within(t, "gradient", el.Transactions["T"].Gradient, 1, 0.15)
+}
+
+// The same inputs give the same actions and the same result.
+func TestExperimentDeterministic(t *testing.T) {
+	once := func() ([]byte, []gradient.Action) {
+		s, _ := sim.New(sim.FrontBack(6, 0.1, 0.03))
+		x := newExperiment(t, gradient.Config{Target: "T", Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link()}}})
+		d := &sim.Driver{Sim: s, X: x}
+		d.Run(s.Now() + 20000)
+		b, err := json.Marshal(x.Result())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, d.Log
+	}
+	r1, l1 := once()
+	r2, l2 := once()
+	if string(r1) != string(r2) || !reflect.DeepEqual(l1, l2) {
+		t.Fatal("two identical runs differ")
+	}
+}
+
+// A +20 ms change on the link, predicted from the measured gradients, lands
+// within the prediction's 95% interval of the simulated outcome.
+func TestPredictTwentyMs(t *testing.T) {
+	cfg := sim.Patterns(7, 0.1, 0.03)
+	s, _ := sim.New(cfg)
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
+	run(t, &sim.Driver{Sim: s, X: x}, 20000)
+	res := x.Result()
+	grads := res.Elements[0].Gradients()
+	// The outcome: the same system with 20 ms more on the link, long enough
+	// that its own mean is sharp.
+	changed := sim.Patterns(8, 0.1, 0.03)
+	changed.Links["front->back"] += 0.020
+	measured := meanRT(t, changed, 3000)
+	for _, tx := range []string{"Sync", "Serial3", "Async"} {
+		b := res.Plan.Transactions[tx]
+		p, err := gradient.Predict(tx, b.MeanMs, b.StdMs/math.Sqrt(float64(b.Samples)), grads, []gradient.Change{{Element: "front->back", Delta: 20}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := measured[tx]
+		if m < p.CI95[0] || m > p.CI95[1] {
+			t.Errorf("%s: measured %.2f ms outside the predicted %.2f [%.2f, %.2f]", tx, m, p.PredictedMs, p.CI95[0], p.CI95[1])
+		}
+		t.Logf("%s: baseline %.2f, predicted %.2f [%.2f, %.2f], measured %.2f", tx, b.MeanMs, p.PredictedMs, p.CI95[0], p.CI95[1], m)
+	}
+}
+
+// meanRT simulates cfg for span seconds and returns each transaction's mean
+// response time.
+func meanRT(t *testing.T, cfg sim.Config, span float64) map[string]float64 {
+	t.Helper()
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunUntil(s.Now() + 60)
+	s.Drain()
+	s.RunUntil(s.Now() + span)
+	sum, n := map[string]float64{}, map[string]float64{}
+	for _, x := range s.Drain() {
+		sum[x.Transaction] += x.Ms
+		n[x.Transaction]++
+	}
+	for tx := range sum {
+		sum[tx] /= n[tx]
+	}
+	return sum
+}
+
+// capacityTraining is the training for a queue: its response time is
+// strongly autocorrelated, so the noise at low frequencies is high; longer
+// bins (k=32) and N=256 make the active phase about five minutes long, and
+// d=60 doubles the spike (the perturbation stays near one σ).
+func capacityTraining() spectral.TrainConfig {
+	tc := spectral.DefaultTrainConfig()
+	tc.K, tc.N, tc.Scale, tc.MinSamplesPerPeriod = 32, 256, 60, 32
+	return tc
+}
+
+// Paper 003 §III-C: a processor-sharing CPU's response time is linear in
+// b(c) = 1/(c·f − α·w) over a wide range of capacities (R² ≥ 0.95), and a
+// capacity gradient measured by a small square wave of capacity at c = 0.8
+// predicts three capacities never run within 10%.
+func TestCapacityBasis(t *testing.T) {
+	const rate, work, c0, f = 40.0, 10.0, 0.8, 1000.0
+	// α from a utilization measurement (the utilization gradient U·speed/w).
+	s, _ := sim.New(sim.PS(11, rate, work, c0, f))
+	s.RunUntil(s.Now() + 600)
+	busy, _ := s.Busy("cpu")
+	alpha, err := gradient.AlphaFromUtilization(busy/600, c0*f, rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	basis := gradient.Basis{Kind: gradient.KindCapacity, Operating: c0, FrequencyMHz: f, Alpha: alpha, Workload: rate}
+	// Linearity over a sweep.
+	var bs, rts []float64
+	for _, c := range []float64{0.55, 0.6, 0.7, 0.9, 1.0} {
+		b, err := basis.Value(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs = append(bs, b)
+		rts = append(rts, meanRT(t, sim.PS(12, rate, work, c, f), 2000)["Cap"])
+	}
+	fit, err := gradient.FitLine(bs, rts)
+	if err != nil || fit.R2 < 0.95 {
+		t.Fatalf("rt against 1/(c·f − α·w): %+v %v", fit, err)
+	}
+	// The gradient, measured by the experiment at c0.
+	s2, _ := sim.New(sim.PS(13, rate, work, c0, f))
+	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{
+		{ID: "cpu", Basis: basis, InitialAmplitude: 0.15, MaxAmplitude: 0.3}}})
+	run(t, &sim.Driver{Sim: s2, X: x}, 20000)
+	res := x.Result()
+	el := res.Elements[0]
+	g := el.Gradients()[0]
+	base := res.Plan.Transactions["Cap"]
+	for _, c := range []float64{0.65, 0.7, 1.0} {
+		p, err := gradient.Predict("Cap", base.MeanMs, 0, []gradient.Gradient{g}, []gradient.Change{{Element: "cpu", Absolute: true, Value: c}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := meanRT(t, sim.PS(14, rate, work, c, f), 2000)["Cap"]
+		if math.Abs(p.PredictedMs-m) > 0.1*m {
+			t.Errorf("capacity %.2f: predicted %.2f ms, simulated %.2f ms", c, p.PredictedMs, m)
+		}
+		t.Logf("capacity %.2f: predicted %.2f ms [%.2f, %.2f], simulated %.2f ms", c, p.PredictedMs, p.CI95[0], p.CI95[1], m)
+	}
+	t.Logf("α %.3f Mc (true %v), fit slope %.1f ms·MHz, R² %.4f; measured gradient %.1f ± %.1f (amplitude %.3f, Δb %.3g, SNR %.1f)",
+		alpha, work, fit.Slope, fit.R2, g.Gradient, g.StdErr, el.Amplitude, el.BasisDelta, el.Transactions["Cap"].SNR)
+}
+
+// A plan from an earlier training skips the training phase: the first tick
+// starts the adaptive lease.
+func TestExperimentWithPlan(t *testing.T) {
+	s, _ := sim.New(sim.FrontBack(21, 0.1, 0.03))
+	x := newExperiment(t, gradient.Config{Target: "T", Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link()}}})
+	d := &sim.Driver{Sim: s, X: x}
+	run(t, d, 20000)
+	plan := x.Result().Plan
+	x2 := newExperiment(t, gradient.Config{ID: "second", Plan: plan, Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link()}}})
+	d2 := &sim.Driver{Sim: s, X: x2}
+	o := run(t, d2, 20000)
+	if o.phases[0] != gradient.PhaseAdaptive || len(d2.Log) != 4 || !strings.HasPrefix(d2.Log[0].Lease, "second/") {
+		t.Fatalf("phases %v, actions %+v, result %+v", o.phases, d2.Log, x2.Result().Elements)
+	}
+	if g := x2.Result().Elements[0].Transactions["T"].Gradient; math.Abs(g-1) > 0.2 {
+		t.Fatalf("gradient %v", g)
+	}
+}
+
+func TestExperimentConfigErrors(t *testing.T) {
+	link := []gradient.Element{{ID: "a->b", Basis: gradient.Link()}}
+	for _, c := range []struct {
+		cfg gradient.Config
+		msg string
+	}{
+		{gradient.Config{Elements: link}, "target"},
+		{gradient.Config{Target: "T"}, "no elements"},
+		{gradient.Config{Target: "T", Elements: append(link, link...)}, "unique"},
+		{gradient.Config{Target: "T", Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000}}}}, "InitialAmplitude"},
+		{gradient.Config{Target: "T", Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Alpha: 10, Workload: 60}, InitialAmplitude: 0.1}}}, "saturates"},
+		{gradient.Config{Target: "T", Elements: link, Train: spectral.TrainConfig{K: 8, N: 100, Chunks: 9, Scale: 30, MinSamplesPerPeriod: 8}}, "power of two"},
+		{gradient.Config{Target: "T", Elements: link, Guard: gradient.Guard{P99Ms: -1}}, "guard"},
+	} {
+		if _, err := gradient.NewExperiment(c.cfg); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%+v: error %v, want %q", c.cfg, err, c.msg)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tierscope/tierscope/internal/gradient"
+)
+
+// Driver runs a gradient experiment against the simulator, as the
+// coordinator runs it against real injectors: every Tick seconds of
+// simulated time it feeds the completed requests to the experiment, ticks
+// it, and executes the actions on the simulator's injector. An element's
+// ID names its target: a link "a->b" or a ps server.
+type Driver struct {
+	Sim *Sim
+	X   *gradient.Experiment
+	// Tick is the step in seconds (default 0.5).
+	Tick float64
+	// Log records every action, in order.
+	Log []gradient.Action
+	// OnStep, if set, runs after each step (progress checks, faults).
+	OnStep func(d *Driver, now float64) bool
+	// StopErrors counts stop actions for unknown leases.
+	StopErrors int
+	// InjectorSkew shifts every wave this many seconds later than asked, as
+	// an injector whose clock is behind the coordinator's would.
+	InjectorSkew float64
+	// DropInjected never reports what a lease injected (a lost status).
+	DropInjected bool
+}
+
+func timeOf(s float64) time.Time { return time.Unix(0, int64(math.Round(s*1e9))) }
+
+func secondsOf(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// Run drives until the experiment finishes or the time limit passes, and
+// reports whether it finished.
+func (d *Driver) Run(limit float64) bool {
+	if d.Tick <= 0 {
+		d.Tick = 0.5
+	}
+	for t := d.Sim.Now(); t <= limit; t += d.Tick {
+		d.Sim.RunUntil(t)
+		for _, s := range d.Sim.Drain() {
+			d.exec(d.X.Observe(s), t)
+		}
+		d.exec(d.X.Tick(timeOf(t)), t)
+		if d.OnStep != nil && !d.OnStep(d, t) {
+			return d.X.Finished()
+		}
+		if d.X.Finished() {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Driver) exec(acts []gradient.Action, now float64) {
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		d.Log = append(d.Log, a)
+		switch a.Kind {
+		case gradient.ActionStartLease:
+			w := Wave{Key: a.Lease, Kind: a.LeaseKind, Target: a.Element, Amplitude: a.Amplitude,
+				Start: secondsOf(a.Start) + d.InjectorSkew, Period: a.Period.Seconds(), Cycles: a.Cycles, Single: a.Single}
+			if err := d.Sim.StartLease(w); err != nil {
+				acts = append(acts, d.X.LeaseFailed(a.Lease, timeOf(now), err)...)
+			}
+		case gradient.ActionStopLease:
+			inj, err := d.Sim.StopLease(a.Lease)
+			if err != nil {
+				d.StopErrors++
+				continue
+			}
+			if !d.DropInjected {
+				d.X.Injected(a.Lease, inj.Mean, inj.StdErr)
+			}
+		default:
+			panic(fmt.Sprintf("sim driver: unknown action %q", a.Kind))
+		}
+	}
+}
