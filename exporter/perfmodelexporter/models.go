@@ -2,13 +2,17 @@ package perfmodelexporter
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/store"
 )
@@ -117,12 +121,117 @@ func (e *engine) linkGradients(r *http.Request, transaction string) (map[string]
 	return out, nil
 }
 
-func (e *engine) predictGet(*http.Request, url.Values) (any, error) {
-	return nil, statusError{http.StatusNotImplemented, "prediction is not available in this build"}
+// predictGet reads change=element=delta (repeatable) and baseline=T1=120,T2=80.
+func (e *engine) predictGet(r *http.Request, q url.Values) (any, error) {
+	var req api.PredictRequest
+	for _, c := range q["change"] {
+		el, d, ok := strings.Cut(c, "=")
+		if !ok || el == "" {
+			return nil, badf("change: want element=delta (e.g. link:app->db=+20), got %q", c)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSuffix(d, "ms"), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, badf("change %q: delta %q is not a number", c, d)
+		}
+		req.Changes = append(req.Changes, api.Change{Element: el, Delta: v})
+	}
+	if b := q.Get("baseline"); b != "" {
+		req.BaselineMs = map[string]float64{}
+		for _, kv := range strings.Split(b, ",") {
+			tx, v, ok := strings.Cut(kv, "=")
+			ms, err := strconv.ParseFloat(v, 64)
+			if !ok || err != nil || !(ms >= 0) {
+				return nil, badf("baseline: want T1=120,T2=80 (ms), got %q", kv)
+			}
+			req.BaselineMs[tx] = ms
+		}
+	}
+	return e.predict(r, req)
 }
 
-func (e *engine) predictPost(*http.Request, url.Values) (any, error) {
-	return nil, statusError{http.StatusNotImplemented, "prediction is not available in this build"}
+func (e *engine) predictPost(r *http.Request, _ url.Values) (any, error) {
+	var req api.PredictRequest
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, badf("body: %v", err)
+	}
+	return e.predict(r, req)
+}
+
+// predict applies paper 000 §5.3's Taylor prediction (internal/gradient) to
+// every transaction with a gradient on every changed element. The baseline is
+// given, or the transaction's mean latency over the last hour.
+func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
+	if len(req.Changes) == 0 {
+		return nil, badf("changes: at least one change is required")
+	}
+	stored, err := e.storedGradients(r)
+	if err != nil {
+		return nil, err
+	}
+	var grads []gradient.Gradient
+	for _, g := range stored {
+		if !strings.HasPrefix(g.Element, "link:") {
+			continue // frequency and capacity bases need their operating point, not stored yet
+		}
+		grads = append(grads, gradient.Gradient{Element: g.Element, Transaction: g.Transaction, Basis: gradient.Basis{Kind: gradient.KindLink},
+			Gradient: g.Gradient, StdErr: (g.CI95[1] - g.CI95[0]) / (2 * 1.959964)})
+	}
+	changes := make([]gradient.Change, len(req.Changes))
+	for i, c := range req.Changes {
+		if !strings.HasPrefix(c.Element, "link:") {
+			return nil, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("change %q: only link elements can be predicted from stored gradients", c.Element)}
+		}
+		changes[i] = gradient.Change{Element: c.Element, Delta: c.Delta}
+	}
+	baselines := req.BaselineMs
+	if baselines == nil {
+		if baselines, err = e.meanLatencies(r); err != nil {
+			return nil, err
+		}
+	}
+	out := api.Prediction{Transactions: []api.TransactionPrediction{}}
+	for _, tx := range sortedKeys(baselines) {
+		p, err := gradient.Predict(tx, baselines[tx], 0, grads, changes)
+		if err != nil {
+			continue // no gradient of this transaction on some changed element
+		}
+		out.Transactions = append(out.Transactions, api.TransactionPrediction{Transaction: tx, BaselineMs: p.BaselineMs, PredictedMs: p.PredictedMs, CI95: p.CI95})
+	}
+	if len(out.Transactions) == 0 {
+		return nil, statusError{http.StatusUnprocessableEntity, "no transaction has gradients on every changed element; run an experiment first"}
+	}
+	return out, nil
+}
+
+// meanLatencies is each transaction's mean SERVER latency over the last hour.
+func (e *engine) meanLatencies(r *http.Request) (map[string]float64, error) {
+	tr, err := e.timeRange(url.Values{})
+	if err != nil {
+		return nil, err
+	}
+	sigs, err := e.query(r.Context(), model.KindSigWindow, tr)
+	if err != nil {
+		return nil, err
+	}
+	sum, n := map[string]float64{}, map[string]int64{}
+	for key, v := range sigs {
+		parts := strings.Split(key, "\x1f")
+		if len(parts) != 3 {
+			continue
+		}
+		sw := v.(*model.SignatureWindow)
+		sum[parts[2]] += float64(sw.SumLatencyNs) / 1e6
+		n[parts[2]] += sw.Count
+	}
+	out := map[string]float64{}
+	for tx, c := range n {
+		if c > 0 {
+			out[tx] = sum[tx] / float64(c)
+		}
+	}
+	return out, nil
 }
 
 func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {

@@ -1,0 +1,45 @@
+package perfmodelexporter
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/store"
+)
+
+func TestPredictFromStoredGradients(t *testing.T) {
+	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", loadStart, nil)
+	g := api.Gradient{Element: "link:app->db", Transaction: "Home", Gradient: 3, CI95: [2]float64{2.8, 3.2}, Measured: loadStart.Unix()}
+	b, err := json.Marshal(g)
+	require.NoError(t, err)
+	require.NoError(t, te.st.Put(context.Background(), []store.Record{{Kind: model.KindGradient, Key: g.Element + "\x1f" + g.Transaction, Shard: "a", WindowStart: alignDown(g.Measured, 60), Resolution: 60, Payload: b}}))
+
+	var p api.Prediction
+	require.Equal(t, 200, te.get(api.PathPredict+"?change=link:app->db=%2B20&baseline=Home=100,Search=50", &p))
+	require.Len(t, p.Transactions, 1, "Search has no gradient on the link")
+	require.InDelta(t, 160, p.Transactions[0].PredictedMs, 1e-9, "100 + 3·20")
+	require.Less(t, p.Transactions[0].CI95[0], 160.0)
+	require.Greater(t, p.Transactions[0].CI95[1], 160.0)
+
+	resp, err := http.Post(te.url+api.PathPredict, "application/json", strings.NewReader(`{"baseline_ms":{"Home":100},"changes":[{"element":"link:app->db","delta":-10}]}`))
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+	resp.Body.Close()
+	require.InDelta(t, 70, p.Transactions[0].PredictedMs, 1e-9)
+
+	var er api.ErrorResponse
+	require.Equal(t, 400, te.get(api.PathPredict+"?change=link:app->db=lots", &er))
+	require.Contains(t, er.Error, "not a number")
+	require.Equal(t, 422, te.get(api.PathPredict+"?change=link:web->app=5&baseline=Home=100", &er))
+	var gs api.Gradients
+	require.Equal(t, 200, te.get(api.PathGradients+"?transaction=Home", &gs))
+	require.Len(t, gs.Gradients, 1)
+}
