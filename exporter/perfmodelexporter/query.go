@@ -206,6 +206,22 @@ var warmKinds = []string{model.KindGraphNode, model.KindGraphEdge, model.KindPat
 func (e *engine) warm(ctx context.Context) {
 	settled := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows)*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
 	last := alignDown(settled, hourBlock) - hourBlock
+	// The ragged ends of "the last 24 hours": the windows of the hour it
+	// starts in and those after the last settled hour.
+	if e.window < hourBlock {
+		first := alignDown(e.now().Unix()-24*hourBlock, hourBlock)
+		for _, run := range [][2]int64{{first, first + hourBlock}, {last + hourBlock, alignDown(settled, e.window)}} {
+			for _, kind := range warmKinds {
+				if ctx.Err() != nil || run[1] <= run[0] {
+					break
+				}
+				if err := e.windowRun(ctx, kind, run[0], run[1], func(typedStats) error { return nil }); err != nil {
+					e.set.Logger.Debug("perfmodel: warming the query cache: " + err.Error())
+					return
+				}
+			}
+		}
+	}
 	for h := last; h > last-24*hourBlock; h -= hourBlock {
 		for _, kind := range warmKinds {
 			if ctx.Err() != nil {
