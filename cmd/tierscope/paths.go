@@ -3,10 +3,12 @@ package main
 import (
 	"cmp"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tierscope/tierscope/internal/api"
@@ -19,10 +21,10 @@ import (
 const truthTopN = 20
 
 func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("paths", "paths --algorithm nesting --in trace.tsv [--out paths.json] [--format json|dot|text] [--top N] [--truth]", stderr)
+	fs := newFlagSet("paths", "paths --algorithm nesting|convolution --in trace.tsv [--out paths.json] [--format json|dot|text] [--top N] [--quantum 10ms] [--truth]", stderr)
 	def := causal.DefaultNestingConfig()
 	var (
-		algorithm  = fs.String("algorithm", "nesting", "inference algorithm: nesting")
+		algorithm  = fs.String("algorithm", "nesting", "inference algorithm: nesting (RPC traces, §5.1) or convolution (any messages, §5.2)")
 		in         = fs.String("in", "", "message trace (FORMATS.md §1); - for standard input")
 		out        = fs.String("out", "", "output file (default standard output)")
 		format     = fs.String("format", "json", "output format: json, dot or text")
@@ -30,7 +32,7 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		sortBy     = fs.String("sort", "count", "pattern order: count (FORMATS.md §2) or latency (total latency, as in figure 11)")
 		quantum    = fs.Duration("quantum", 10*time.Millisecond, "convolution time quantum μ (nesting ignores it)")
 		truth      = fs.Bool("truth", false, "score against the path column (paper 001 §7.5.1)")
-		skew       = fs.Duration("skew-window", 0, "skew window tolerance for nesting comparisons (§7.5.6)")
+		skew       = fs.Duration("skew-window", 0, "skew window tolerance (§7.5.6): for nesting comparisons, and the negative delays convolution admits")
 		smooth     = fs.Float64("smooth", 0, "Gaussian smoothing of the scoreboard, sigma in bins (0 = off)")
 		penOverlap = fs.Float64("penalty-overlap", def.OverlapPenalty, "overlapping-child penalty exponent x")
 		penSame    = fs.Float64("penalty-same", def.SameChildPenalty, "same-child penalty exponent y")
@@ -41,12 +43,13 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		order      = fs.String("order", "certainty", "order in which children choose parents: certainty (most certain first) or call (paper's figure 4)")
 		cpuProfile = fs.String("cpuprofile", "", "write a Go CPU profile to this file")
 		verbose    = fs.Bool("v", false, "report each stage's time and the memory used on standard error")
+		conv       = convolutionFlags(fs)
 	)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *algorithm != "nesting" {
-		return usagef("--algorithm %q is not available (available: nesting)", *algorithm)
+	if *algorithm != "nesting" && *algorithm != "convolution" {
+		return usagef("--algorithm %q is not available (available: nesting, convolution)", *algorithm)
 	}
 	if *format != "json" && *format != "dot" && *format != "text" {
 		return usagef("--format must be json, dot or text, not %q", *format)
@@ -79,6 +82,13 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
+	var ccfg causal.ConvolutionConfig
+	if *algorithm == "convolution" {
+		var err error
+		if ccfg, err = conv.config(*quantum, *skew); err != nil {
+			return err
+		}
+	}
 
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -105,6 +115,9 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	progress.stage("read %d messages", len(tr.Messages))
 
+	if *algorithm == "convolution" {
+		return runConvolution(tr, ccfg, conv, convolutionOutput{out: *out, format: *format, top: *top, sortBy: *sortBy, truth: *truth}, stdout, progress)
+	}
 	report, err := inferPaths(tr, cfg, *truth, progress)
 	if err != nil {
 		return err
@@ -235,4 +248,230 @@ func (s *stageLog) stage(format string, args ...any) {
 	now := time.Now()
 	fmt.Fprintf(s.w, "%s: %7.3fs (+%.3fs) %s\n", programName, now.Sub(s.start).Seconds(), now.Sub(s.last).Seconds(), fmt.Sprintf(format, args...))
 	s.last = now
+}
+
+// convFlags are the flags of `paths --algorithm convolution`; nesting ignores
+// them, as convolution ignores the nesting flags (except --skew-window, the
+// tolerance for negative delays).
+type convFlags struct {
+	maxDelay, tolerance     *time.Duration
+	spikeN, spikeS          *float64
+	minMessages, minCount   *int
+	maxDepth                *int
+	correlation, disable    *string
+	frequent                *int
+	roots                   rootFlags
+	shortFraction, overlaps *float64
+}
+
+// rootFlags collects repeated --root NODE flags.
+type rootFlags []string
+
+func (r *rootFlags) String() string     { return strings.Join(*r, ",") }
+func (r *rootFlags) Set(v string) error { *r = append(*r, v); return nil }
+
+func convolutionFlags(fs *flag.FlagSet) *convFlags {
+	d := causal.DefaultConvolutionConfig(10 * time.Millisecond)
+	c := &convFlags{
+		maxDelay:      fs.Duration("max-delay", 0, "convolution: longest causal delay searched (default 1000 quanta)"),
+		tolerance:     fs.Duration("tolerance", 0, "convolution: v of §5.2.2, messages are taken at a spike's delay ± v (default one quantum)"),
+		spikeN:        fs.Float64("spike-n", d.SpikeN, "convolution: a spike is a local maximum N σ above the mean"),
+		spikeS:        fs.Float64("spike-s", d.SpikeS, "convolution: spikes are separated by a point below S σ"),
+		minMessages:   fs.Int("min-messages", d.MinMessages, "convolution: fewest messages on an edge that is followed"),
+		minCount:      fs.Int("min-count", d.MinCount, "convolution: fewest instances of a reported pattern"),
+		maxDepth:      fs.Int("max-depth", d.MaxDepth, "convolution: longest path followed, in edges"),
+		shortFraction: fs.Float64("short-fraction", d.ShortFraction, "convolution: a path that ends inside a longer one needs this share of its last vertex's messages"),
+		overlaps:      fs.Float64("derived-overlap", d.DerivedOverlap, "convolution: share of an edge explained by a longer chain that makes it derived (§5.3.1)"),
+		correlation:   fs.String("correlation", "auto", "convolution: how correlations are computed: auto, fft or direct"),
+		disable:       fs.String("disable", "", "convolution: filters to switch off, comma-separated: low-frequency, short, cycles, negative, derived"),
+		frequent:      fs.Int("frequent", 100, "convolution --truth: instances that make a path frequent (paper 001 §7.5.7)"),
+	}
+	fs.Var(&c.roots, "root", "convolution: a node whose paths are followed (repeatable; default the sources)")
+	return c
+}
+
+// config builds the convolution configuration; roots are resolved later, once
+// the trace's nodes are known.
+func (c *convFlags) config(quantum, skew time.Duration) (causal.ConvolutionConfig, error) {
+	cfg := causal.DefaultConvolutionConfig(quantum)
+	cfg.MaxDelay, cfg.Tolerance, cfg.SkewWindow = *c.maxDelay, *c.tolerance, skew
+	cfg.SpikeN, cfg.SpikeS, cfg.Significance = *c.spikeN, *c.spikeS, *c.spikeN
+	cfg.MinMessages, cfg.MinCount, cfg.MaxDepth = *c.minMessages, *c.minCount, *c.maxDepth
+	cfg.ShortFraction, cfg.DerivedOverlap = *c.shortFraction, *c.overlaps
+	switch *c.correlation {
+	case "auto":
+		cfg.Method = causal.CorrelateAuto
+	case "fft":
+		cfg.Method = causal.CorrelateFFT
+	case "direct":
+		cfg.Method = causal.CorrelateDirect
+	default:
+		return cfg, usagef("--correlation must be auto, fft or direct, not %q", *c.correlation)
+	}
+	filters := map[string]causal.ConvolutionFilter{
+		"low-frequency": causal.FilterLowFrequency, "short": causal.FilterShort, "cycles": causal.FilterCycles,
+		"negative": causal.FilterNegative, "derived": causal.FilterDerived,
+	}
+	if *c.disable != "" {
+		for _, name := range strings.Split(*c.disable, ",") {
+			f, ok := filters[strings.TrimSpace(name)]
+			if !ok {
+				return cfg, usagef("--disable: unknown filter %q (known: low-frequency, short, cycles, negative, derived)", name)
+			}
+			cfg.Disable |= f
+		}
+	}
+	if *c.spikeN <= 0 || *c.spikeS <= 0 {
+		return cfg, usagef("--spike-n and --spike-s must be > 0")
+	}
+	if *c.maxDepth < 1 || *c.minMessages < 1 || *c.minCount < 1 {
+		return cfg, usagef("--max-depth, --min-messages and --min-count must be ≥ 1")
+	}
+	if *c.frequent < 1 {
+		return cfg, usagef("--frequent must be ≥ 1")
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err.Error()}
+	}
+	return cfg, nil
+}
+
+// convolutionReport is FORMATS.md §2 for the convolution algorithm: the common
+// fields, what the run was (quantum, quanta, roots, filter counts), and a truth
+// object that adds the frequent-path view of §7.5.7 to the common one.
+type convolutionReport struct {
+	*api.PathsReport
+	Convolution *convolutionInfo  `json:"convolution"`
+	Truth       *convolutionTruth `json:"truth,omitempty"`
+}
+
+type convolutionInfo struct {
+	QuantumMs  float64                 `json:"quantum_ms"`
+	Quanta     int                     `json:"quanta"`
+	MaxDelayMs float64                 `json:"max_delay_ms"`
+	Roots      []string                `json:"roots"`
+	Vertices   int                     `json:"vertices"`
+	Stats      causal.ConvolutionStats `json:"stats"`
+}
+
+type convolutionTruth struct {
+	api.PathsTruth
+	Frequent               int `json:"frequent"`
+	FrequentTruthPatterns  int `json:"frequent_truth_patterns"`
+	FrequentFalsePositives int `json:"frequent_false_positives"`
+	FrequentFalseNegatives int `json:"frequent_false_negatives"`
+}
+
+type convolutionOutput struct {
+	out, format, sortBy string
+	top                 int
+	truth               bool
+}
+
+// runConvolution runs the convolution algorithm over tr and writes its report.
+func runConvolution(tr *causal.Trace, cfg causal.ConvolutionConfig, flags *convFlags, o convolutionOutput, stdout io.Writer, progress *stageLog) error {
+	for _, name := range flags.roots {
+		id := slices.Index(tr.Nodes, name)
+		if id < 0 {
+			return fmt.Errorf("--root %q: no such node in the trace", name)
+		}
+		cfg.Roots = append(cfg.Roots, causal.NodeID(id))
+	}
+	cfg.KeepMessages = o.truth
+	res, err := causal.Convolve(tr.Messages, tr.Nodes, cfg)
+	if err != nil {
+		return err
+	}
+	progress.stage("convolved: %d quanta, %d correlations (%d FFT), %d vertices, %d patterns",
+		res.Bins, res.Stats.Correlations, res.Stats.FFTs, len(res.Vertices), len(res.Patterns))
+	report := convolutionAPIReport(tr, res)
+	if o.truth {
+		t := causal.ChainTruth(tr.Messages, tr.Nodes)
+		a := t.Score(res, truthTopN, *flags.frequent)
+		report.Truth = &convolutionTruth{
+			PathsTruth: api.PathsTruth{
+				TopNFalseNegatives:        a.TopNFalseNegatives,
+				FalsePositivePatterns:     a.FalsePositivePatterns,
+				FalseNegativeInstances:    a.FalseNegativeInstances,
+				MessageAttributionError:   a.MessageAttributionError,
+				FalsePositiveInstances:    a.FalsePositiveInstances,
+				TruthInstances:            a.TruthInstances,
+				TruthPatterns:             a.TruthPatterns,
+				FalseNegativeInstanceRate: a.FalseNegativeInstanceRate,
+			},
+			Frequent:               a.Frequent,
+			FrequentTruthPatterns:  a.FrequentTruth,
+			FrequentFalsePositives: a.FrequentFalsePositives,
+			FrequentFalseNegatives: a.FrequentFalseNegatives,
+		}
+		progress.stage("scored against %d true chains", len(t.Chains))
+	}
+	if o.sortBy == "latency" {
+		slices.SortStableFunc(report.Patterns, func(a, b api.PathPattern) int { return cmp.Compare(b.TotalLatencyMs, a.TotalLatencyMs) })
+	}
+	if o.top > 0 && len(report.Patterns) > o.top {
+		report.Patterns = report.Patterns[:o.top]
+	}
+	w, err := openOutput(o.out, stdout)
+	if err != nil {
+		return err
+	}
+	switch o.format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(report)
+	case "dot":
+		err = writeDot(w, report.PathsReport)
+	case "text":
+		err = writeConvolutionText(w, report)
+	}
+	if err != nil {
+		w.abort()
+		return err
+	}
+	if err := w.commit(); err != nil {
+		return err
+	}
+	progress.stage("wrote %d patterns", len(report.Patterns))
+	return nil
+}
+
+// convolutionAPIReport converts a result into FORMATS.md §2: each pattern's root
+// is a chain, each node after the root carrying delays_ms (spike positions by
+// declining frequency) and messages (the count with those delays) for the edge
+// into it, as in figure 9. The root's own edge has no delay.
+func convolutionAPIReport(tr *causal.Trace, res *causal.ConvolutionResult) *convolutionReport {
+	r := &api.PathsReport{Algorithm: "convolution", Messages: len(tr.Messages), Patterns: make([]api.PathPattern, len(res.Patterns))}
+	for i, p := range res.Patterns {
+		r.Patterns[i] = api.PathPattern{Signature: p.Signature, Count: p.Count, TotalLatencyMs: p.TotalLatency, Root: chainNode(p, 0)}
+	}
+	info := &convolutionInfo{
+		QuantumMs:  float64(res.Quantum) / 1e6,
+		Quanta:     res.Bins,
+		MaxDelayMs: float64(res.MaxLag) * float64(res.Quantum) / 1e6,
+		Roots:      make([]string, len(res.Roots)),
+		Vertices:   len(res.Vertices),
+		Stats:      res.Stats,
+	}
+	for i, n := range res.Roots {
+		info.Roots[i] = tr.Nodes[n]
+	}
+	return &convolutionReport{PathsReport: r, Convolution: info}
+}
+
+// chainNode builds the chain of p from its node h on.
+func chainNode(p *causal.ConvPattern, h int) api.PathNode {
+	n := api.PathNode{Node: p.Nodes[h], Children: []api.PathNode{}}
+	if h > 0 {
+		hop := p.Hops[h-1]
+		n.Messages = hop.Messages
+		for _, d := range hop.Delays {
+			n.DelaysMs = append(n.DelaysMs, float64(d.Delay)/1e6)
+		}
+	}
+	if h+1 < len(p.Nodes) {
+		n.Children = []api.PathNode{chainNode(p, h+1)}
+	}
+	return n
 }

@@ -11,8 +11,12 @@ import (
 
 // writeDot renders one cluster per pattern in the style of paper 001 figure 8: a
 // node's ellipse holds its name and mean latency, an edge its mean call delay, and
-// the first edge also the pattern's instance count and total latency.
+// the first edge also the pattern's instance count and total latency. Convolution
+// patterns are drawn as figure 9 (writeConvolutionDot).
 func writeDot(w io.Writer, r *api.PathsReport) error {
+	if r.Algorithm == "convolution" {
+		return writeConvolutionDot(w, r)
+	}
 	var b strings.Builder
 	b.WriteString("digraph paths {\n  node [shape=ellipse];\n")
 	for i, p := range r.Patterns {
@@ -107,4 +111,76 @@ func ms(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
 	}
+}
+
+// writeConvolutionDot renders one cluster per pattern in the style of paper 001
+// figure 9: a chain of nodes, each edge labelled with the total count of its
+// messages and its delays, ordered by declining frequency (the spikes' positions);
+// the first edge carries the pattern's instance count instead, since nothing
+// precedes it.
+func writeConvolutionDot(w io.Writer, r *api.PathsReport) error {
+	var b strings.Builder
+	b.WriteString("digraph paths {\n  node [shape=ellipse];\n")
+	for i, p := range r.Patterns {
+		fmt.Fprintf(&b, "  subgraph cluster_%d {\n    label=%s;\n", i, dotQuote(fmt.Sprintf("#%d %s", i+1, p.Signature)))
+		n, parent := p.Root, ""
+		for k := 0; ; k++ {
+			id := fmt.Sprintf("p%dn%d", i, k)
+			fmt.Fprintf(&b, "    %s [label=%s];\n", id, dotQuote(n.Node))
+			if parent != "" {
+				label := fmt.Sprintf("%d", n.Messages)
+				if len(n.DelaysMs) > 0 {
+					delays := make([]string, len(n.DelaysMs))
+					for j, d := range n.DelaysMs {
+						delays[j] = ms(d)
+					}
+					label += "\n" + strings.Join(delays, ", ")
+				}
+				if k == 1 {
+					label = fmt.Sprintf("%d × %s\n%s", p.Count, ms(p.TotalLatencyMs), label)
+				}
+				fmt.Fprintf(&b, "    %s -> %s [label=%s];\n", parent, id, dotQuote(label))
+			}
+			if len(n.Children) == 0 {
+				break
+			}
+			n, parent = n.Children[0], id
+		}
+		b.WriteString("  }\n")
+	}
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeConvolutionText renders convolution patterns as chains for people at a
+// terminal: each node after the first with its edge's message count and delays.
+func writeConvolutionText(w io.Writer, r *convolutionReport) error {
+	var b strings.Builder
+	c := r.Convolution
+	fmt.Fprintf(&b, "%d messages, quantum %s (%d quanta, delays to %s), roots %s, %d vertices, %d patterns shown\n",
+		r.Messages, ms(c.QuantumMs), c.Quanta, ms(c.MaxDelayMs), strings.Join(c.Roots, ", "), c.Vertices, len(r.Patterns))
+	for i, p := range r.Patterns {
+		fmt.Fprintf(&b, "\n#%d  %s\n    %d instances, total latency %s\n    %s", i+1, p.Signature, p.Count, ms(p.TotalLatencyMs), p.Root.Node)
+		for n := p.Root; len(n.Children) > 0; {
+			n = n.Children[0]
+			delays := make([]string, len(n.DelaysMs))
+			for j, d := range n.DelaysMs {
+				delays[j] = ms(d)
+			}
+			edge := fmt.Sprintf("%d", n.Messages)
+			if len(delays) > 0 {
+				edge += "; " + strings.Join(delays, ", ")
+			}
+			fmt.Fprintf(&b, " -[%s]-> %s", edge, n.Node)
+		}
+		b.WriteString("\n")
+	}
+	if t := r.Truth; t != nil {
+		fmt.Fprintf(&b, "\ntruth: %d true chains (%d with ≥%d instances), %d false-positive patterns (%d with ≥%d instances), %d frequent true chains missed, false-negative instances %d/%d (%.2f%%), message attribution error %.2f%%\n",
+			t.TruthPatterns, t.FrequentTruthPatterns, t.Frequent, t.FalsePositivePatterns, t.FrequentFalsePositives, t.Frequent,
+			t.FrequentFalseNegatives, t.FalseNegativeInstances, t.TruthInstances, 100*t.FalseNegativeInstanceRate, 100*t.MessageAttributionError)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

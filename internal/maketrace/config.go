@@ -22,6 +22,9 @@ type Config struct {
 	Start     int64         // Unix seconds of t=0
 	CallIDs   bool          // write call ids; false writes "-" so returns match the earliest open call
 	Tracelets []Tracelet
+	// Forwarding is the forwarding delay of relay nodes: a one-way call sent by one
+	// of these nodes, without a delay of its own, waits a sample of it.
+	Forwarding map[string][]Mode
 }
 
 // Tracelet is one transaction template run by Instances closed-loop clients.
@@ -43,11 +46,27 @@ type Call struct {
 	Reply         Gaussian // at the callee, from its last event to its return
 	Parallel      bool     // children all start from this call's arrival
 	Calls         []*Call
+	// OneWay makes the call a MSG_SENT message with no return (a queue, a
+	// pub/sub topic, a mail relay): the callee's calls follow its arrival, and
+	// the caller moves on as soon as it has sent it.
+	OneWay bool
+	// DelayModes, when set, replaces Delay with a mixture: each sample first
+	// picks a mode by weight. HasDelay records that `delay` was written, so that
+	// a relay's Forwarding delay applies only where it was not.
+	DelayModes []Mode
+	HasDelay   bool
 }
 
 // Gaussian is a delay distribution; samples are clamped at zero.
 type Gaussian struct {
 	Mean, Std time.Duration
+}
+
+// Mode is one component of a multi-modal delay: a Gaussian chosen with
+// probability proportional to Weight.
+type Mode struct {
+	Weight float64
+	Gaussian
 }
 
 // parser walks a yaml.Node tree so that every error can name the file, line and field.
@@ -227,7 +246,8 @@ func checkNodeName(s string) error {
 func (p *parser) config(root *yaml.Node) (*Config, error) {
 	cfg := &Config{File: p.file, Start: DefaultStart, CallIDs: true}
 	var tracelets *yaml.Node
-	err := p.fields(root, "", []string{"duration", "start", "call_ids", "tracelets"}, func(key string, k, v *yaml.Node) error {
+	var forwarding *yaml.Node
+	err := p.fields(root, "", []string{"duration", "start", "call_ids", "forwarding", "tracelets"}, func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
 		case "duration":
@@ -244,6 +264,8 @@ func (p *parser) config(root *yaml.Node) (*Config, error) {
 			cfg.CallIDs, err = p.bool(v, key)
 		case "tracelets":
 			tracelets = v
+		case "forwarding":
+			forwarding = v
 		default:
 			return errUnknown
 		}
@@ -251,6 +273,15 @@ func (p *parser) config(root *yaml.Node) (*Config, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	var forwardingNames []*yaml.Node
+	if forwarding != nil {
+		if cfg.Forwarding, err = p.forwarding(forwarding); err != nil {
+			return nil, err
+		}
+		for i := 0; i+1 < len(forwarding.Content); i += 2 {
+			forwardingNames = append(forwardingNames, forwarding.Content[i])
+		}
 	}
 	if tracelets == nil || tracelets.Kind == yaml.ScalarNode && tracelets.Tag == "!!null" {
 		n := root
@@ -277,7 +308,31 @@ func (p *parser) config(root *yaml.Node) (*Config, error) {
 		names[t.Name] = true
 		cfg.Tracelets = append(cfg.Tracelets, t)
 	}
+	// A forwarding delay applies to the one-way calls a node sends; on a node that
+	// sends none it would never apply, which is almost certainly a mistake.
+	senders := map[string]bool{}
+	for _, t := range cfg.Tracelets {
+		onewaySenders(t.Root, []string{t.Root.From}, senders)
+	}
+	for _, k := range forwardingNames {
+		if !senders[k.Value] {
+			return nil, p.errf(k, "forwarding."+k.Value, "%q sends no one-way message in any tracelet, so its forwarding delay never applies", k.Value)
+		}
+	}
 	return cfg, nil
+}
+
+// onewaySenders adds the possible callers of c's one-way calls to set; callers are
+// the nodes that may make c.
+func onewaySenders(c *Call, callers []string, set map[string]bool) {
+	if c.OneWay {
+		for _, n := range callers {
+			set[n] = true
+		}
+	}
+	for _, ch := range c.Calls {
+		onewaySenders(ch, c.To, set)
+	}
 }
 
 func (p *parser) tracelet(n *yaml.Node, field string, index int) (Tracelet, error) {
@@ -356,6 +411,11 @@ func advances(c *Call) bool {
 	if pos(c.Delay) || pos(c.Reply) {
 		return true
 	}
+	for _, m := range c.DelayModes {
+		if pos(m.Gaussian) {
+			return true
+		}
+	}
 	for _, g := range c.DelayByCaller {
 		if pos(g) {
 			return true
@@ -390,11 +450,11 @@ func (p *parser) gaussian(n *yaml.Node, field string) (Gaussian, error) {
 func (p *parser) call(n *yaml.Node, field string, parent *Call) (*Call, error) {
 	c := &Call{}
 	isRoot := parent == nil
-	known := []string{"to", "weights", "delay", "delay_by_caller", "reply", "parallel", "calls"}
+	known := []string{"to", "weights", "delay", "delay_by_caller", "reply", "parallel", "oneway", "calls"}
 	if isRoot {
-		known = []string{"from", "to", "weights", "reply", "parallel", "calls"}
+		known = []string{"from", "to", "weights", "reply", "parallel", "oneway", "calls"}
 	}
-	var toN, weightsN, byCallerN, callsN, fromN *yaml.Node
+	var toN, weightsN, byCallerN, callsN, fromN, replyN *yaml.Node
 	err := p.fields(n, field, known, func(key string, k, v *yaml.Node) error {
 		sub := join(field, key)
 		var err error
@@ -413,16 +473,20 @@ func (p *parser) call(n *yaml.Node, field string, parent *Call) (*Call, error) {
 			if isRoot {
 				return p.errf(k, field, "unknown field %q on the root call (the tracelet's think time precedes it)", key)
 			}
-			c.Delay, err = p.gaussian(v, sub)
+			c.HasDelay = true
+			c.Delay, c.DelayModes, err = p.delay(v, sub)
 		case "delay_by_caller":
 			if isRoot {
 				return errUnknown
 			}
 			byCallerN = v
 		case "reply":
+			replyN = v
 			c.Reply, err = p.gaussian(v, sub)
 		case "parallel":
 			c.Parallel, err = p.bool(v, sub)
+		case "oneway":
+			c.OneWay, err = p.bool(v, sub)
 		case "calls":
 			callsN = v
 		default:
@@ -435,6 +499,9 @@ func (p *parser) call(n *yaml.Node, field string, parent *Call) (*Call, error) {
 	}
 	if isRoot && fromN == nil {
 		return nil, p.errf(n, field+".from", "required on the root call")
+	}
+	if c.OneWay && replyN != nil {
+		return nil, p.errf(replyN, field+".reply", "a one-way call has no return, so no reply delay")
 	}
 	// to: a node name or a non-empty list of distinct names.
 	if toN == nil {
@@ -534,4 +601,121 @@ func (p *parser) call(n *yaml.Node, field string, parent *Call) (*Call, error) {
 		}
 	}
 	return c, nil
+}
+
+// delay parses a call's delay: a Gaussian {mean, std}, or a mixture
+// {modes: [{weight, mean, std}, ...]}. For a mixture the returned Gaussian is
+// its mean, which only sizes the trace estimate.
+func (p *parser) delay(n *yaml.Node, field string) (Gaussian, []Mode, error) {
+	n = resolve(n)
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "modes" {
+				modes, err := p.modes(n, field)
+				if err != nil {
+					return Gaussian{}, nil, err
+				}
+				return mixtureMean(modes), modes, nil
+			}
+		}
+	}
+	g, err := p.gaussian(n, field)
+	return g, nil, err
+}
+
+// modes parses {modes: [{weight, mean, std}, ...]}.
+func (p *parser) modes(n *yaml.Node, field string) ([]Mode, error) {
+	var list *yaml.Node
+	err := p.fields(n, field, []string{"modes"}, func(key string, k, v *yaml.Node) error {
+		if key != "modes" {
+			return errUnknown
+		}
+		list = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sub := field + ".modes"
+	if list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
+		return nil, p.errf(list, sub, "expected a non-empty list of {weight, mean, std}, got %s", kindName(list))
+	}
+	var modes []Mode
+	for i, e := range list.Content {
+		e = resolve(e)
+		f := fmt.Sprintf("%s[%d]", sub, i)
+		m := Mode{Weight: 1}
+		err := p.fields(e, f, []string{"weight", "mean", "std"}, func(key string, k, v *yaml.Node) error {
+			switch key {
+			case "weight":
+				s, err := p.scalar(v, join(f, key))
+				if err != nil {
+					return err
+				}
+				w, err := strconv.ParseFloat(s, 64)
+				if err != nil || !(w > 0) || math.IsInf(w, 0) {
+					return p.errf(v, join(f, key), "must be a positive number, got %q", s)
+				}
+				m.Weight = w
+			case "mean":
+				d, err := p.duration(v, join(f, key))
+				if err != nil {
+					return err
+				}
+				m.Mean = d
+			case "std":
+				d, err := p.duration(v, join(f, key))
+				if err != nil {
+					return err
+				}
+				m.Std = d
+			default:
+				return errUnknown
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		modes = append(modes, m)
+	}
+	return modes, nil
+}
+
+// mixtureMean is the Gaussian with a mixture's mean (and no spread).
+func mixtureMean(modes []Mode) Gaussian {
+	var sum, w float64
+	for _, m := range modes {
+		sum += m.Weight * float64(m.Mean)
+		w += m.Weight
+	}
+	return Gaussian{Mean: time.Duration(sum / w)}
+}
+
+// forwarding parses the top-level map from relay node to forwarding delay.
+func (p *parser) forwarding(n *yaml.Node) (map[string][]Mode, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, "forwarding", "expected a mapping from node to delay, got %s", kindName(n))
+	}
+	out := map[string][]Mode{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolve(n.Content[i+1])
+		name, err := p.nodeName(k, "forwarding")
+		if err != nil {
+			return nil, err
+		}
+		sub := "forwarding." + name
+		if _, dup := out[name]; dup {
+			return nil, p.errf(k, sub, "duplicate node")
+		}
+		g, modes, err := p.delay(v, sub)
+		if err != nil {
+			return nil, err
+		}
+		if modes == nil {
+			modes = []Mode{{Weight: 1, Gaussian: g}}
+		}
+		out[name] = modes
+	}
+	return out, nil
 }

@@ -21,6 +21,11 @@
 //     becomes the new cursor. B returns at cursor + reply.
 //   - parallel: each child is called at t_in + its delay; B returns at the latest child
 //     return + reply.
+//   - one-way (`oneway: true`): the call is a single MSG_SENT message (no call id, no
+//     return), as in a queue, pub/sub or mail relay. Its children are what the
+//     callee sends on because of it, serial or parallel as above, from its arrival;
+//     to its caller it takes no time (a serial cursor stays at its send time). A
+//     run whose root is one-way ends with its last message.
 //
 // Every delay is max(0, Normal(mean, std)). Where `to` lists several nodes, one is
 // chosen for each execution of that call, independently, with the given weights: this
@@ -59,6 +64,29 @@
 // The root has no delay (the think time precedes it). A delay_by_caller key must be one
 // of the parent's `to` nodes. YAML anchors and aliases may be used to share delays.
 //
+// For message-based systems (the convolution algorithm, paper §5.2 and §7.4), a delay
+// may be multi-modal, and relays may have a forwarding delay of their own:
+//
+//	forwarding:                 # per node: the delay of the one-way messages it sends
+//	  spam1:                    # without a `delay` of their own
+//	    modes:                  # a mixture: each sample picks a mode by weight
+//	      - {weight: 0.9, mean: 0s, std: 300ms}
+//	      - {weight: 0.1, mean: 10s, std: 300ms}
+//	  hub: {mean: 0s, std: 200ms}
+//	tracelets:
+//	  - root:
+//	      from: inet-a
+//	      to: gw1
+//	      oneway: true
+//	      calls:
+//	        - {to: spam1, oneway: true, delay: {modes: [{weight: 3, mean: 0s}, {mean: 5s}]}}
+//
+// Precedence: delay_by_caller, then the call's `delay`, then (one-way calls only) the
+// caller's forwarding delay. A forwarding entry for a node that sends no one-way message
+// is an error. Configs without these features draw exactly the random numbers they
+// always did, so their traces are unchanged for a seed. testdata/relay-email.yaml is the
+// email-like relay trace of §7.4.
+//
 // # Sniffer and skew
 //
 // §7.5.5 models a sniffer "with a peak capture rate and a finite queue" that "discards
@@ -78,9 +106,8 @@
 //
 // # Choices where the paper is silent
 //
-//   - Tracelets are RPC trees, the shape the nesting algorithm and the paper's
-//     experiments use; interleavings of paths arise from parallel instances rather than
-//     from hand-written message orders.
+//   - Tracelets are trees of RPCs and one-way messages; interleavings of paths arise
+//     from parallel instances rather than from hand-written message orders.
 //   - Determinism: each (tracelet, instance) pair has its own PCG stream seeded from the
 //     seed through SplitMix64, and instances are interleaved in start-time order by a
 //     heap, so the trace is a function of the config and options only, and editing one

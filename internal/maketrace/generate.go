@@ -68,15 +68,41 @@ type callerDelay struct {
 	g      gauss
 }
 
+// mixture is a multi-modal delay: a mode is picked with the cumulative weights, then
+// sampled.
+type mixture struct {
+	modes []gauss
+	cum   []float64
+}
+
+func toMixture(modes []Mode) *mixture {
+	m := &mixture{}
+	sum := 0.0
+	for _, x := range modes {
+		sum += x.Weight
+	}
+	acc := 0.0
+	for _, x := range modes {
+		m.modes = append(m.modes, toGauss(x.Gaussian))
+		acc += x.Weight / sum
+		m.cum = append(m.cum, acc)
+	}
+	m.cum[len(m.cum)-1] = 1
+	return m
+}
+
 // ccall is a Call compiled for generation: node names become small indices and the
 // weights a cumulative table, so the hot loop neither hashes nor allocates.
 type ccall struct {
 	to       []int32
 	cum      []float64 // cumulative normalised weights; nil for a single callee
 	delay    gauss
+	delayMix *mixture // set when the delay is multi-modal; overrides delay
+	hasDelay bool     // the config wrote a delay, so no forwarding delay applies
 	byCaller []callerDelay
 	reply    gauss
 	parallel bool
+	oneway   bool
 	calls    []*ccall
 }
 
@@ -108,7 +134,10 @@ func (c *compiler) node(name string) int32 {
 func toGauss(g Gaussian) gauss { return gauss{float64(g.Mean), float64(g.Std)} }
 
 func (c *compiler) call(in *Call) *ccall {
-	out := &ccall{delay: toGauss(in.Delay), reply: toGauss(in.Reply), parallel: in.Parallel}
+	out := &ccall{delay: toGauss(in.Delay), reply: toGauss(in.Reply), parallel: in.Parallel, oneway: in.OneWay, hasDelay: in.HasDelay}
+	if in.DelayModes != nil {
+		out.delayMix = toMixture(in.DelayModes)
+	}
 	for _, t := range in.To {
 		out.to = append(out.to, c.node(t))
 	}
@@ -167,6 +196,8 @@ func (a *instance) less(b *instance) bool {
 }
 
 type gen struct {
+	forward  []*mixture           // per node index: forwarding delay of its one-way sends, or nil
+	last     int64                // latest message time of the current run
 	b        *causal.TraceBuilder // interns node names
 	msgs     []causal.Message     // owned here, not Add-ed, so it can be sized up front
 	names    []string
@@ -209,18 +240,64 @@ func (g *gen) choose(c *ccall) int32 {
 	return c.to[len(c.to)-1]
 }
 
-func (c *ccall) delayFor(caller int32) gauss {
+// delay samples the delay before c when its caller is caller: delay_by_caller first,
+// then the call's own delay (multi-modal or not), then, for a one-way call without
+// one, the caller's forwarding delay. Configs without mixtures or one-way calls draw
+// exactly the random numbers they always drew.
+func (g *gen) delay(c *ccall, caller int32) int64 {
 	for _, bc := range c.byCaller {
 		if bc.caller == caller {
-			return bc.g
+			return g.sample(bc.g)
 		}
 	}
-	return c.delay
+	if c.delayMix != nil {
+		return g.sampleMix(c.delayMix)
+	}
+	if c.oneway && !c.hasDelay && g.forward != nil && g.forward[caller] != nil {
+		return g.sampleMix(g.forward[caller])
+	}
+	return g.sample(c.delay)
+}
+
+func (g *gen) sampleMix(m *mixture) int64 {
+	if len(m.modes) == 1 {
+		return g.sample(m.modes[0])
+	}
+	u := g.rng.Float64()
+	for i, w := range m.cum {
+		if u < w {
+			return g.sample(m.modes[i])
+		}
+	}
+	return g.sample(m.modes[len(m.modes)-1])
+}
+
+// send emits the one-way message caller→callee sent at t and everything the callee
+// sends on because of it: serial children follow one another (a one-way child
+// takes no time of its sender's; an RPC child takes until its return), parallel
+// children all start from t. The sender does not wait, so it returns t.
+func (g *gen) send(c *ccall, caller, callee int32, t int64) int64 {
+	from, to := g.node(caller), g.node(callee)
+	g.msgs = append(g.msgs, causal.Message{Time: g.start + t, Sender: from, Receiver: to, PathID: g.path, Op: causal.OpMessage})
+	g.last = max(g.last, t)
+	cursor := t
+	for _, ch := range c.calls {
+		cb := g.choose(ch)
+		if c.parallel {
+			g.call(ch, callee, cb, t+g.delay(ch, callee))
+		} else {
+			cursor = g.call(ch, callee, cb, cursor+g.delay(ch, callee))
+		}
+	}
+	return t
 }
 
 // call emits the RPC caller→callee sent at t, everything the callee does to handle it,
-// and its return; it returns the return's time.
+// and its return; it returns the return's time. A one-way call is emitted by send.
 func (g *gen) call(c *ccall, caller, callee int32, t int64) int64 {
+	if c.oneway {
+		return g.send(c, caller, callee, t)
+	}
 	var id uint32
 	if g.callIDs {
 		g.nextCall++
@@ -232,18 +309,19 @@ func (g *gen) call(c *ccall, caller, callee int32, t int64) int64 {
 	if c.parallel {
 		for _, ch := range c.calls {
 			cb := g.choose(ch)
-			if r := g.call(ch, callee, cb, t+g.sample(ch.delayFor(callee))); r > end {
+			if r := g.call(ch, callee, cb, t+g.delay(ch, callee)); r > end {
 				end = r
 			}
 		}
 	} else {
 		for _, ch := range c.calls {
 			cb := g.choose(ch)
-			end = g.call(ch, callee, cb, end+g.sample(ch.delayFor(callee)))
+			end = g.call(ch, callee, cb, end+g.delay(ch, callee))
 		}
 	}
 	end += g.sample(c.reply)
 	g.msgs = append(g.msgs, causal.Message{Time: g.start + end, Sender: to, Receiver: from, CallID: id, PathID: g.path, Op: causal.OpReturn})
+	g.last = max(g.last, end)
 	return end
 }
 
@@ -340,6 +418,14 @@ func Generate(cfg *Config, opt Options) (*causal.Trace, Stats, error) {
 	for i := range g.ids {
 		g.ids[i] = -1
 	}
+	if len(cfg.Forwarding) > 0 {
+		g.forward = make([]*mixture, len(comp.names))
+		for name, modes := range cfg.Forwarding {
+			if i, ok := comp.index[name]; ok {
+				g.forward[i] = toMixture(modes)
+			}
+		}
+	}
 	runs := make([]int, len(tls))
 
 	// Run the instances in order of start time with a binary heap, so path and call ids
@@ -353,7 +439,12 @@ func Generate(cfg *Config, opt Options) (*causal.Trace, Stats, error) {
 		st.Runs++
 		runs[in.tracelet]++
 		g.path = uint32(st.Runs)
+		g.last = in.next
 		end := g.call(t.root, t.from, g.choose(t.root), in.next)
+		if t.root.oneway {
+			// A one-way run is over when its last message has been sent.
+			end = g.last
+		}
 		if len(g.msgs) > MaxMessages {
 			return nil, st, fmt.Errorf("%s: the trace would exceed %d messages; shorten the duration or lengthen think times", cfg.File, MaxMessages)
 		}
@@ -467,6 +558,9 @@ func estimate(tls []ctracelet, dur time.Duration) float64 {
 // shape returns the number of messages of one run of c and its mean handling latency.
 func shape(c *ccall) (msgs int, lat float64) {
 	msgs = 2
+	if c.oneway {
+		msgs = 1
+	}
 	for _, ch := range c.calls {
 		m, l := shape(ch)
 		msgs += m

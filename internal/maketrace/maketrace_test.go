@@ -608,6 +608,19 @@ func TestTestdata(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := loadTestdata(t, name)
 			tr, st := mustGenerate(t, cfg, Options{Seed: 1})
+			if hasOneWay(cfg) {
+				// One-way configs (the relay traces of the convolution algorithm):
+				// every run is one chain of MSG_SENT messages from its tracelet.
+				chains := onewayChains(t, tr)
+				for _, c := range chains {
+					checkChain(t, cfg, tr.Nodes, c)
+				}
+				t.Logf("%s: %d messages in %d runs %v", name, st.Messages, st.Runs, st.RunsPerTracelet)
+				if len(chains) != st.Runs || st.Messages < 60_000 || st.Messages > 100_000 {
+					t.Errorf("%d messages in %d chains (%d runs), want about 80,000", st.Messages, len(chains), st.Runs)
+				}
+				return
+			}
 			rs := runsOf(t, tr)
 			for _, r := range rs {
 				checkTree(t, traceletOf(cfg, r).Root, r, false)
