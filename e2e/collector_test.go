@@ -81,10 +81,11 @@ func Batch() Processor {
 	return Processor{ID: "batch", Config: map[string]any{"timeout": "200ms"}}
 }
 
-// Causalpath is our processor in the given mode with a 2 s wait.
+// Causalpath is our processor in the given mode with a 5 s wait: longer than
+// the SDKs' batch delay even when a loaded machine stretches it.
 func Causalpath(mode string) Processor {
 	return Processor{ID: "causalpath", Config: map[string]any{
-		"mode": mode, "wait": "2s", "max_spans": 100000, "skew_window": "5ms",
+		"mode": mode, "wait": "5s", "max_spans": 100000, "skew_window": "5ms",
 	}}
 }
 

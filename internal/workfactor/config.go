@@ -1,0 +1,309 @@
+package workfactor
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Method is the regression solver.
+type Method int
+
+const (
+	// Plain is the paper's ordinary least squares, α̂ = C⁻¹D (equation 4).
+	Plain Method = iota
+	// Ridge adds λ to the diagonal of the standardized C (Hoerl and Kennard, the
+	// paper's reference [9]): α̂ = S(SCS + λI)⁻¹SD with S = diag(C)^-½.
+	Ridge
+	// NNLS is non-negative least squares (Lawson and Hanson's active set on C and
+	// D): a work factor is never negative, so the constraint is physical.
+	NNLS
+)
+
+func (m Method) String() string {
+	switch m {
+	case Plain:
+		return "plain"
+	case Ridge:
+		return "ridge"
+	case NNLS:
+		return "nnls"
+	}
+	return "Method(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseMethod reads "plain", "ridge" or "nnls".
+func ParseMethod(s string) (Method, error) {
+	switch s {
+	case "plain", "ols":
+		return Plain, nil
+	case "ridge":
+		return Ridge, nil
+	case "nnls":
+		return NNLS, nil
+	}
+	return 0, fmt.Errorf("unknown method %q (plain, ridge or nnls)", s)
+}
+
+// Background selects the optional background column of §4.8.
+type Background int
+
+const (
+	// BackgroundOff is the paper's recommendation and the default: no column of
+	// ones. CPU not caused by the flows is then attributed to them.
+	BackgroundOff Background = iota
+	// BackgroundShared adds one column of ones per block (in machine mode, the
+	// paper's single column): one background power, in standard MHz, shared by
+	// every machine of the block.
+	BackgroundShared
+	// BackgroundPerSource adds one column per machine (or process): each has its
+	// own background power.
+	BackgroundPerSource
+)
+
+func (b Background) String() string {
+	switch b {
+	case BackgroundOff:
+		return "off"
+	case BackgroundShared:
+		return "shared"
+	case BackgroundPerSource:
+		return "per-source"
+	}
+	return "Background(" + strconv.Itoa(int(b)) + ")"
+}
+
+// ParseBackground reads "off", "shared" or "per-source".
+func ParseBackground(s string) (Background, error) {
+	switch s {
+	case "off", "none", "":
+		return BackgroundOff, nil
+	case "shared", "on":
+		return BackgroundShared, nil
+	case "per-source", "per-machine":
+		return BackgroundPerSource, nil
+	}
+	return 0, fmt.Errorf("unknown background %q (off, shared or per-source)", s)
+}
+
+// Config holds the estimator's parameters. Start from DefaultConfig.
+type Config struct {
+	// HalfLife is h, the half-life of the geometric aging of the data, in periods
+	// (§3.4). Rows of period i (1 = current) weigh 2^((1−i)/h). The paper asks for
+	// h ≥ 1/(−log₂(1−1/K)) so that N_h ≥ K: 9.4 periods for 14 flows on one
+	// machine. Default 10.
+	HalfLife float64
+	// SmoothHalfLife is t, the half-life of the smoothing of §4.4, in periods (one
+	// solve per period). Default 15.
+	SmoothHalfLife float64
+	// Delta is δ: a flow whose mean rate is below δ of the block's total (L1) mean
+	// rate is removed from the regression (§4.1). Default 1e-5.
+	Delta float64
+	// Q is q of the flow-combining algorithm (§4.3): the flows ranked j+q and below
+	// start combined, and the re-solve loop runs at most 2q+1 times. Default 2.
+	Q int
+	// CombineThreshold sets j of §4.3: the first flow, in decreasing order of mean
+	// rate, whose mean rate is at most CombineThreshold × the mean over the block's
+	// flows. Default 1 (the text's "X̄_j ≤ ‖X̄‖" read as ‖X̄‖/K; see the package
+	// documentation).
+	CombineThreshold float64
+	// NoDiscount disables the utilization discounting f(ρ) of §4.2.
+	NoDiscount bool
+	// PerProcess selects the per-process mode of §4.6: observations carry a
+	// process and that process's utilization. Observations without a process are
+	// then skipped (and counted), and in machine mode those with one are.
+	PerProcess bool
+	// Background adds the background column of §4.8 (off by default: the paper
+	// found it often fails when utilization varies little).
+	Background Background
+	// Method is the solver: Plain (the paper), Ridge or NNLS.
+	Method Method
+	// RidgeLambda is λ of Ridge, relative to the standardized diagonal. Default 0.01.
+	RidgeLambda float64
+	// UtilizationPolynomial, when set, corrects every utilization reading before
+	// use: ρ ← Σ cᵢρⁱ (coefficients from the constant term up), clamped to [0, 1].
+	// It is the hyperthreading correction of §5.6 (a degree-3 polynomial there);
+	// InvertPolynomial fits one from a measured distortion. Ω must then be the
+	// hyperthreaded machine's power.
+	UtilizationPolynomial []float64
+	// ShiftSigma turns on outlier rejection (§4.8) and shift detection (beyond
+	// the paper; its §6 asks for more responsiveness). A new equation whose
+	// residual against the last solve exceeds ShiftSigma·σ_y (σ_y² estimated from
+	// the block's weighted residuals) is held back. If the source's next equation
+	// fits, the held ones were intermittent background and are thrown out
+	// (Counters.Outliers). If ShiftPeriods consecutive equations of a source are
+	// suspect, or two sources of a block are suspect in the same period with
+	// misfits that one flow's change explains (a burst of background work hits a
+	// machine regardless of the flows' rates, a changed work factor every machine
+	// of its flow in proportion to its rate there), the work factors have shifted: the block's
+	// statistics and smoothing are aged by ShiftForget extra half-lives, the
+	// equations since the change are folded in again, and for HalfLife periods
+	// a persistent misfit is folded in rather than taken for another shift
+	// (Counters.Shifts).
+	// 0 disables both. Default 5.
+	ShiftSigma float64
+	// ShiftPeriods is the number of consecutive suspect periods that confirm a
+	// shift. Default 3 (a burst of background work spans at most two periods).
+	ShiftPeriods int
+	// ShiftForget is the extra aging of a block on a shift, in half-lives.
+	// Default 8 (old equations then weigh 2⁻¹⁶ in C and D).
+	ShiftForget float64
+	// MaxFlows and MaxSources bound the state. When a new flow (source) would
+	// exceed the bound, the one with the least aged rate (weight) is evicted and
+	// counted. Defaults 4096 and 4096.
+	MaxFlows, MaxSources int
+}
+
+// DefaultConfig returns the paper's configuration (h = 10, t = 15, δ = 1e-5,
+// q = 2, discounting on, machine mode, no background column, plain least
+// squares) with outlier rejection and shift detection at 5σ. PaperConfig turns
+// the latter off.
+func DefaultConfig() Config {
+	return Config{
+		HalfLife:         10,
+		SmoothHalfLife:   15,
+		Delta:            1e-5,
+		Q:                2,
+		CombineThreshold: 1,
+		RidgeLambda:      0.01,
+		ShiftSigma:       5,
+		ShiftPeriods:     3,
+		ShiftForget:      8,
+		MaxFlows:         4096,
+		MaxSources:       4096,
+	}
+}
+
+// PaperConfig is DefaultConfig without shift detection: only what the paper
+// describes (its §4.8 outlier rejection is then off too).
+func PaperConfig() Config {
+	c := DefaultConfig()
+	c.ShiftSigma = 0
+	return c
+}
+
+// Validate reports the first invalid parameter.
+func (c Config) Validate() error {
+	switch {
+	case !(c.HalfLife > 0) || math.IsInf(c.HalfLife, 0):
+		return fmt.Errorf("half-life must be a positive number of periods, not %v", c.HalfLife)
+	case !(c.SmoothHalfLife > 0) || math.IsInf(c.SmoothHalfLife, 0):
+		return fmt.Errorf("smoothing half-life must be a positive number of periods, not %v", c.SmoothHalfLife)
+	case !(c.Delta >= 0 && c.Delta < 1):
+		return fmt.Errorf("delta must be in [0, 1), not %v", c.Delta)
+	case c.Q < 1:
+		return fmt.Errorf("q must be ≥ 1, not %d", c.Q)
+	case !(c.CombineThreshold > 0) || math.IsInf(c.CombineThreshold, 0):
+		return fmt.Errorf("combine threshold must be > 0, not %v", c.CombineThreshold)
+	case c.Method < Plain || c.Method > NNLS:
+		return fmt.Errorf("unknown method %d", c.Method)
+	case c.Background < BackgroundOff || c.Background > BackgroundPerSource:
+		return fmt.Errorf("unknown background %d", c.Background)
+	case c.Method == Ridge && (!(c.RidgeLambda > 0) || math.IsInf(c.RidgeLambda, 0)):
+		return fmt.Errorf("ridge lambda must be > 0, not %v", c.RidgeLambda)
+	case !(c.ShiftSigma >= 0) || math.IsInf(c.ShiftSigma, 0):
+		return fmt.Errorf("shift sigma must be ≥ 0 (0 = off), not %v", c.ShiftSigma)
+	case c.ShiftSigma > 0 && (c.ShiftPeriods < 1 || !(c.ShiftForget >= 0) || math.IsInf(c.ShiftForget, 0)):
+		return fmt.Errorf("shift periods must be ≥ 1 and shift forget ≥ 0")
+	case c.MaxFlows < 1 || c.MaxSources < 1:
+		return fmt.Errorf("max flows and max sources must be ≥ 1")
+	}
+	for _, v := range c.UtilizationPolynomial {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("utilization polynomial has a non-finite coefficient")
+		}
+	}
+	return nil
+}
+
+// Discount is f(ρ) of §4.2: piecewise linear through (0, 0), (0.2, 2/3) and (1, 1),
+// and 1 above 1. Rows are multiplied by it, so low-utilization periods, which are
+// the noisiest, weigh less.
+func Discount(rho float64) float64 {
+	switch {
+	case !(rho > 0):
+		return 0
+	case rho <= 0.2:
+		return rho * (2.0 / 3.0) / 0.2
+	case rho < 1:
+		return 2.0/3.0 + (rho-0.2)*(1.0/3.0)/0.8
+	}
+	return 1
+}
+
+// SmoothingWeight is s(g) of §4.4: g for 0 ≤ g < 20, g/20 + 19 for 20 ≤ g < 100
+// and 24 above; 0 for a negative or undefined goodness.
+func SmoothingWeight(g float64) float64 {
+	switch {
+	case !(g > 0):
+		return 0
+	case g < 20:
+		return g
+	case g < 100:
+		return g/20 + 19
+	}
+	return 24
+}
+
+// Polynomial evaluates Σ cᵢxⁱ (coefficients from the constant term up).
+func Polynomial(c []float64, x float64) float64 {
+	y := 0.0
+	for i := len(c) - 1; i >= 0; i-- {
+		y = y*x + c[i]
+	}
+	return y
+}
+
+// ParsePolynomial reads comma-separated coefficients, constant term first.
+func ParsePolynomial(s string) ([]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var c []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("polynomial coefficient %q is not a finite number", f)
+		}
+		c = append(c, v)
+	}
+	return c, nil
+}
+
+// InvertPolynomial fits the polynomial of the given degree (no constant term:
+// an idle machine reads 0 either way) that maps distort(u) back to u, by least
+// squares of the relative error on n evenly spaced u in (0, 1]. Relative error,
+// because the corrected reading is multiplied by Ω: an absolute error of 1% at a
+// 2% utilization would double the measured work. §5.6: the hyperthreading
+// distortion of utilization readings and its inverse both fit a degree-3
+// polynomial well. distort must be increasing on [0, 1] with distort(0) = 0.
+func InvertPolynomial(distort func(float64) float64, degree, n int) []float64 {
+	if degree < 1 {
+		degree = 1
+	}
+	n = max(n, degree+1)
+	m := degree // coefficients c1 … c_degree
+	a := make([]float64, m*m)
+	b := make([]float64, m)
+	pow := make([]float64, m)
+	for i := 1; i <= n; i++ {
+		u := float64(i) / float64(n)
+		r := distort(u)
+		w := 1 / (u * u) // relative error
+		p := r
+		for k := 0; k < m; k++ {
+			pow[k] = p
+			p *= r
+		}
+		for k := 0; k < m; k++ {
+			b[k] += w * pow[k] * u
+			for l := 0; l < m; l++ {
+				a[k*m+l] += w * pow[k] * pow[l]
+			}
+		}
+	}
+	ex := make([]bool, m)
+	l, _ := cholesky(a, m, ex)
+	return append([]float64{0}, cholSolve(l, m, ex, b)...)
+}

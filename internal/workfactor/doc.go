@@ -1,0 +1,150 @@
+// Package workfactor estimates the CPU demand of each request flow (its "work
+// factor", in standard megacycles per request) from machine or process CPU
+// utilization and per-flow request rates, after Pacifici, Segmuller, Spreitzer
+// and Tantawi, "Dynamic estimation of CPU demand of web traffic" (paper 002). It
+// is pure: no I/O, no global state, deterministic.
+//
+// # Use
+//
+// Feed an Estimator one period at a time:
+//
+//	e, _ := workfactor.New(workfactor.DefaultConfig())
+//	est, err := e.AddPeriod(period, []workfactor.Observation{
+//		{Machine: "xd008", CapacityMHz: 4585, Utilization: 0.35, Rates: map[string]float64{"A": 31.9, "B": 24.6}},
+//	})
+//	alpha, ok := est.WorkFactorOf("A")
+//
+// Every period gets an Estimate (the document of FORMATS.md §5). e.State() is
+// the persistent state (exported fields, JSON or MarshalBinary); Restore resumes
+// from it; Merge combines two shards' states (see State); Current solves a
+// restored or merged state without changing it.
+//
+// # The paper, section by section
+//
+//   - Model (§2, §3.1, §3.3): ρ_m·Ω_m = Σ_k λ_k,m·α_k, one equation per machine
+//     (or process) and period, solved by least squares α̂ = C⁻¹D on C = XᵀX and
+//     D = XᵀY, which are updated incrementally and never require X or Y.
+//   - Aging (§3.4): rows of period i (1 = newest) weigh 2^((1−i)/h); a new period
+//     multiplies C and D by 2^(−2/h) before adding its equations. N_h = Σ
+//     2^((1−i)/h) over equations (so M machines give M equations per period).
+//     MSE = SSE/(N_h − K − 1) (equation 5), R² = 1 − SSE/SST, g_k = α̂_k/S_k with
+//     S² = MSE·diag(C⁻¹) (§3.2).
+//   - Flow rejection (§4.1): X̄ = 1ᵀX/N_h; a flow with X̄_k/‖X̄‖₁ < δ (1e-5) is left
+//     out of the regression.
+//   - Utilization discounting (§4.2): rows are multiplied by f(ρ), piecewise
+//     linear through (0, 0), (0.2, 2/3) and (1, 1) (Discount).
+//   - Combining (§4.3): flows in decreasing X̄; flows j+q … K start combined into
+//     one column (q = 2); failing flows (α̂ < 0, α̂ a floating-point problem, g < 1)
+//     are moved into it and the problem re-solved, at most 2q+1 times.
+//   - Smoothing (§4.4): α̃ = P/Q with P ← 2^(−1/t)P + s(g)α̂, Q ← 2^(−1/t)Q + s(g),
+//     s piecewise linear (SmoothingWeight); t = 15 periods by default.
+//   - Per-process CPU (§4.6): with Config.PerProcess each observation is one
+//     server process and its own share of the machine. The problem splits into
+//     independent blocks, the connected components of the graph in which a
+//     process links the flows it serves; each block has its own N_h, MSE, R²,
+//     rejection and combining. (Machine mode uses the same mechanism; with an
+//     interlinked placement there is one block.)
+//   - Background (§4.8): Config.Background adds a column of ones, shared by the
+//     block's machines (the paper's) or one per machine; off by default, as the
+//     paper advises: when utilization varies little the background and the
+//     steadiest flows are collinear and both estimates fail. The same section's
+//     intermittent background work is thrown out as outliers (below).
+//   - Hyperthreading (§5.6): Config.UtilizationPolynomial corrects each reading
+//     with a polynomial (degree 3 in the paper); InvertPolynomial fits one from a
+//     measured distortion. Ω must be the hyperthreaded machine's power.
+//   - Ridge and NNLS (§6 names ridge for collinear flows): Config.Method. Ridge
+//     solves (SCS + λI)x = SD on the standardized problem; NNLS is Lawson and
+//     Hanson's active set on C and D.
+//
+// # Where the paper is loose, and what is done
+//
+//   - j of §4.3. The text's "lowest j with X̄_j ≤ ‖X̄‖" holds for j = 1 always
+//     (an element never exceeds the L1 norm), which would solve only two flows
+//     alone, yet the paper's flow F (fourth by rate) gets its own estimates. It is
+//     read as X̄_j ≤ ‖X̄‖/K, the mean flow rate (Config.CombineThreshold scales
+//     it): in the §5 baseline A, B, E and F start alone and the rest combined,
+//     and the paper reports estimates above 1 for only A, B and F.
+//   - SST with aging. YᵀY − N_hȲ² mixes squared and plain weights and can be
+//     negative; the consistent weighted form YᵀY − (Σv²y)²/Σv² is used.
+//   - A combined flow's estimate is the combined column's. It updates the
+//     member's smoothing with s(g) scaled by the member's share of the combined
+//     rate: a rate-weighted mean says little about a minor member.
+//   - The failing criterion is also applied to the combined column. A failing
+//     combined column is not used as an estimate: it is fixed at its members'
+//     smoothed work factors (when those are mature, HalfLife periods old), and
+//     the other columns are solved around it; otherwise it stays free.
+//   - Plausibility is added to the failing criterion: α̂ above twice D_c/C_cc
+//     (the value the column would get if it alone explained the CPU of the
+//     equations it appears in, an upper bound when work factors and background
+//     are non-negative) is a fitting artefact: a flow seen in one or two periods
+//     has a column that acts as an indicator of those periods.
+//   - Columns and equations. The paper asks N_h ≥ K. Here a block solves at most
+//     (N_h − 1)/2 columns (as many spare equations as columns), except the q
+//     largest flows, which are solved whenever dof ≥ 1. When the columns are
+//     short, the combined column is fixed first (as above), so that the main
+//     flows are estimated from the first periods.
+//   - Sources without any rate (idle machines) are skipped and counted unless a
+//     background column is on.
+//
+// # Beyond the paper: outliers, shifts, responsiveness
+//
+// The paper's §6 finds its estimates slow to follow changes; its §4.8 advises
+// throwing out periods of intermittent background work. Both are implemented
+// (Config.ShiftSigma, 5 by default; 0 gives the paper's behaviour exactly, see
+// PaperConfig):
+//
+//   - Each new equation is predicted from the last solve; σ_y² is estimated per
+//     block from the weighted residuals (SSE·N_h/(Σv²·dof), floored at 0.1% of Ω).
+//     An equation more than ShiftSigma·σ_y off is held back.
+//   - If the source's next equation fits, the held ones were intermittent
+//     background (§4.8) and are thrown out (Counters.Outliers).
+//   - If ShiftPeriods (3) consecutive equations of a source are held, or two or
+//     more sources of a block are suspect in the same period with misfits that
+//     one flow's change of work factor explains (r_s ≈ Δα·λ_k,s to 80%, for a
+//     flow carrying a tenth of each of those sources' requests: a changed work
+//     factor shows on every machine serving the flow in proportion to its rate
+//     there, background bursts do not), the work factors have shifted: the block's sums are aged by ShiftForget (8)
+//     extra half-lives, the equations since the change (held, and those folded
+//     meanwhile) are folded in again, and the first held period, which straddles
+//     the change, is thrown out (Counters.Shifts). Without this, the utilization
+//     discounting makes a busy old regime outweigh a quiet new one for tens of
+//     periods (f² weighs a 15%-busy machine 36 times a 2.5%-busy one).
+//   - Within HalfLife periods after a shift a persistent misfit is folded in
+//     rather than taken for another shift, and an immediate shift needs misfits
+//     above 3·ShiftSigma: a young model mispredicts moderately.
+//   - For HalfLife periods after a shift (or a flow's first appearance) a flow's
+//     smoothing forgets P and Q when its own new estimate differs from α̃ by more
+//     than ShiftSigma standard errors; flows that did not change keep theirs.
+//   - Flows the model does not know yet count for nothing in a prediction, unless
+//     they carry more than a tenth of the equation's requests.
+//   - When a shift leaves too few equations to measure the noise (per-process
+//     blocks have one or two per period), the block's previous σ_y² stands in for
+//     the MSE, so the main flows are estimated from the first new period.
+//
+// Trade-offs: with readings that lag the throughput window, the period before a
+// change already contains some of it; two sources then look suspect at once and
+// the estimate of that one period is a blend of the two regimes. And before a
+// first noise level is known (the first periods), bursts of background work
+// cannot be recognised; through f(ρ) a burst period then weighs many quiet ones.
+// docs/workfactor-report.md measures both.
+//
+// # Bad input
+//
+// AddPeriod never returns NaN or infinite numbers. It returns an error only for
+// a period that does not increase. Observations with a NaN, infinite, negative
+// or above-1 utilization, a capacity that is not a positive number, a NaN,
+// infinite or negative rate, all-zero rates (without a background column), the
+// wrong mode (a process in machine mode or none in per-process mode), or a
+// source given twice in a period are skipped and counted (Counters). Missing
+// periods are counted and only age the data; a period without any usable
+// observation is counted and not solved. A single flow is an ordinary
+// (univariate) problem. A block that cannot be solved (too few equations, or
+// every column singular) is counted and keeps its smoothed work factors.
+//
+// # Bounds
+//
+// The state is K² + O(K·S) numbers for K flows and S sources, bounded by
+// Config.MaxFlows and Config.MaxSources: beyond them the least-used flow (not
+// seen in the current period) or the longest-silent source is evicted and
+// counted. Sources whose aged weight fell below 1e-12 are pruned.
+package workfactor

@@ -1,0 +1,630 @@
+package workfactor
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Observation is one machine's reading for one period (machine mode) or one
+// server process's (per-process mode, §4.6).
+type Observation struct {
+	// Machine names the machine; it is required.
+	Machine string
+	// Process names the server process on Machine, in per-process mode.
+	Process string
+	// CapacityMHz is Ω_m, the machine's power in standard MHz (standard
+	// megacycles per second).
+	CapacityMHz float64
+	// Utilization is ρ in [0, 1]: the machine's CPU utilization, or in
+	// per-process mode the process's share of the machine.
+	Utilization float64
+	// Rates maps each flow to its request rate on this machine (process), in
+	// requests per second. Absent flows have rate 0.
+	Rates map[string]float64
+}
+
+// key is the source key: the machine, or machine/process.
+func (o *Observation) key() string {
+	if o.Process == "" {
+		return o.Machine
+	}
+	return o.Machine + "/" + o.Process
+}
+
+// ErrPeriodOrder is returned when a period does not follow the previous one.
+var ErrPeriodOrder = errors.New("periods must increase")
+
+// Estimator is the incremental work-factor estimator. Feed it one period at a
+// time with AddPeriod; persist State and resume with Restore. It is not safe for
+// concurrent use.
+type Estimator struct {
+	cfg     Config
+	st      State
+	flowIdx map[string]int
+	srcIdx  map[string]int
+}
+
+// New returns an estimator with an empty state.
+func New(cfg Config) (*Estimator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Estimator{cfg: cfg, flowIdx: map[string]int{}, srcIdx: map[string]int{}}
+	e.st = State{Version: stateVersion, HalfLife: cfg.HalfLife, SmoothHalfLife: cfg.SmoothHalfLife}
+	return e, nil
+}
+
+// Restore returns an estimator that continues from st (which it copies). The
+// configuration's half-lives must be those st was aged with.
+func Restore(cfg Config, st *State) (*Estimator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := st.check(); err != nil {
+		return nil, err
+	}
+	if st.HalfLife != cfg.HalfLife || st.SmoothHalfLife != cfg.SmoothHalfLife {
+		return nil, fmt.Errorf("state half-lives %v/%v differ from the configuration's %v/%v", st.HalfLife, st.SmoothHalfLife, cfg.HalfLife, cfg.SmoothHalfLife)
+	}
+	e := &Estimator{cfg: cfg, st: *st.Clone(), flowIdx: map[string]int{}, srcIdx: map[string]int{}}
+	for i, f := range e.st.Flows {
+		e.flowIdx[f] = i
+	}
+	for i, s := range e.st.Sources {
+		e.srcIdx[s.Key] = i
+	}
+	return e, nil
+}
+
+// State returns a deep copy of the estimator's state.
+func (e *Estimator) State() *State { return e.st.Clone() }
+
+// Config returns the estimator's configuration.
+func (e *Estimator) Config() Config { return e.cfg }
+
+// row is one validated equation before aging.
+type row struct {
+	key, machine, process string
+	y                     float64 // ρΩ, standard MHz
+	capacity              float64 // Ω
+	v                     float64 // f(ρ)
+	flows                 []string
+	rates                 []float64
+}
+
+// AddPeriod folds one period's observations into the state, solves the
+// regression and updates the smoothing. Invalid observations are skipped and
+// counted (Estimate.Counters): a NaN, infinite, negative or above-1 utilization;
+// a capacity that is not a positive number; a NaN, infinite or negative rate;
+// rates that are all zero (unless a background column is on); an observation of
+// the wrong mode; a source given twice. Period numbers must increase; a gap
+// counts the missing periods and only ages the data. A period with no usable
+// observation ages the data and is not solved.
+func (e *Estimator) AddPeriod(period int64, obs []Observation) (*Estimate, error) {
+	if e.st.Started && period <= e.st.Period {
+		return nil, fmt.Errorf("period %d after period %d: %w", period, e.st.Period, ErrPeriodOrder)
+	}
+	rows := e.validate(obs)
+	if e.st.Started {
+		e.st.Count.MissingPeriods += period - e.st.Period - 1
+		e.st.age(period - e.st.Period)
+	}
+	e.st.Started = true
+	e.st.Period = period
+	e.dropStaleHeld(period)
+	if len(rows) == 0 {
+		e.st.Count.EmptyPeriods++
+		e.pruneSources()
+		return e.report(nil), nil
+	}
+	e.st.Count.Periods++
+	e.st.Count.Equations += int64(len(rows))
+	// Judge every equation against the previous period's model first, so that a
+	// shift forgets the past before any of this period's equations is folded in.
+	idx := make([]int, len(rows))
+	sus := make([]bool, len(rows))
+	z := make([]float64, len(rows))
+	resid := make([]float64, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		si := e.source(r)
+		idx[i] = si
+		s := &e.st.Sources[si]
+		s.Last, s.Capacity = period, r.capacity
+		z[i], resid[i] = e.misfit(r, s)
+		if sus[i] = z[i] > e.cfg.ShiftSigma && e.cfg.ShiftSigma > 0; sus[i] {
+			s.Held = append(s.Held, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates})
+		}
+	}
+	// Two or more sources of a block suspect at once, with misfits that one
+	// flow's change of work factor explains, is a shift now: a background burst
+	// hits one machine (or several, unrelated to the flows' rates), a changed
+	// work factor every machine of its flow in proportion to its rate there.
+	immediate := map[int]bool{}
+	if n := countTrue(sus); n >= 2 && e.cfg.ShiftSigma > 0 {
+		for _, b := range e.blocks() {
+			var hit []int
+			// Within the quiet window after a shift the model is young and
+			// mispredicts moderately; only a much larger misfit (3 × ShiftSigma)
+			// is a new shift there (a change can follow a mixed period that
+			// looked like a smaller one).
+			for i := range rows {
+				quiet := period < e.st.Sources[idx[i]].QuietUntil
+				if sus[i] && slices.Contains(b.sources, idx[i]) && (!quiet || z[i] > 3*e.cfg.ShiftSigma) {
+					hit = append(hit, i)
+				}
+			}
+			if len(hit) >= 2 && oneFlowExplains(rows, resid, hit) {
+				immediate[idx[hit[0]]] = true
+			}
+		}
+	}
+	for i := range rows {
+		si := idx[i]
+		if immediate[si] {
+			e.shift(si, period, period-1)
+			continue
+		}
+		if !sus[i] || len(e.st.Sources[si].Held) < e.cfg.ShiftPeriods {
+			continue // not a shift (or folded by an earlier shift of its block)
+		}
+		if period < e.st.Sources[si].QuietUntil {
+			// Shortly after a shift the model is young: a persistent misfit is
+			// more data of the new regime, not another shift. Fold it.
+			e.foldHeld(si, period)
+			continue
+		}
+		// The first suspect period straddles the change: it mixes both regimes
+		// (and, through f(ρ), the old one's utilization could outweigh several
+		// periods of the new), so it is thrown out.
+		e.shift(si, period, e.st.Sources[si].Held[0].Period)
+	}
+	for i := range rows {
+		if sus[i] {
+			continue // held, or folded by a shift
+		}
+		si := idx[i]
+		if s := &e.st.Sources[si]; len(s.Held) > 0 {
+			// The suspect run is broken: intermittent background (§4.8).
+			e.st.Count.Outliers += int64(len(s.Held))
+			s.Held = nil
+		}
+		r := &rows[i]
+		e.foldRow(si, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates}, period)
+	}
+	e.evict(rows)
+	e.pruneSources()
+	results := e.solveAll()
+	e.smooth(results)
+	e.remember(results)
+	return e.report(results), nil
+}
+
+// Current solves the regression on the present state without changing it (the
+// smoothing is not updated): for a state restored or merged at query time.
+func (e *Estimator) Current() *Estimate {
+	if !e.st.Started {
+		return e.report(nil)
+	}
+	return e.report(e.solveAll())
+}
+
+func (e *Estimator) validate(obs []Observation) []row {
+	rows := make([]row, 0, len(obs))
+	seen := map[string]bool{}
+	c := &e.st.Count
+	for i := range obs {
+		o := &obs[i]
+		if o.Machine == "" || (o.Process != "") != e.cfg.PerProcess {
+			c.WrongMode++
+			continue
+		}
+		rho := o.Utilization
+		if math.IsNaN(rho) || rho < 0 || rho > 1+1e-9 {
+			c.BadUtilization++
+			continue
+		}
+		if !(o.CapacityMHz > 0) || math.IsInf(o.CapacityMHz, 0) {
+			c.BadCapacity++
+			continue
+		}
+		if len(e.cfg.UtilizationPolynomial) > 0 {
+			rho = Polynomial(e.cfg.UtilizationPolynomial, rho)
+		}
+		rho = min(max(rho, 0), 1)
+		r := row{key: o.key(), machine: o.Machine, process: o.Process, y: rho * o.CapacityMHz, capacity: o.CapacityMHz, v: 1}
+		if !e.cfg.NoDiscount {
+			r.v = Discount(rho)
+		}
+		bad, nonzero := false, false
+		for f, x := range o.Rates {
+			if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+				bad = true
+				break
+			}
+			if x > 0 {
+				nonzero = true
+				r.flows = append(r.flows, f)
+			}
+		}
+		if bad {
+			c.BadRate++
+			continue
+		}
+		if !nonzero && e.cfg.Background == BackgroundOff {
+			c.ZeroRates++
+			continue
+		}
+		if seen[r.key] {
+			c.Duplicate++
+			continue
+		}
+		seen[r.key] = true
+		slices.Sort(r.flows)
+		r.rates = make([]float64, len(r.flows))
+		for j, f := range r.flows {
+			r.rates[j] = o.Rates[f]
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.key, b.key) })
+	return rows
+}
+
+// flow returns the index of flow f, adding it if new.
+func (e *Estimator) flow(f string) int {
+	if i, ok := e.flowIdx[f]; ok {
+		return i
+	}
+	k := len(e.st.Flows)
+	c := make([]float64, (k+1)*(k+1))
+	for i := 0; i < k; i++ {
+		copy(c[i*(k+1):i*(k+1)+k], e.st.C[i*k:(i+1)*k])
+	}
+	e.st.C = c
+	e.st.D = append(e.st.D, 0)
+	e.st.Flows = append(e.st.Flows, f)
+	e.st.Smooth = append(e.st.Smooth, SmoothState{Until: e.st.Period + int64(math.Ceil(e.cfg.HalfLife))})
+	e.flowIdx[f] = k
+	return k
+}
+
+// source returns the index of the row's source, adding it if new.
+func (e *Estimator) source(r *row) int {
+	if i, ok := e.srcIdx[r.key]; ok {
+		return i
+	}
+	e.st.Sources = append(e.st.Sources, SourceState{Key: r.key, Machine: r.machine, Process: r.process})
+	e.srcIdx[r.key] = len(e.st.Sources) - 1
+	return len(e.st.Sources) - 1
+}
+
+// foldAged adds one equation with row weight v (its aging weight times f(ρ));
+// the aging weight alone is a, which N_h counts.
+func (e *Estimator) foldAged(flows []string, rates []float64, y, v, a float64, si int) {
+	idx := make([]int, len(flows))
+	for j, f := range flows {
+		idx[j] = e.flow(f)
+	}
+	k := len(e.st.Flows)
+	s := &e.st.Sources[si]
+	v2 := v * v
+	s.N += a
+	s.SY += v * y
+	s.YY += v2 * y * y
+	s.B0 += v2
+	s.BY += v2 * y
+	if len(s.SX) < k {
+		s.SX = append(s.SX, make([]float64, k-len(s.SX))...)
+		s.BX = append(s.BX, make([]float64, k-len(s.BX))...)
+	}
+	for p, i := range idx {
+		xp := rates[p]
+		s.SX[i] += v * xp
+		s.BX[i] += v2 * xp
+		e.st.D[i] += v2 * xp * y
+		for q, j := range idx {
+			e.st.C[i*k+j] += v2 * xp * rates[q]
+		}
+	}
+}
+
+// foldRow folds in an equation of period h.Period with its aging weight, and
+// remembers it among the source's recent equations.
+func (e *Estimator) foldRow(si int, h HeldRow, period int64) {
+	a := math.Exp2(-float64(period-h.Period) / e.cfg.HalfLife)
+	e.foldAged(h.Flows, h.Rates, h.Y, a*h.V, a, si)
+	if e.cfg.ShiftSigma == 0 {
+		return
+	}
+	s := &e.st.Sources[si]
+	keep := s.Recent[:0]
+	for _, r := range s.Recent {
+		if r.Period > period-int64(e.cfg.ShiftPeriods) {
+			keep = append(keep, r)
+		}
+	}
+	s.Recent = append(keep, h)
+}
+
+// oneFlowExplains reports whether some flow k explains, to 80% of their sum of
+// squares, the misfits of two or more of the suspect rows hit as a change of
+// its work factor, r_s ≈ Δα·λ_k,s: on the rows where k carries at least a tenth
+// of the requests (a flow carrying few of a source's requests would need an
+// absurd change to explain a large misfit; small flows' shifts are confirmed
+// over periods instead).
+func oneFlowExplains(rows []row, resid []float64, hit []int) bool {
+	flows := map[string]bool{}
+	for _, i := range hit {
+		for _, f := range rows[i].flows {
+			flows[f] = true
+		}
+	}
+	for f := range flows {
+		var on []int
+		var rate []float64
+		for _, i := range hit {
+			if k, ok := slices.BinarySearch(rows[i].flows, f); ok && rows[i].rates[k] >= 0.1*rowRate(&rows[i]) {
+				on = append(on, i)
+				rate = append(rate, rows[i].rates[k])
+			}
+		}
+		if len(on) < 2 {
+			continue
+		}
+		var rl, ll, total float64
+		for j, i := range on {
+			rl += resid[i] * rate[j]
+			ll += rate[j] * rate[j]
+			total += resid[i] * resid[i]
+		}
+		delta := rl / ll
+		left := 0.0
+		for j, i := range on {
+			d := resid[i] - delta*rate[j]
+			left += d * d
+		}
+		if left <= 0.2*total {
+			return true
+		}
+	}
+	return false
+}
+
+func rowRate(r *row) float64 {
+	sum := 0.0
+	for _, x := range r.rates {
+		sum += x
+	}
+	return sum
+}
+
+// misfit is a new equation's distance from the last solve's model, in σ_y
+// (Config.ShiftSigma), and its residual; 0 when there is no model to judge by.
+func (e *Estimator) misfit(r *row, s *SourceState) (z, resid float64) {
+	if e.cfg.ShiftSigma == 0 || !(s.Sigma2 > 0) {
+		return 0, 0
+	}
+	// Flows the model does not know yet count for nothing, unless they carry
+	// more than a tenth of the requests: then there is no prediction.
+	pred, unknown, total := s.Bg, 0.0, 0.0
+	for j, f := range r.flows {
+		total += r.rates[j]
+		i, ok := e.flowIdx[f]
+		if !ok || !e.st.Smooth[i].RawOK {
+			unknown += r.rates[j]
+			continue
+		}
+		pred += r.rates[j] * e.st.Smooth[i].Raw
+	}
+	if unknown > 0.1*total {
+		return 0, 0
+	}
+	// σ_y is floored at 0.1% of Ω: readings are rounded, and a near-exact fit
+	// must not make every equation suspect.
+	sigma := max(math.Sqrt(s.Sigma2), sigmaFloor*r.capacity)
+	return math.Abs(r.y-pred) / sigma, r.y - pred
+}
+
+// sigmaFloor is the least σ_y shift detection assumes, as a fraction of Ω.
+const sigmaFloor = 1e-3
+
+// dropStaleHeld throws out held equations of sources that gave none in the
+// previous period: the run of suspect periods is broken.
+func (e *Estimator) dropStaleHeld(period int64) {
+	for i := range e.st.Sources {
+		s := &e.st.Sources[i]
+		if n := len(s.Held); n > 0 && s.Held[n-1].Period < period-1 {
+			e.st.Count.Outliers += int64(n)
+			s.Held = nil
+		}
+	}
+}
+
+// shift makes the block of source si forget its past (Config.ShiftForget) and
+// folds in again the equations of the block's sources after period start, held
+// or already folded; held ones up to start are thrown out.
+func (e *Estimator) shift(si int, period, start int64) {
+	e.st.Count.Shifts++
+	eps := math.Exp2(-e.cfg.ShiftForget)
+	eps2 := eps * eps
+	sources := []int{si}
+	for _, b := range e.blocks() {
+		if !slices.Contains(b.sources, si) {
+			continue
+		}
+		sources = b.sources
+		k := len(e.st.Flows)
+		in := make([]bool, k)
+		for _, i := range b.flows {
+			in[i] = true
+		}
+		for i := 0; i < k; i++ {
+			for j := 0; j < k; j++ {
+				switch {
+				case in[i] && in[j]:
+					e.st.C[i*k+j] *= eps2
+				case in[i] || in[j]:
+					e.st.C[i*k+j] *= eps
+				}
+			}
+			if in[i] {
+				e.st.D[i] *= eps2
+				// The smoothing is not forgotten here: each flow's is when its own
+				// new estimate disagrees with it (see smooth).
+				e.st.Smooth[i].Until = period + int64(math.Ceil(e.cfg.HalfLife))
+			}
+		}
+	}
+	for _, s := range sources {
+		src := &e.st.Sources[s]
+		src.N *= eps
+		src.SY *= eps
+		src.SX = scale(src.SX, eps)
+		src.YY *= eps2
+		src.B0 *= eps2
+		src.BY *= eps2
+		src.BX = scale(src.BX, eps2)
+	}
+	quiet := period + int64(math.Ceil(e.cfg.HalfLife))
+	for _, s := range sources {
+		src := &e.st.Sources[s]
+		held, recent := src.Held, src.Recent
+		src.Held, src.Recent = nil, nil
+		src.QuietUntil = quiet
+		for _, h := range recent {
+			if h.Period > start {
+				e.foldRow(s, h, period)
+			}
+		}
+		for _, h := range held {
+			if h.Period > start {
+				e.foldRow(s, h, period)
+			} else {
+				e.st.Count.Outliers++
+			}
+		}
+	}
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// foldHeld folds in a source's held equations.
+func (e *Estimator) foldHeld(si int, period int64) {
+	held := e.st.Sources[si].Held
+	e.st.Sources[si].Held = nil
+	for _, h := range held {
+		e.foldRow(si, h, period)
+	}
+}
+
+// flowWeight is a flow's total aged rate sum, its importance for eviction.
+func (e *Estimator) flowWeight(i int) float64 {
+	w := 0.0
+	for _, s := range e.st.Sources {
+		if i < len(s.SX) {
+			w += s.SX[i]
+		}
+	}
+	return w
+}
+
+// evict enforces MaxFlows and MaxSources, sparing what this period reported
+// when it can.
+func (e *Estimator) evict(rows []row) {
+	current := map[string]bool{}
+	for _, r := range rows {
+		for _, f := range r.flows {
+			current[f] = true
+		}
+	}
+	for len(e.st.Flows) > e.cfg.MaxFlows {
+		victim, vw, vcur := -1, 0.0, true
+		for i, f := range e.st.Flows {
+			w, cur := e.flowWeight(i), current[f]
+			// Prefer evicting flows not seen now, then the lightest, then by name.
+			if victim < 0 || (vcur && !cur) || (cur == vcur && (w < vw || (w == vw && f < e.st.Flows[victim]))) {
+				victim, vw, vcur = i, w, cur
+			}
+		}
+		e.removeFlow(victim)
+		e.st.Count.EvictedFlows++
+	}
+	for len(e.st.Sources) > e.cfg.MaxSources {
+		victim := 0
+		for i, s := range e.st.Sources {
+			v := e.st.Sources[victim]
+			if s.Last < v.Last || (s.Last == v.Last && (s.N < v.N || (s.N == v.N && s.Key < v.Key))) {
+				victim = i
+			}
+		}
+		e.removeSource(victim)
+		e.st.Count.EvictedSources++
+	}
+}
+
+// pruneSources drops sources whose aging weight is below 1e-12 (about 40
+// half-lives without an equation): they no longer matter to any sum.
+func (e *Estimator) pruneSources() {
+	for i := len(e.st.Sources) - 1; i >= 0; i-- {
+		if e.st.Sources[i].N < 1e-12 {
+			e.removeSource(i)
+			e.st.Count.EvictedSources++
+		}
+	}
+}
+
+// removeSource subtracts nothing from C and D: a source is removed either when
+// its sums have aged to nothing, or under MaxSources pressure, where its old
+// equations stay in C and D (the flows' statistics stay consistent) and only its
+// scalars are lost.
+func (e *Estimator) removeSource(i int) {
+	e.st.Sources = slices.Delete(e.st.Sources, i, i+1)
+	clear(e.srcIdx)
+	for j, s := range e.st.Sources {
+		e.srcIdx[s.Key] = j
+	}
+}
+
+func (e *Estimator) removeFlow(i int) {
+	k := len(e.st.Flows)
+	c := make([]float64, 0, (k-1)*(k-1))
+	for a := 0; a < k; a++ {
+		if a == i {
+			continue
+		}
+		for b := 0; b < k; b++ {
+			if b != i {
+				c = append(c, e.st.C[a*k+b])
+			}
+		}
+	}
+	e.st.C = c
+	e.st.D = slices.Delete(e.st.D, i, i+1)
+	e.st.Flows = slices.Delete(e.st.Flows, i, i+1)
+	e.st.Smooth = slices.Delete(e.st.Smooth, i, i+1)
+	for j := range e.st.Sources {
+		s := &e.st.Sources[j]
+		if i < len(s.SX) {
+			s.SX = slices.Delete(s.SX, i, i+1)
+		}
+		if i < len(s.BX) {
+			s.BX = slices.Delete(s.BX, i, i+1)
+		}
+	}
+	clear(e.flowIdx)
+	for j, f := range e.st.Flows {
+		e.flowIdx[f] = j
+	}
+}

@@ -1,0 +1,726 @@
+package workfactor
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// block is one independent regression problem: the flows and sources of one
+// connected component of the flow–source graph (a source links the flows it
+// serves). In machine mode with interlinked placements there is one block; per
+// process CPU readings split the problem into one block per group of processes
+// sharing flows (§4.6).
+type block struct {
+	flows   []int // flow indices, in name order
+	sources []int
+	nh      float64 // N_h
+	yy      float64 // YᵀY
+	b0, by  float64 // Σv², Σv²ρΩ
+	// sigma2 is the mean σ_y² its sources remember from earlier solves (0:
+	// none): the noise level when too few equations remain to measure it.
+	sigma2 float64
+}
+
+// memberTol is the share of a source's rate sum below which a flow is no longer
+// considered served by it (its traces have aged away).
+const memberTol = 1e-12
+
+func (e *Estimator) blocks() []block {
+	k := len(e.st.Flows)
+	parent := make([]int, k)
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	union := func(a, b int) {
+		ra, rb := find(a), find(b)
+		if ra != rb {
+			if ra < rb {
+				parent[rb] = ra
+			} else {
+				parent[ra] = rb
+			}
+		}
+	}
+	members := make([][]int, len(e.st.Sources))
+	for si, s := range e.st.Sources {
+		total := 0.0
+		for _, x := range s.SX {
+			total += x
+		}
+		for i, x := range s.SX {
+			if x > memberTol*total {
+				members[si] = append(members[si], i)
+			}
+		}
+		for _, i := range members[si] {
+			union(members[si][0], i)
+		}
+	}
+	// A flow no source serves any more (all its sums aged away) belongs to no block.
+	served := make([]bool, k)
+	for _, m := range members {
+		for _, i := range m {
+			served[i] = true
+		}
+	}
+	byRoot := map[int]*block{}
+	var roots []int
+	for si, m := range members {
+		var b *block
+		if len(m) == 0 {
+			if e.cfg.Background == BackgroundOff {
+				continue
+			}
+			// Only background: a block of its own.
+			b = &block{}
+			byRoot[-1-si] = b
+			roots = append(roots, -1-si)
+		} else {
+			r := find(m[0])
+			if b = byRoot[r]; b == nil {
+				b = &block{}
+				byRoot[r] = b
+				roots = append(roots, r)
+			}
+		}
+		s := e.st.Sources[si]
+		b.sources = append(b.sources, si)
+		b.nh += s.N
+		b.yy += s.YY
+		b.b0 += s.B0
+		b.by += s.BY
+		b.sigma2 += s.Sigma2 / float64(len(e.st.Sources)) // normalised below
+	}
+	for i := 0; i < k; i++ {
+		if served[i] {
+			b := byRoot[find(i)]
+			b.flows = append(b.flows, i)
+		}
+	}
+	out := make([]block, 0, len(roots))
+	for _, r := range roots {
+		b := byRoot[r]
+		b.sigma2 *= float64(len(e.st.Sources)) / float64(len(b.sources))
+		slices.SortFunc(b.flows, func(x, y int) int { return cmp.Compare(e.st.Flows[x], e.st.Flows[y]) })
+		out = append(out, *b)
+	}
+	// Deterministic order: by first flow name, then first source key.
+	slices.SortFunc(out, func(x, y block) int {
+		switch {
+		case len(x.flows) > 0 && len(y.flows) > 0:
+			return cmp.Compare(e.st.Flows[x.flows[0]], e.st.Flows[y.flows[0]])
+		case len(x.flows) > 0:
+			return -1
+		case len(y.flows) > 0:
+			return 1
+		}
+		return cmp.Compare(e.st.Sources[x.sources[0]].Key, e.st.Sources[y.sources[0]].Key)
+	})
+	return out
+}
+
+// column of the regression: one flow, several combined flows, or a background
+// column over some sources. A fixed column is not solved: its coefficient is
+// value, and its contribution is moved to the left-hand side.
+type column struct {
+	flows []int
+	bg    []int // source indices, for a background column
+	fixed bool
+	value float64
+}
+
+// colFit is one column's solution.
+type colFit struct {
+	alpha float64
+	g     float64
+	// singular: the column was dropped (its pivot vanished, or it is empty), so
+	// alpha "represents a problem with the floating-point calculations".
+	singular bool
+	// gOK: the goodness is defined (positive degrees of freedom).
+	gOK         bool
+	fixed       bool
+	implausible bool
+}
+
+// fails is the failing criterion of §4.3: α̂ < 0, α̂ a floating-point problem,
+// or g < 1; and, added here, α̂ implausible (above twice D_c/C_cc).
+func (c colFit) fails() bool {
+	return c.singular || !c.gOK || math.IsNaN(c.alpha) || math.IsInf(c.alpha, 0) || c.alpha < 0 || !(c.g >= 1) || c.implausible
+}
+
+type fit struct {
+	cols        []colFit
+	sse, sst    float64
+	dof         float64
+	mse, r2     float64
+	mseOK, r2OK bool
+	columns     int // columns actually solved
+}
+
+// gMax caps |g| when the fit is exact (S_k = 0), keeping it finite.
+const gMax = 1e9
+
+func (e *Estimator) solveColumns(b *block, cols []column) fit {
+	n := len(cols)
+	k := len(e.st.Flows)
+	cg := make([]float64, n*n)
+	dg := make([]float64, n)
+	src := e.st.Sources
+	bx := func(s, i int) float64 {
+		if i < len(src[s].BX) {
+			return src[s].BX[i]
+		}
+		return 0
+	}
+	for a, ca := range cols {
+		for _, i := range ca.flows {
+			dg[a] += e.st.D[i]
+		}
+		for _, s := range ca.bg {
+			dg[a] += src[s].BY
+		}
+		for bi := a; bi < n; bi++ {
+			cb := cols[bi]
+			v := 0.0
+			for _, i := range ca.flows {
+				for _, j := range cb.flows {
+					v += e.st.C[i*k+j]
+				}
+				for _, s := range cb.bg {
+					v += bx(s, i)
+				}
+			}
+			for _, s := range ca.bg {
+				for _, j := range cb.flows {
+					v += bx(s, j)
+				}
+				if slices.Contains(cb.bg, s) {
+					v += src[s].B0
+				}
+			}
+			cg[a*n+bi], cg[bi*n+a] = v, v
+		}
+	}
+	// The free columns' problem: C_FF α_F = D_F − C_F,fixed·α_fixed.
+	var free []int
+	for a, c := range cols {
+		if !c.fixed {
+			free = append(free, a)
+		}
+	}
+	m := len(free)
+	cf := make([]float64, m*m)
+	df := make([]float64, m)
+	for p, a := range free {
+		df[p] = dg[a]
+		for c, col := range cols {
+			if col.fixed {
+				df[p] -= cg[a*n+c] * col.value
+			}
+		}
+		for q, bi := range free {
+			cf[p*m+q] = cg[a*n+bi]
+		}
+	}
+	// Standardize: unit diagonal (the paper's future work names scaling and
+	// standardization for numerical stability).
+	sc := make([]float64, m)
+	excluded := make([]bool, m)
+	for i := 0; i < m; i++ {
+		if d := cf[i*m+i]; d > 0 && !math.IsInf(d, 0) {
+			sc[i] = 1 / math.Sqrt(d)
+		} else {
+			excluded[i] = true
+		}
+	}
+	cs := make([]float64, m*m)
+	ds := make([]float64, m)
+	for i := 0; i < m; i++ {
+		ds[i] = df[i] * sc[i]
+		for j := 0; j < m; j++ {
+			cs[i*m+j] = cf[i*m+j] * sc[i] * sc[j]
+		}
+	}
+	var x, vdiag []float64 // standardized solution and diag of its covariance / MSE
+	switch e.cfg.Method {
+	case Plain:
+		l, _ := cholesky(cs, m, excluded)
+		x = cholSolve(l, m, excluded, ds)
+		inv := cholInverse(l, m, excluded)
+		vdiag = make([]float64, m)
+		for i := range vdiag {
+			vdiag[i] = inv[i*m+i]
+		}
+	case Ridge:
+		ar := slices.Clone(cs)
+		for i := 0; i < m; i++ {
+			ar[i*m+i] += e.cfg.RidgeLambda
+		}
+		l, _ := cholesky(ar, m, excluded)
+		x = cholSolve(l, m, excluded, ds)
+		inv := cholInverse(l, m, excluded)
+		// Cov(x) = MSE · A⁻¹ C A⁻¹ with A = C + λI.
+		vdiag = make([]float64, m)
+		for i := 0; i < m; i++ {
+			v := 0.0
+			for p := 0; p < m; p++ {
+				for q := 0; q < m; q++ {
+					v += inv[i*m+p] * cs[p*m+q] * inv[q*m+i]
+				}
+			}
+			vdiag[i] = v
+		}
+	case NNLS:
+		var passive []bool
+		x, passive = nnls(cs, m, excluded, ds)
+		ex := make([]bool, m)
+		for i := range ex {
+			ex[i] = excluded[i] || !passive[i]
+		}
+		l, _ := cholesky(cs, m, ex)
+		inv := cholInverse(l, m, ex)
+		vdiag = make([]float64, m)
+		for i := range vdiag {
+			vdiag[i] = inv[i*m+i]
+		}
+	}
+	f := fit{cols: make([]colFit, n)}
+	alpha := make([]float64, n)
+	for a, c := range cols {
+		if c.fixed {
+			alpha[a] = c.value
+		}
+	}
+	for p, a := range free {
+		if !excluded[p] {
+			alpha[a] = x[p] * sc[p]
+			f.columns++
+		}
+	}
+	sse := b.yy
+	for i := 0; i < n; i++ {
+		sse -= 2 * alpha[i] * dg[i]
+		for j := 0; j < n; j++ {
+			sse += alpha[i] * alpha[j] * cg[i*n+j]
+		}
+	}
+	f.sse = max(sse, 0)
+	f.dof = b.nh - float64(f.columns) - 1
+	switch {
+	case f.dof >= 1:
+		f.mse, f.mseOK = f.sse/f.dof, true
+	case b.sigma2 > 0 && f.columns > 0 && b.nh > 0:
+		// Too few equations to measure the noise (right after a shift): the
+		// noise level the block's sources had, MSE ≈ σ_y²·Σv²/N_h.
+		f.mse, f.mseOK = b.sigma2*b.b0/b.nh, true
+	case f.dof > 0:
+		f.mse, f.mseOK = f.sse/f.dof, true
+	}
+	// SST about the weighted mean: Σv²(y − ȳ)² with ȳ = Σv²y/Σv². The paper's
+	// YᵀY − N_hȲ² mixes squared and plain weights once rows are aged, and can be
+	// negative; this is its consistent weighted form (equal without aging).
+	if b.b0 > 0 {
+		f.sst = b.yy - b.by*b.by/b.b0
+		if f.sst > 0 {
+			f.r2, f.r2OK = 1-f.sse/f.sst, true
+		}
+	}
+	for a, col := range cols {
+		if col.fixed {
+			f.cols[a] = colFit{alpha: col.value, fixed: true}
+		}
+	}
+	for p, a := range free {
+		c := colFit{alpha: alpha[a], singular: excluded[p]}
+		if !c.singular && f.mseOK {
+			s := math.Sqrt(f.mse * vdiag[p] * sc[p] * sc[p])
+			switch {
+			case s > 0 && !math.IsInf(s, 0) && !math.IsNaN(s):
+				c.g = c.alpha / s
+			case c.alpha > 0:
+				c.g = gMax
+			case c.alpha < 0:
+				c.g = -gMax
+			}
+			c.g = min(max(c.g, -gMax), gMax)
+			c.gOK = !math.IsNaN(c.g)
+		}
+		if math.IsNaN(c.alpha) || math.IsInf(c.alpha, 0) {
+			c.alpha, c.singular, c.gOK = 0, true, false
+		}
+		// Plausibility: with α ≥ 0 and background ≥ 0, a column's work factor is
+		// at most D_c/C_cc, the coefficient it would get if it alone explained the
+		// CPU of the equations it appears in. Twice that is a fitting artefact
+		// (typically a flow seen in one or two periods, whose column acts as an
+		// indicator of those periods).
+		if len(cols[a].flows) > 0 && cg[a*n+a] > 0 && c.alpha > 2*max(dg[a], 0)/cg[a*n+a] {
+			c.implausible = true
+		}
+		f.cols[a] = c
+	}
+	return f
+}
+
+// flowResult is one flow's raw outcome of a period's solve.
+type flowResult struct {
+	block    int
+	share    float64 // X̄_k/‖X̄‖ in its block
+	rejected bool    // δ
+	combined bool
+	solved   bool // alpha and g are this period's estimate
+	alpha, g float64
+	// weight scales s(g) in the smoothing: 1 for a flow solved alone, its share
+	// of the combined column's rate for a combined flow.
+	weight float64
+	// coef is the flow's coefficient in the fit (the fixed value of a fixed
+	// combined column, 0 for a rejected or singular flow).
+	coef float64
+}
+
+type blockResult struct {
+	b        block
+	fit      fit
+	solved   bool
+	flows    []string
+	bgAlpha  []float64 // per background column
+	bgG      []float64
+	bgOK     []bool
+	bgSource []int // source of each per-source background column (-1: shared)
+}
+
+type solveResult struct {
+	flows  map[int]*flowResult
+	blocks []blockResult
+}
+
+func (e *Estimator) solveAll() *solveResult {
+	res := &solveResult{flows: map[int]*flowResult{}}
+	for bi, b := range e.blocks() {
+		res.blocks = append(res.blocks, e.solveBlock(bi, b, res.flows))
+	}
+	return res
+}
+
+// solveBlock runs flow rejection (§4.1), flow combining (§4.3) and the solve of
+// one block.
+func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockResult {
+	br := blockResult{b: b}
+	sx := make(map[int]float64, len(b.flows))
+	total := 0.0
+	for _, s := range b.sources {
+		src := e.st.Sources[s]
+		for _, i := range b.flows {
+			if i < len(src.SX) {
+				sx[i] += src.SX[i]
+			}
+		}
+	}
+	for _, i := range b.flows {
+		total += sx[i]
+		br.flows = append(br.flows, e.st.Flows[i])
+	}
+	var kept []int
+	for _, i := range b.flows {
+		r := &flowResult{block: bi}
+		if total > 0 {
+			r.share = sx[i] / total
+		}
+		if !(total > 0) || r.share < e.cfg.Delta {
+			r.rejected = true
+		} else {
+			kept = append(kept, i)
+		}
+		out[i] = r
+	}
+	// Decreasing mean rate; ties by name (b.flows is in name order, sort is stable).
+	slices.SortStableFunc(kept, func(x, y int) int { return cmp.Compare(sx[y], sx[x]) })
+
+	// prior is the combined flows' rate-weighted smoothed work factor: the
+	// value a failing combined column is fixed at. It exists only when flows
+	// carrying 90% of the combined rate have a mature smoothed work factor (at
+	// least HalfLife periods of estimates since it started or was forgotten).
+	prior := func(comb []int) (float64, bool) {
+		num, den, all := 0.0, 0.0, 0.0
+		for _, i := range comb {
+			all += sx[i]
+			if sm := e.st.Smooth[i]; sm.Q > 0 && sm.Since > 0 && float64(e.st.Period-sm.Since) >= e.cfg.HalfLife {
+				num += sx[i] * sm.P / sm.Q
+				den += sx[i]
+			}
+		}
+		if den == 0 || den < 0.9*all {
+			return 0, false
+		}
+		return num / den, true
+	}
+	var bgCols []column
+	switch e.cfg.Background {
+	case BackgroundShared:
+		bgCols = []column{{bg: b.sources}}
+		br.bgSource = []int{-1}
+	case BackgroundPerSource:
+		for _, s := range b.sources {
+			bgCols = append(bgCols, column{bg: []int{s}})
+			br.bgSource = append(br.bgSource, s)
+		}
+	}
+	// The flows 1 … j+q−1 start individual, j being the first whose mean rate is
+	// at most CombineThreshold × the mean over the block's flows.
+	nInd := len(kept)
+	if len(kept) > 0 {
+		keptTotal := 0.0
+		for _, i := range kept {
+			keptTotal += sx[i]
+		}
+		thr := e.cfg.CombineThreshold * keptTotal / float64(len(kept))
+		for j, i := range kept {
+			if sx[i] <= thr {
+				nInd = min(j+e.cfg.Q, len(kept))
+				break
+			}
+		}
+	}
+	// Never more columns than the equations support well: at least as many
+	// residual degrees of freedom as columns (dof = N_h − columns − 1 ≥ columns).
+	// The paper only asks N_h ≥ K; right after a shift, or at the start, fits
+	// with fewer spare equations swing wildly and would enter the smoothing.
+	// When columns are short, the combined column is the first to give up its
+	// freedom: it is fixed at its members' smoothed work factors (as a failing
+	// one is, below), so the main flows can be solved from the first periods
+	// after a shift.
+	maxCols := int(math.Floor((b.nh - 1) / 2))
+	budgetFixed := false
+	// The largest q flows are always solved alone when the equations allow it
+	// at all (dof ≥ 1, or dof ≥ 0 when the noise level is known from before a
+	// shift): the combining of §4.3 always keeps at least q.
+	spare := 2.0 // dof ≥ 1
+	if b.sigma2 > 0 {
+		spare = 1 // the noise is known: dof ≥ 0
+	}
+	minInd := min(e.cfg.Q, len(kept), max(int(math.Floor(b.nh-spare))-len(bgCols), 0))
+	ncols := func(ind int) int {
+		c := ind + len(bgCols)
+		if ind < len(kept) && !budgetFixed {
+			c++
+		}
+		return c
+	}
+	canFix := func(nInd int) bool {
+		_, ok := prior(kept[nInd:])
+		return nInd > 0 && nInd < len(kept) && ok
+	}
+	if ncols(nInd) > maxCols && canFix(nInd) {
+		budgetFixed = true
+	}
+	for nInd > minInd && ncols(nInd) > maxCols {
+		nInd--
+		budgetFixed = budgetFixed || canFix(nInd)
+		if budgetFixed && !canFix(nInd) {
+			budgetFixed = false
+		}
+	}
+	if ncols(nInd) > maxCols && nInd > 0 && nInd == minInd {
+		maxCols = ncols(nInd) // the q largest, on few spare equations
+	}
+	if nInd == 0 {
+		budgetFixed = false // the combined column is then the only one
+	}
+	if ncols(nInd) > maxCols || ncols(nInd) == 0 {
+		e.st.Count.UnsolvedBlocks++
+		return br
+	}
+	ind := slices.Clone(kept[:nInd])
+	comb := slices.Clone(kept[nInd:])
+	combFixed := false
+	solve := func() fit {
+		cols := make([]column, 0, len(ind)+1+len(bgCols))
+		for _, i := range ind {
+			cols = append(cols, column{flows: []int{i}})
+		}
+		if len(comb) > 0 {
+			cols = append(cols, column{flows: comb})
+		}
+		cols = append(cols, bgCols...)
+		combFixed = false
+		// The budget can only fix the combined column while another is free.
+		v, ok := prior(comb)
+		if len(comb) > 0 && budgetFixed && len(ind) > 0 && ok {
+			cols[len(ind)].fixed, cols[len(ind)].value = true, v
+			combFixed = true
+			return e.solveColumns(&b, cols)
+		}
+		f := e.solveColumns(&b, cols)
+		// The failing criterion applies to the combined column too. A failing
+		// one is not used as an estimate: it is fixed at its members' smoothed
+		// work factors, and the others are solved around them. Not when it is
+		// the only column (it is then the block's whole estimate), nor when its
+		// members have no smoothed work factors yet.
+		if len(comb) > 0 && f.cols[len(ind)].fails() && len(cols) > 1 && ok {
+			cols[len(ind)].fixed, cols[len(ind)].value = true, v
+			f = e.solveColumns(&b, cols)
+			combFixed = true
+		}
+		return f
+	}
+	f := solve()
+	for round := 0; round < 2*e.cfg.Q+1; round++ {
+		var still []int
+		moved := false
+		for c, i := range ind {
+			if f.cols[c].fails() {
+				comb = append(comb, i)
+				moved = true
+			} else {
+				still = append(still, i)
+			}
+		}
+		if !moved {
+			break
+		}
+		ind = still
+		// The combined column now holds a flow that failed alone: it is solved
+		// freely again (fixed only if it fails), never frozen at that flow's
+		// old work factor.
+		budgetFixed = false
+		f = solve()
+	}
+	br.fit = f
+	if f.columns == 0 {
+		e.st.Count.UnsolvedBlocks++
+		return br
+	}
+	br.solved = true
+	for c, i := range ind {
+		r := out[i]
+		cf := f.cols[c]
+		r.solved = !cf.singular
+		r.alpha, r.g, r.weight = cf.alpha, cf.g, 1
+		if !cf.gOK {
+			r.g = 0
+		}
+		if r.solved {
+			r.coef = cf.alpha
+		}
+	}
+	if len(comb) > 0 {
+		cf := f.cols[len(ind)]
+		combRate := 0.0
+		for _, i := range comb {
+			combRate += sx[i]
+		}
+		for _, i := range comb {
+			r := out[i]
+			r.combined = true
+			r.coef = cf.alpha
+			if combFixed || cf.singular {
+				continue
+			}
+			r.solved = true
+			r.alpha, r.g = cf.alpha, cf.g
+			if !cf.gOK {
+				r.g = 0
+			}
+			if combRate > 0 {
+				r.weight = sx[i] / combRate
+			}
+		}
+	}
+	off := len(ind)
+	if len(comb) > 0 {
+		off++
+	}
+	for c := range bgCols {
+		cf := f.cols[off+c]
+		br.bgAlpha = append(br.bgAlpha, cf.alpha)
+		br.bgG = append(br.bgG, cf.g)
+		br.bgOK = append(br.bgOK, !cf.singular && cf.gOK)
+	}
+	return br
+}
+
+// smooth applies equation 8: P ← 2^(−1/t)P + s(g)α̂, Q ← 2^(−1/t)Q + s(g). The
+// decay was applied with the data's aging when the period was folded in. A
+// combined flow's s(g) is scaled by its share of the combined column's rate: the
+// combined estimate is a rate-weighted mean, and says little about a minor member.
+func (e *Estimator) smooth(res *solveResult) {
+	for i, r := range res.flows {
+		if !r.solved || r.rejected {
+			continue
+		}
+		w := SmoothingWeight(r.g) * r.weight
+		if !(w > 0) || math.IsNaN(r.alpha) || math.IsInf(r.alpha, 0) {
+			continue
+		}
+		sm := &e.st.Smooth[i]
+		if e.st.Period <= sm.Until && !r.combined && e.cfg.ShiftSigma > 0 {
+			// Shortly after a shift of the block, or the flow's appearance:
+			// forget the smoothed past if the estimate is incompatible with it.
+			if se := r.alpha / r.g; sm.Q > 0 && math.Abs(r.alpha-sm.P/sm.Q) > e.cfg.ShiftSigma*se {
+				eps := math.Exp2(-e.cfg.ShiftForget)
+				sm.P *= eps
+				sm.Q *= eps
+				sm.Since = 0
+			}
+		}
+		if sm.Since == 0 {
+			sm.Since = e.st.Period
+		}
+		sm.P += w * r.alpha
+		sm.Q += w
+	}
+}
+
+// remember keeps what shift detection needs from this solve: each flow's
+// coefficient, and per source its block's residual variance σ_y² (per
+// unweighted equation: SSE·N_h/(Σv²·dof)) and background.
+func (e *Estimator) remember(res *solveResult) {
+	for i := range e.st.Smooth {
+		e.st.Smooth[i].Raw, e.st.Smooth[i].RawOK = 0, false
+	}
+	for _, br := range res.blocks {
+		for _, s := range br.b.sources {
+			e.st.Sources[s].Bg = 0
+		}
+		if !br.solved {
+			continue
+		}
+		// σ_y² is renewed from a fit with as many spare equations as columns; a
+		// younger fit keeps the previous one (noise does not change at a shift,
+		// and an overfit σ would make everything look suspect). Until a first σ
+		// is known, any fit with a spare equation gives one: a burst in the first
+		// periods must already be recognised.
+		if br.fit.dof >= 1 && br.b.b0 > 0 {
+			sigma2 := br.fit.sse * br.b.nh / (br.b.b0 * br.fit.dof)
+			for _, s := range br.b.sources {
+				if src := &e.st.Sources[s]; br.fit.dof >= float64(br.fit.columns) || src.Sigma2 == 0 {
+					src.Sigma2 = sigma2
+				}
+			}
+		}
+		for c, s := range br.bgSource {
+			if s >= 0 {
+				e.st.Sources[s].Bg = br.bgAlpha[c]
+				continue
+			}
+			for _, t := range br.b.sources {
+				e.st.Sources[t].Bg = br.bgAlpha[c]
+			}
+		}
+		for _, i := range br.b.flows {
+			sm := &e.st.Smooth[i]
+			sm.RawOK = true
+			if r := res.flows[i]; r != nil && !r.rejected {
+				sm.Raw = r.coef
+			}
+		}
+	}
+}

@@ -1,0 +1,636 @@
+package workfactor
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// State is the estimator's persistent state: the aged sufficient statistics of
+// the regression, which merge exactly, and the smoothing accumulators P and Q.
+// Every field is exported so it can be stored as JSON; MarshalBinary gives a
+// compact versioned encoding.
+//
+// Notation: an equation (one source in one period i, 1 = newest) has the row
+// weight v = 2^((1−i)/h)·f(ρ), the scaled rates vλ_k and the scaled power vρΩ.
+// Sums over every equation ever folded in:
+//
+//	C[k,l] = Σ v²λ_kλ_l          (C = XᵀX, K×K, row-major)
+//	D[k]   = Σ v²λ_k ρΩ          (D = XᵀY)
+//
+// and per source:
+//
+//	N   = Σ 2^((1−i)/h)          (N_h of §3.4: the equations' aging weights)
+//	SY  = Σ vρΩ                  (1ᵀY)
+//	YY  = Σ (vρΩ)²               (YᵀY)
+//	SX  = Σ vλ_k                 (1ᵀX, for X̄ = 1ᵀX/N_h, flow rejection and combining)
+//	B0  = Σ v², BX = Σ v²λ_k, BY = Σ v²ρΩ   (the background column's entries)
+//
+// Folding in a period multiplies the squared sums by 2^(−2g/h) and the others by
+// 2^(−g/h), g being the number of periods since the last one, then adds the new
+// equations.
+//
+// # Merging
+//
+// Two states (shards that observed different machines, or the same machines in
+// different periods) combine with Merge: both are first aged to the later of
+// their periods, then flows are matched by name and sources by key, and every sum
+// above is added. The merged regression statistics are exactly those one
+// estimator would hold had it seen every equation of both, so a solve on them
+// equals the single-instance solve. An equation seen by both shards (the same
+// source in the same period) is counted twice: give every source to one shard.
+// The smoothing accumulators P and Q are also aged and added, so the merged
+// smoothed work factor is the Q-weighted mean of the shards' (exact when one
+// shard holds all the smoothing, as when the other has only statistics).
+type State struct {
+	Version        int     `json:"version"`
+	HalfLife       float64 `json:"half_life"`
+	SmoothHalfLife float64 `json:"smooth_half_life"`
+	// Started is false until the first period has been folded in.
+	Started bool `json:"started"`
+	// Period is the last period folded in; the sums are aged to it.
+	Period  int64         `json:"period"`
+	Flows   []string      `json:"flows"`
+	C       []float64     `json:"c"`
+	D       []float64     `json:"d"`
+	Sources []SourceState `json:"sources"`
+	Smooth  []SmoothState `json:"smooth"` // parallel to Flows
+	Count   Counters      `json:"counters"`
+}
+
+// SourceState holds the per-source sums (see State). Its SX and BX are indexed
+// like State.Flows and may be shorter (missing entries are zero).
+type SourceState struct {
+	Key     string    `json:"key"`
+	Machine string    `json:"machine"`
+	Process string    `json:"process,omitempty"`
+	N       float64   `json:"n"`
+	SY      float64   `json:"sy"`
+	YY      float64   `json:"yy"`
+	B0      float64   `json:"b0"`
+	BY      float64   `json:"by"`
+	SX      []float64 `json:"sx"`
+	BX      []float64 `json:"bx"`
+	// Last is the last period in which the source gave an equation.
+	Last int64 `json:"last"`
+
+	// Shift detection (see Config.ShiftSigma). Sigma2 is σ_y², the variance of
+	// one unweighted equation's residual in the source's block at the last solve
+	// (0: unknown); Bg the background power the last solve gave this source; Held
+	// the suspect equations not yet folded in; QuietUntil the first period in
+	// which detection is on again after a shift.
+	Sigma2     float64   `json:"sigma2"`
+	Bg         float64   `json:"bg"`
+	Held       []HeldRow `json:"held,omitempty"`
+	QuietUntil int64     `json:"quiet_until"`
+	// Recent are the equations folded in during the last ShiftPeriods periods:
+	// on a shift they are folded in again after the forgetting, since they
+	// already belong to the new regime.
+	Recent []HeldRow `json:"recent,omitempty"`
+	// Capacity is the last Ω reported, in standard MHz.
+	Capacity float64 `json:"capacity"`
+}
+
+// HeldRow is a suspect equation awaiting confirmation (an outlier or the start
+// of a shift).
+type HeldRow struct {
+	Period int64     `json:"period"`
+	Y      float64   `json:"y"` // ρΩ
+	V      float64   `json:"v"` // f(ρ)
+	Flows  []string  `json:"flows"`
+	Rates  []float64 `json:"rates"`
+}
+
+// SmoothState is P and Q of equation 8 for one flow, aged by 2^(−1/t) per
+// period (one solve per period).
+type SmoothState struct {
+	P float64 `json:"p"`
+	Q float64 `json:"q"`
+	// Raw is the flow's coefficient in the last solve (the combined column's for
+	// a combined flow, 0 for a rejected or singular one), used to predict new
+	// equations for shift detection; RawOK is false when its block was not solved.
+	Raw   float64 `json:"raw"`
+	RawOK bool    `json:"raw_ok"`
+	// Until is the last period of the window after a shift of the flow's block
+	// (or the flow's first appearance) in which an own estimate that disagrees
+	// with the smoothed value by more than ShiftSigma standard errors makes the
+	// smoothing forget P and Q.
+	Until int64 `json:"until,omitempty"`
+	// Since is the period of the first estimate folded into P and Q (after the
+	// flow appeared, or after its smoothing was last forgotten); 0: none yet. A
+	// smoothed value younger than HalfLife periods is not used as a prior.
+	Since int64 `json:"since,omitempty"`
+}
+
+// Counters count what was skipped or evicted, cumulatively.
+type Counters struct {
+	// Periods folded in (with at least one equation), and periods given with no
+	// usable observation.
+	Periods      int64 `json:"periods"`
+	EmptyPeriods int64 `json:"empty_periods"`
+	// MissingPeriods counts the period numbers skipped between consecutive calls
+	// (their absence only ages the data).
+	MissingPeriods int64 `json:"missing_periods"`
+	Equations      int64 `json:"equations"`
+	// Observations skipped, by reason.
+	BadUtilization int64 `json:"bad_utilization"`
+	BadCapacity    int64 `json:"bad_capacity"`
+	BadRate        int64 `json:"bad_rate"`
+	ZeroRates      int64 `json:"zero_rates"`
+	WrongMode      int64 `json:"wrong_mode"`
+	Duplicate      int64 `json:"duplicate"`
+	// UnsolvedBlocks counts block solves that produced no estimate (too few
+	// equations for the columns, or every column singular).
+	UnsolvedBlocks int64 `json:"unsolved_blocks"`
+	// Evicted flows and sources (MaxFlows, MaxSources) and pruned ones (their
+	// aged weight fell below 1e-12 of the total).
+	EvictedFlows   int64 `json:"evicted_flows"`
+	EvictedSources int64 `json:"evicted_sources"`
+	// Outliers counts equations thrown out as intermittent background (§4.8):
+	// suspect, and not followed by enough suspect periods to be a shift. Shifts
+	// counts confirmed shifts, each of which made a block forget its past.
+	Outliers int64 `json:"outliers"`
+	Shifts   int64 `json:"shifts"`
+}
+
+func (c *Counters) add(o Counters) {
+	c.Periods += o.Periods
+	c.EmptyPeriods += o.EmptyPeriods
+	c.MissingPeriods += o.MissingPeriods
+	c.Equations += o.Equations
+	c.BadUtilization += o.BadUtilization
+	c.BadCapacity += o.BadCapacity
+	c.BadRate += o.BadRate
+	c.ZeroRates += o.ZeroRates
+	c.WrongMode += o.WrongMode
+	c.Duplicate += o.Duplicate
+	c.UnsolvedBlocks += o.UnsolvedBlocks
+	c.EvictedFlows += o.EvictedFlows
+	c.EvictedSources += o.EvictedSources
+	c.Outliers += o.Outliers
+	c.Shifts += o.Shifts
+}
+
+// Skipped is the total number of observations skipped.
+func (c Counters) Skipped() int64 {
+	return c.BadUtilization + c.BadCapacity + c.BadRate + c.ZeroRates + c.WrongMode + c.Duplicate
+}
+
+const stateVersion = 1
+
+// Clone returns a deep copy.
+func (s *State) Clone() *State {
+	c := *s
+	c.Flows = slices.Clone(s.Flows)
+	c.C = slices.Clone(s.C)
+	c.D = slices.Clone(s.D)
+	c.Smooth = slices.Clone(s.Smooth)
+	c.Sources = make([]SourceState, len(s.Sources))
+	for i, src := range s.Sources {
+		src.SX = slices.Clone(src.SX)
+		src.BX = slices.Clone(src.BX)
+		src.Held = cloneRows(src.Held)
+		src.Recent = cloneRows(src.Recent)
+		c.Sources[i] = src
+	}
+	return &c
+}
+
+func cloneRows(rows []HeldRow) []HeldRow {
+	rows = slices.Clone(rows)
+	for j := range rows {
+		rows[j].Flows = slices.Clone(rows[j].Flows)
+		rows[j].Rates = slices.Clone(rows[j].Rates)
+	}
+	return rows
+}
+
+// check verifies the shapes and that every number is finite.
+func (s *State) check() error {
+	k := len(s.Flows)
+	if s.Version != stateVersion {
+		return fmt.Errorf("state version %d, want %d", s.Version, stateVersion)
+	}
+	if len(s.C) != k*k || len(s.D) != k || len(s.Smooth) != k {
+		return fmt.Errorf("state shapes disagree: %d flows, C %d, D %d, smoothing %d", k, len(s.C), len(s.D), len(s.Smooth))
+	}
+	if !(s.HalfLife > 0) || !(s.SmoothHalfLife > 0) {
+		return errors.New("state half-lives must be positive")
+	}
+	seen := map[string]bool{}
+	for _, f := range s.Flows {
+		if seen[f] {
+			return fmt.Errorf("state has flow %q twice", f)
+		}
+		seen[f] = true
+	}
+	finite := func(xs ...float64) bool {
+		for _, x := range xs {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return false
+			}
+		}
+		return true
+	}
+	if !finite(s.C...) || !finite(s.D...) {
+		return errors.New("state has a non-finite sum")
+	}
+	for _, sm := range s.Smooth {
+		if !finite(sm.P, sm.Q, sm.Raw) {
+			return errors.New("state has a non-finite smoothing sum")
+		}
+	}
+	keys := map[string]bool{}
+	for _, src := range s.Sources {
+		if keys[src.Key] {
+			return fmt.Errorf("state has source %q twice", src.Key)
+		}
+		keys[src.Key] = true
+		if len(src.SX) > k || len(src.BX) > k {
+			return fmt.Errorf("source %q has more rate sums than flows", src.Key)
+		}
+		if !finite(src.N, src.SY, src.YY, src.B0, src.BY, src.Sigma2, src.Bg) || !finite(src.SX...) || !finite(src.BX...) {
+			return fmt.Errorf("source %q has a non-finite sum", src.Key)
+		}
+		for _, h := range append(slices.Clone(src.Held), src.Recent...) {
+			if len(h.Flows) != len(h.Rates) || !finite(h.Y, h.V) || !finite(h.Rates...) {
+				return fmt.Errorf("source %q has an invalid held equation", src.Key)
+			}
+		}
+		if !finite(src.Capacity) {
+			return fmt.Errorf("source %q has a non-finite capacity", src.Key)
+		}
+	}
+	return nil
+}
+
+// age multiplies the sums by the aging of g periods.
+func (s *State) age(g int64) {
+	if g <= 0 {
+		return
+	}
+	a := math.Exp2(-float64(g) / s.HalfLife)
+	a2 := a * a
+	for i := range s.C {
+		s.C[i] *= a2
+	}
+	for i := range s.D {
+		s.D[i] *= a2
+	}
+	for i := range s.Sources {
+		src := &s.Sources[i]
+		src.N *= a
+		src.SY *= a
+		src.SX = scale(src.SX, a)
+		src.YY *= a2
+		src.B0 *= a2
+		src.BY *= a2
+		src.BX = scale(src.BX, a2)
+	}
+	b := math.Exp2(-float64(g) / s.SmoothHalfLife)
+	for i := range s.Smooth {
+		s.Smooth[i].P *= b
+		s.Smooth[i].Q *= b
+	}
+	// Underflow to subnormals is harmless but slow; flush.
+	for i := range s.C {
+		if math.Abs(s.C[i]) < 1e-290 {
+			s.C[i] = 0
+		}
+	}
+}
+
+func scale(xs []float64, a float64) []float64 {
+	for i := range xs {
+		xs[i] *= a
+	}
+	return xs
+}
+
+// Merge combines two states as described in the State documentation. Neither
+// argument is modified. Both must have the same half-lives.
+func Merge(a, b *State) (*State, error) {
+	if err := a.check(); err != nil {
+		return nil, fmt.Errorf("merge: first state: %w", err)
+	}
+	if err := b.check(); err != nil {
+		return nil, fmt.Errorf("merge: second state: %w", err)
+	}
+	if a.HalfLife != b.HalfLife || a.SmoothHalfLife != b.SmoothHalfLife {
+		return nil, fmt.Errorf("merge: half-lives differ (%v/%v and %v/%v)", a.HalfLife, a.SmoothHalfLife, b.HalfLife, b.SmoothHalfLife)
+	}
+	if !b.Started {
+		return a.Clone(), nil
+	}
+	if !a.Started {
+		return b.Clone(), nil
+	}
+	m := a.Clone()
+	o := b.Clone()
+	if o.Period > m.Period {
+		m.age(o.Period - m.Period)
+		m.Period = o.Period
+	} else {
+		o.age(m.Period - o.Period)
+	}
+	idx := map[string]int{}
+	for i, f := range m.Flows {
+		idx[f] = i
+	}
+	// Map o's flows to m's indices, appending new ones.
+	om := make([]int, len(o.Flows))
+	for i, f := range o.Flows {
+		j, ok := idx[f]
+		if !ok {
+			j = len(m.Flows)
+			m.Flows = append(m.Flows, f)
+			idx[f] = j
+			m.Smooth = append(m.Smooth, SmoothState{})
+		}
+		om[i] = j
+	}
+	k := len(m.Flows)
+	ka := len(a.Flows)
+	c := make([]float64, k*k)
+	for i := 0; i < ka; i++ {
+		copy(c[i*k:i*k+ka], m.C[i*ka:(i+1)*ka])
+	}
+	d := make([]float64, k)
+	copy(d, m.D)
+	ko := len(o.Flows)
+	for i := 0; i < ko; i++ {
+		d[om[i]] += o.D[i]
+		for j := 0; j < ko; j++ {
+			c[om[i]*k+om[j]] += o.C[i*ko+j]
+		}
+		ms := &m.Smooth[om[i]]
+		ms.P += o.Smooth[i].P
+		ms.Q += o.Smooth[i].Q
+		if !ms.RawOK {
+			ms.Raw, ms.RawOK = o.Smooth[i].Raw, o.Smooth[i].RawOK
+		}
+	}
+	m.C, m.D = c, d
+	sidx := map[string]int{}
+	for i, src := range m.Sources {
+		sidx[src.Key] = i
+	}
+	for _, src := range o.Sources {
+		sx := make([]float64, k)
+		bx := make([]float64, k)
+		for i := range src.SX {
+			sx[om[i]] += src.SX[i]
+		}
+		for i := range src.BX {
+			bx[om[i]] += src.BX[i]
+		}
+		if i, ok := sidx[src.Key]; ok {
+			t := &m.Sources[i]
+			t.N += src.N
+			t.SY += src.SY
+			t.YY += src.YY
+			t.B0 += src.B0
+			t.BY += src.BY
+			t.SX = addInto(t.SX, sx)
+			t.BX = addInto(t.BX, bx)
+			t.Last = max(t.Last, src.Last)
+			t.Held = append(t.Held, src.Held...)
+			t.Recent = append(t.Recent, src.Recent...)
+			t.Capacity = max(t.Capacity, src.Capacity)
+			t.QuietUntil = max(t.QuietUntil, src.QuietUntil)
+			if t.Sigma2 == 0 {
+				t.Sigma2, t.Bg = src.Sigma2, src.Bg
+			}
+			continue
+		}
+		src.SX, src.BX = sx, bx
+		sidx[src.Key] = len(m.Sources)
+		m.Sources = append(m.Sources, src)
+	}
+	slices.SortFunc(m.Sources, func(x, y SourceState) int { return compareStrings(x.Key, y.Key) })
+	m.Count.add(o.Count)
+	return m, nil
+}
+
+func addInto(dst, src []float64) []float64 {
+	if len(dst) < len(src) {
+		dst = append(dst, make([]float64, len(src)-len(dst))...)
+	}
+	for i, v := range src {
+		dst[i] += v
+	}
+	return dst
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// binary encoding: magic, version, then fields in order. Strings are
+// length-prefixed; floats are IEEE-754 little endian.
+var stateMagic = [4]byte{'T', 'S', 'W', 'F'}
+
+// MarshalBinary encodes the state.
+func (s *State) MarshalBinary() ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	w := func(v any) { _ = binary.Write(&b, binary.LittleEndian, v) }
+	ws := func(str string) { w(uint32(len(str))); b.WriteString(str) }
+	wf := func(xs []float64) { w(uint32(len(xs))); w(xs) }
+	b.Write(stateMagic[:])
+	w(uint16(s.Version))
+	w(s.HalfLife)
+	w(s.SmoothHalfLife)
+	w(s.Started)
+	w(s.Period)
+	w(uint32(len(s.Flows)))
+	for _, f := range s.Flows {
+		ws(f)
+	}
+	wf(s.C)
+	wf(s.D)
+	for _, sm := range s.Smooth {
+		w(sm.P)
+		w(sm.Q)
+		w(sm.Raw)
+		w(sm.RawOK)
+		w(sm.Until)
+		w(sm.Since)
+	}
+	w(uint32(len(s.Sources)))
+	for _, src := range s.Sources {
+		ws(src.Key)
+		ws(src.Machine)
+		ws(src.Process)
+		w([]float64{src.N, src.SY, src.YY, src.B0, src.BY})
+		wf(src.SX)
+		wf(src.BX)
+		w(src.Last)
+		w(src.Sigma2)
+		w(src.Bg)
+		w(src.QuietUntil)
+		w(src.Capacity)
+		for _, rows := range [][]HeldRow{src.Held, src.Recent} {
+			w(uint32(len(rows)))
+			for _, h := range rows {
+				w(h.Period)
+				w(h.Y)
+				w(h.V)
+				w(uint32(len(h.Flows)))
+				for _, f := range h.Flows {
+					ws(f)
+				}
+				wf(h.Rates)
+			}
+		}
+	}
+	w(s.Count)
+	return b.Bytes(), nil
+}
+
+// UnmarshalBinary decodes a state written by MarshalBinary.
+func (s *State) UnmarshalBinary(data []byte) error {
+	r := bytes.NewReader(data)
+	var err error
+	rd := func(v any) {
+		if err == nil {
+			err = binary.Read(r, binary.LittleEndian, v)
+		}
+	}
+	const maxLen = 1 << 28
+	rs := func() string {
+		var n uint32
+		rd(&n)
+		if err != nil || int64(n) > int64(r.Len()) {
+			if err == nil {
+				err = errors.New("truncated string")
+			}
+			return ""
+		}
+		buf := make([]byte, n)
+		rd(buf)
+		return string(buf)
+	}
+	rf := func() []float64 {
+		var n uint32
+		rd(&n)
+		if err != nil || int64(n)*8 > int64(r.Len()) || n > maxLen {
+			if err == nil {
+				err = errors.New("truncated array")
+			}
+			return nil
+		}
+		xs := make([]float64, n)
+		rd(xs)
+		return xs
+	}
+	var magic [4]byte
+	rd(&magic)
+	if err == nil && magic != stateMagic {
+		return errors.New("not a work-factor state")
+	}
+	var v uint16
+	rd(&v)
+	var t State
+	t.Version = int(v)
+	if err == nil && t.Version != stateVersion {
+		return fmt.Errorf("state version %d, want %d", t.Version, stateVersion)
+	}
+	rd(&t.HalfLife)
+	rd(&t.SmoothHalfLife)
+	rd(&t.Started)
+	rd(&t.Period)
+	var nf uint32
+	rd(&nf)
+	if err == nil && int64(nf) > int64(r.Len()) {
+		err = errors.New("truncated flows")
+	}
+	for i := 0; err == nil && i < int(nf); i++ {
+		t.Flows = append(t.Flows, rs())
+	}
+	t.C = rf()
+	t.D = rf()
+	t.Smooth = make([]SmoothState, 0, min(int(nf), r.Len()/16+1))
+	for i := 0; err == nil && i < int(nf); i++ {
+		var sm SmoothState
+		rd(&sm.P)
+		rd(&sm.Q)
+		rd(&sm.Raw)
+		rd(&sm.RawOK)
+		rd(&sm.Until)
+		rd(&sm.Since)
+		t.Smooth = append(t.Smooth, sm)
+	}
+	var ns uint32
+	rd(&ns)
+	if err == nil && int64(ns) > int64(r.Len()) {
+		err = errors.New("truncated sources")
+	}
+	for i := 0; err == nil && i < int(ns); i++ {
+		var src SourceState
+		src.Key = rs()
+		src.Machine = rs()
+		src.Process = rs()
+		var f [5]float64
+		rd(&f)
+		src.N, src.SY, src.YY, src.B0, src.BY = f[0], f[1], f[2], f[3], f[4]
+		src.SX = rf()
+		src.BX = rf()
+		rd(&src.Last)
+		rd(&src.Sigma2)
+		rd(&src.Bg)
+		rd(&src.QuietUntil)
+		rd(&src.Capacity)
+		readRows := func() []HeldRow {
+			var nh uint32
+			rd(&nh)
+			if err == nil && int64(nh) > int64(r.Len()) {
+				err = errors.New("truncated held equations")
+			}
+			var rows []HeldRow
+			for j := 0; err == nil && j < int(nh); j++ {
+				var h HeldRow
+				rd(&h.Period)
+				rd(&h.Y)
+				rd(&h.V)
+				var nfl uint32
+				rd(&nfl)
+				if err == nil && int64(nfl) > int64(r.Len()) {
+					err = errors.New("truncated held flows")
+				}
+				for k := 0; err == nil && k < int(nfl); k++ {
+					h.Flows = append(h.Flows, rs())
+				}
+				h.Rates = rf()
+				rows = append(rows, h)
+			}
+			return rows
+		}
+		src.Held = readRows()
+		src.Recent = readRows()
+		t.Sources = append(t.Sources, src)
+	}
+	rd(&t.Count)
+	if err != nil {
+		return fmt.Errorf("decoding work-factor state: %w", err)
+	}
+	if r.Len() != 0 {
+		return errors.New("decoding work-factor state: trailing bytes")
+	}
+	if err := t.check(); err != nil {
+		return err
+	}
+	*s = t
+	return nil
+}
