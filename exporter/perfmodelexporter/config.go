@@ -44,6 +44,10 @@ type Config struct {
 	// values override it.
 	CapacityMHz        float64            `mapstructure:"capacity_mhz"`
 	MachineCapacityMHz map[string]float64 `mapstructure:"machine_capacity_mhz"`
+	// CoreMHz is the speed of one core: a flow's work factor divided by it is
+	// the service time it implies, which is checked against the signature's
+	// (disagreement beyond 25% is flagged). 0 disables the check.
+	CoreMHz float64 `mapstructure:"core_mhz"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}

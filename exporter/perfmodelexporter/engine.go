@@ -56,6 +56,7 @@ type engine struct {
 	flushFailed atomic.Bool
 	experiments *experiments
 	cache       *blockCache
+	reported    map[string]bool // signature changes already logged (loop goroutine only)
 }
 
 func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
@@ -77,6 +78,7 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 	}
 	e.experiments = newExperiments(e)
 	e.cache = newBlockCache()
+	e.reported = map[string]bool{}
 	return e, nil
 }
 
@@ -168,7 +170,7 @@ func (e *engine) loop(host component.Host) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastFlush := e.now()
-	var lastMaint time.Time
+	var lastMaint, lastCheck time.Time
 	for {
 		select {
 		case <-e.stop:
@@ -188,6 +190,12 @@ func (e *engine) loop(host component.Host) {
 				} else if e.flushFailed.Swap(false) {
 					componentstatus.ReportStatus(host, componentstatus.NewEvent(componentstatus.StatusOK))
 				}
+				cancel()
+			}
+			if now.Sub(lastCheck) >= 5*time.Minute {
+				lastCheck = now
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				e.checkNewVersions(ctx)
 				cancel()
 			}
 			if now.Sub(lastMaint) >= time.Hour {

@@ -233,28 +233,3 @@ func (e *engine) meanLatencies(r *http.Request) (map[string]float64, error) {
 	}
 	return out, nil
 }
-
-func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
-	tr, err := e.timeRange(q)
-	if err != nil {
-		return nil, err
-	}
-	return api.WorkFactors{TimeRange: tr, Machines: []api.MachineWorkFactors{}}, nil
-}
-
-func (e *engine) signatures(r *http.Request, q url.Values) (any, error) {
-	tr, err := e.timeRange(q)
-	if err != nil {
-		return nil, err
-	}
-	return api.Signatures{TimeRange: tr, Signatures: []api.Signature{}}, nil
-}
-
-func (e *engine) compare(r *http.Request, q url.Values) (any, error) {
-	for _, p := range []string{"service", "base", "candidate"} {
-		if q.Get(p) == "" {
-			return nil, badf("%s: required", p)
-		}
-	}
-	return api.Comparison{Service: q.Get("service"), Base: q.Get("base"), Candidate: q.Get("candidate"), Transactions: []api.TransactionComparison{}}, nil
-}

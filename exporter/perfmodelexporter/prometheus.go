@@ -3,6 +3,7 @@ package perfmodelexporter
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/tierscope/tierscope/internal/api"
@@ -57,6 +58,7 @@ func (e *engine) prometheus(w http.ResponseWriter, r *http.Request) {
 		ps := paths[sig].(*model.PatternStats)
 		fmt.Fprintf(&b, "tierscope_path_instances{signature=\"%s\"} %d\n", escapeLabel(sig), ps.Count)
 	}
+	e.modelGauges(r, &b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write([]byte(b.String()))
 }
@@ -73,3 +75,27 @@ func writeQuantiles(b *strings.Builder, name, labels string, h *model.Hist) {
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+
+// modelGauges adds the work factors and service times of the last hour.
+func (e *engine) modelGauges(r *http.Request, b *strings.Builder) {
+	q := url.Values{}
+	if v, err := e.workFactors(r, q); err == nil {
+		b.WriteString("# HELP tierscope_work_factor_megacycles CPU work factor of each flow over the last hour (paper 002), standard megacycles per request.\n# TYPE tierscope_work_factor_megacycles gauge\n")
+		for _, m := range v.(api.WorkFactors).Machines {
+			for _, f := range m.Flows {
+				fmt.Fprintf(b, "tierscope_work_factor_megacycles{flow=\"%s\"} %g\n", escapeLabel(f.Flow), f.WorkFactor)
+			}
+		}
+	}
+	if v, err := e.signatures(r, q); err == nil {
+		b.WriteString("# HELP tierscope_service_time_ms Load-independent service time of each transaction over the last hour (paper 004).\n# TYPE tierscope_service_time_ms gauge\n")
+		for _, s := range v.(api.Signatures).Signatures {
+			for _, t := range s.Transactions {
+				if t.ServiceTimeMs != nil {
+					fmt.Fprintf(b, "tierscope_service_time_ms{service=\"%s\",version=\"%s\",transaction=\"%s\"} %g\n",
+						escapeLabel(s.Service), escapeLabel(s.Version), escapeLabel(t.Transaction), *t.ServiceTimeMs)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,386 @@
+package perfmodelexporter
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/signature"
+	"github.com/tierscope/tierscope/internal/workfactor"
+)
+
+// windowInputs are one window's model inputs, merged over shards.
+type windowInputs struct {
+	start int64
+	cpu   map[string]*model.CPUStats
+	flows map[string]*model.FlowCounts
+	sigs  map[string]*model.SignatureWindow
+}
+
+// inputs reads the per-window inputs of the work-factor and signature models,
+// window by window (the models need the time series, not the range's sum).
+func (e *engine) inputs(ctx context.Context, tr api.TimeRange, withFlows, withSigs bool) ([]windowInputs, error) {
+	var out []windowInputs
+	for w := tr.From; w < tr.To; w += e.window {
+		one := api.TimeRange{From: w, To: w + e.window}
+		wi := windowInputs{start: w, cpu: map[string]*model.CPUStats{}, flows: map[string]*model.FlowCounts{}, sigs: map[string]*model.SignatureWindow{}}
+		cpu, err := e.query(ctx, model.KindCPU, one)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range cpu {
+			wi.cpu[k] = v.(*model.CPUStats)
+		}
+		if withFlows {
+			fl, err := e.query(ctx, model.KindSpanRates, one)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range fl {
+				wi.flows[k] = v.(*model.FlowCounts)
+			}
+		}
+		if withSigs {
+			sg, err := e.query(ctx, model.KindSigWindow, one)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range sg {
+				wi.sigs[k] = v.(*model.SignatureWindow)
+			}
+		}
+		out = append(out, wi)
+	}
+	return out, nil
+}
+
+// capacity is Ω of a machine: configured, else measured, else 0 (unknown).
+func (e *engine) capacity(machine string, c *model.CPUStats) float64 {
+	if v, ok := e.cfg.MachineCapacityMHz[machine]; ok {
+		return v
+	}
+	if e.cfg.CapacityMHz > 0 {
+		return e.cfg.CapacityMHz
+	}
+	return c.CapacityMHz
+}
+
+// workFactors runs paper 002's estimator over the range's windows, one period
+// per window: λ from the SERVER spans per flow and machine, ρ from the
+// machine's CPU utilization, Ω from configuration or the frequency metric.
+func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
+	tr, err := e.timeRange(q)
+	if err != nil {
+		return nil, err
+	}
+	only := q.Get("machine")
+	wins, err := e.inputs(r.Context(), tr, true, false)
+	if err != nil {
+		return nil, err
+	}
+	est, err := workfactor.New(workfactor.DefaultConfig())
+	if err != nil {
+		return nil, err
+	}
+	out := api.WorkFactors{TimeRange: tr, Machines: []api.MachineWorkFactors{}}
+	series := map[string]*api.WorkFactorSeries{}
+	var last *workfactor.Estimate
+	machines := map[string]bool{}
+	for i, w := range wins {
+		var obs []workfactor.Observation
+		for machine, fc := range w.flows {
+			if only != "" && machine != only {
+				continue
+			}
+			c := w.cpu[machine]
+			if c == nil || c.Mean() < 0 {
+				continue // no utilization for this machine in this window
+			}
+			omega := e.capacity(machine, c)
+			if !(omega > 0) {
+				continue
+			}
+			rates := make(map[string]float64, len(fc.Counts))
+			for f, n := range fc.Counts {
+				rates[f] = float64(n) / float64(e.window)
+			}
+			obs = append(obs, workfactor.Observation{Machine: machine, CapacityMHz: omega, Utilization: c.Mean(), Rates: rates})
+			machines[machine] = true
+		}
+		if len(obs) == 0 {
+			continue
+		}
+		est2, err := est.AddPeriod(int64(i+1), obs)
+		if err != nil {
+			return nil, err
+		}
+		last = est2
+		for _, f := range est2.Flows {
+			if f.WorkFactor == nil {
+				continue
+			}
+			s := series[f.Flow]
+			if s == nil {
+				s = &api.WorkFactorSeries{Flow: f.Flow}
+				series[f.Flow] = s
+			}
+			s.Times = append(s.Times, w.start+e.window)
+			s.Values = append(s.Values, *f.WorkFactor)
+		}
+	}
+	if last == nil {
+		return out, nil
+	}
+	name := cmp.Or(only, strings.Join(sortedKeys(machines), ","))
+	mw := api.MachineWorkFactors{Machine: name, Flows: []api.FlowWorkFactor{}}
+	if last.R2 != nil {
+		mw.R2 = *last.R2
+	}
+	if last.MSE != nil {
+		mw.MSE = *last.MSE
+	}
+	services, err := e.serviceTimes(r.Context(), tr)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range last.Flows {
+		fw := api.FlowWorkFactor{Flow: f.Flow, Combined: f.Combined}
+		if f.WorkFactor == nil {
+			continue // never solved: no number rather than a wrong one
+		}
+		fw.WorkFactor = *f.WorkFactor
+		fw.Goodness = deref(f.Goodness)
+		fw.AlphaRaw = deref(f.AlphaRaw)
+		fw.AlphaSmoothed = deref(f.AlphaSmoothed)
+		// Cross-check (DESIGN.md): the regression's demand, as milliseconds on
+		// one core of core_mhz, against the signature's service time.
+		if st, ok := services[f.Flow]; ok {
+			v := st
+			fw.ServiceTimeMs = &v
+			if e.cfg.CoreMHz > 0 && st > 0 {
+				implied := fw.WorkFactor / e.cfg.CoreMHz * 1000
+				fw.Disagrees = math.Abs(implied-st)/st > 0.25
+			}
+		}
+		mw.Flows = append(mw.Flows, fw)
+	}
+	for _, k := range sortedKeys(series) {
+		mw.Series = append(mw.Series, *series[k])
+	}
+	out.Machines = append(out.Machines, mw)
+	return out, nil
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// profiles builds paper 004's latency profiles of the range: each window of
+// each (service, version, transaction) with its machine's utilization.
+func (e *engine) profiles(ctx context.Context, tr api.TimeRange) ([]*signature.Profile, error) {
+	wins, err := e.inputs(ctx, tr, false, true)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]*signature.Profile{}
+	for _, w := range wins {
+		for key, sw := range w.sigs {
+			parts := strings.Split(key, "\x1f")
+			if len(parts) != 3 || sw.Count == 0 {
+				continue
+			}
+			c := w.cpu[sw.Machine]
+			if c == nil || c.Mean() < 0 {
+				continue
+			}
+			p := byKey[key]
+			if p == nil {
+				p = signature.NewProfile(signature.Key{Service: parts[0], Version: parts[1], Transaction: parts[2]})
+				byKey[key] = p
+			}
+			win := signature.WindowFromSums(sw.Count, float64(sw.SumLatencyNs)/1e6, sw.OutboundCalls, float64(sw.SumOutboundNs)/1e6, c.Mean())
+			if _, _, err := p.Add(win); err != nil {
+				continue // malformed window: counted by the profile's skip reasons
+			}
+		}
+	}
+	out := make([]*signature.Profile, 0, len(byKey))
+	for _, k := range sortedKeys(byKey) {
+		out = append(out, byKey[k])
+	}
+	return out, nil
+}
+
+func (e *engine) appSignatures(ctx context.Context, tr api.TimeRange) ([]signature.AppSignature, error) {
+	ps, err := e.profiles(ctx, tr)
+	if err != nil {
+		return nil, err
+	}
+	return signature.Signatures(ps, signature.DefaultOptions())
+}
+
+// serviceTimes maps flow names (service and transaction) to the newest
+// version's service time, for the work-factor cross-check.
+func (e *engine) serviceTimes(ctx context.Context, tr api.TimeRange) (map[string]float64, error) {
+	sigs, err := e.appSignatures(ctx, tr)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, a := range sigs {
+		for _, t := range a.Transactions {
+			if t.OK() {
+				out[model.FlowName(a.Service, t.Transaction)] = *t.ServiceTimeMs
+			}
+		}
+	}
+	return out, nil
+}
+
+func toAPISignature(a signature.AppSignature) api.Signature {
+	s := api.Signature{Service: a.Service, Version: a.Version, Transactions: []api.TransactionSignature{}}
+	for _, t := range a.Transactions {
+		s.Transactions = append(s.Transactions, api.TransactionSignature{
+			Transaction: t.Transaction, ServiceTimeMs: t.ServiceTimeMs, Status: t.Status,
+			BucketsUsed: t.BucketsUsed, Spread: deref(t.Spread), Shape: t.SpreadClass, Profile: t.Profile,
+		})
+	}
+	return s
+}
+
+func (e *engine) signatures(r *http.Request, q url.Values) (any, error) {
+	tr, err := e.timeRange(q)
+	if err != nil {
+		return nil, err
+	}
+	sigs, err := e.appSignatures(r.Context(), tr)
+	if err != nil {
+		return nil, err
+	}
+	out := api.Signatures{TimeRange: tr, Signatures: []api.Signature{}}
+	for _, a := range sigs {
+		if (q.Get("service") != "" && a.Service != q.Get("service")) || (q.Get("version") != "" && a.Version != q.Get("version")) {
+			continue
+		}
+		out.Signatures = append(out.Signatures, toAPISignature(a))
+	}
+	return out, nil
+}
+
+func (e *engine) compare(r *http.Request, q url.Values) (any, error) {
+	for _, p := range []string{"service", "base", "candidate"} {
+		if q.Get(p) == "" {
+			return nil, badf("%s: required", p)
+		}
+	}
+	tr, err := e.timeRange(q)
+	if err != nil {
+		return nil, err
+	}
+	sigs, err := e.appSignatures(r.Context(), tr)
+	if err != nil {
+		return nil, err
+	}
+	c, err := compareVersions(sigs, q.Get("service"), q.Get("base"), q.Get("candidate"))
+	if err != nil {
+		return nil, statusError{http.StatusNotFound, err.Error()}
+	}
+	return c, nil
+}
+
+func compareVersions(sigs []signature.AppSignature, service, base, candidate string) (api.Comparison, error) {
+	find := func(v string) *signature.AppSignature {
+		i := slices.IndexFunc(sigs, func(a signature.AppSignature) bool { return a.Service == service && a.Version == v })
+		if i < 0 {
+			return nil
+		}
+		return &sigs[i]
+	}
+	b, c := find(base), find(candidate)
+	if b == nil || c == nil {
+		return api.Comparison{}, fmt.Errorf("no signature of %s version %q or %q in the range", service, base, candidate)
+	}
+	ac := signature.CompareApps(b, c, signature.DefaultCompareOptions())
+	out := api.Comparison{Service: service, Base: base, Candidate: candidate, Transactions: []api.TransactionComparison{}}
+	for _, t := range ac.Transactions {
+		basis := t.Reason
+		if t.Test != nil {
+			basis = fmt.Sprintf("Mann-Whitney U over per-bucket service times: %+v", *t.Test)
+		}
+		out.Transactions = append(out.Transactions, api.TransactionComparison{
+			Transaction: t.Transaction, BaseMs: t.BaseMs, CandidateMs: t.CandidateMs, DeltaMs: t.DeltaMs, DeltaPct: t.DeltaPct,
+			Changed: t.Changed, Verdict: t.Verdict, Basis: basis, Confidence: deref(t.Confidence),
+		})
+	}
+	return out, nil
+}
+
+// checkNewVersions compares, for every service with two or more versions in
+// the last day, the newest version with the one before, and logs one
+// structured event per changed transaction the first time it is seen.
+func (e *engine) checkNewVersions(ctx context.Context) {
+	now := e.now().Unix()
+	tr := api.TimeRange{From: alignDown(now-24*3600, e.window), To: alignDown(now, e.window)}
+	sigs, err := e.appSignatures(ctx, tr)
+	if err != nil {
+		e.set.Logger.Debug("perfmodel: signature check: " + err.Error())
+		return
+	}
+	versions := map[string][]string{}
+	for _, a := range sigs {
+		versions[a.Service] = append(versions[a.Service], a.Version)
+	}
+	for service, vs := range versions {
+		if len(vs) < 2 {
+			continue
+		}
+		// Versions in the order they first appeared.
+		first := func(v string) int64 { return e.firstSeen(ctx, service, v, tr) }
+		slices.SortFunc(vs, func(a, b string) int { return cmp.Compare(first(a), first(b)) })
+		base, cand := vs[len(vs)-2], vs[len(vs)-1]
+		c, err := compareVersions(sigs, service, base, cand)
+		if err != nil {
+			continue
+		}
+		for _, t := range c.Transactions {
+			key := service + "\x1f" + base + "\x1f" + cand + "\x1f" + t.Transaction
+			if !t.Changed || e.reported[key] {
+				continue
+			}
+			e.reported[key] = true
+			e.set.Logger.Warn("perfmodel: service time changed with a new version",
+				zap.String("event.name", "tierscope.signature.changed"),
+				zap.String("service.name", service), zap.String("base.version", base), zap.String("service.version", cand),
+				zap.String("transaction", t.Transaction), zap.Float64p("delta_ms", t.DeltaMs), zap.Float64p("delta_pct", t.DeltaPct),
+				zap.Float64("confidence", t.Confidence), zap.String("basis", t.Basis))
+		}
+	}
+}
+
+// firstSeen is the first window in tr with data of a service version.
+func (e *engine) firstSeen(ctx context.Context, service, version string, tr api.TimeRange) int64 {
+	for w := tr.From; w < tr.To; w += e.window {
+		s, err := e.query(ctx, model.KindSigWindow, api.TimeRange{From: w, To: w + e.window})
+		if err != nil {
+			return math.MaxInt64
+		}
+		for k := range s {
+			if strings.HasPrefix(k, service+"\x1f"+version+"\x1f") {
+				return w
+			}
+		}
+	}
+	return math.MaxInt64
+}
