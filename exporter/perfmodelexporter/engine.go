@@ -308,6 +308,11 @@ func (e *engine) emit(spans []model.Span) {
 		w = model.NewWindow(start, e.limits())
 		e.windows[start] = w
 	}
+	for i := range spans {
+		if spans[i].Kind == model.KindServer {
+			e.experiments.observe(&spans[i])
+		}
+	}
 	of := w.AddTrace(spans)
 	e.tel.ExporterPerfmodelTracesCompleted.Add(ctx, 1)
 	if n := of.Services + of.Edges + of.Patterns + of.Signatures; n > 0 {
