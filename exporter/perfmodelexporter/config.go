@@ -36,6 +36,9 @@ type Config struct {
 	// Limits bound each window's model.
 	Limits LimitsConfig `mapstructure:"limits"`
 
+	// Async configures the convolution of messages without context.
+	Async AsyncConfig `mapstructure:"async"`
+
 	// Storage is where the statistics persist.
 	Storage StorageConfig `mapstructure:"storage"`
 
@@ -58,6 +61,15 @@ type LimitsConfig struct {
 	MaxServices int `mapstructure:"max_services"`
 	MaxEdges    int `mapstructure:"max_edges"`
 	MaxPatterns int `mapstructure:"max_patterns"`
+}
+
+// AsyncConfig configures the convolution algorithm (paper 001 §5.2) that finds
+// async edges among PRODUCER spans and CONSUMER spans that lost their context.
+type AsyncConfig struct {
+	// Quantum is the time quantum μ of the indicator functions.
+	Quantum time.Duration `mapstructure:"quantum"`
+	// MaxMessages bounds one window's messages; more are counted and dropped.
+	MaxMessages int `mapstructure:"max_messages"`
 }
 
 // StorageConfig selects the store and its retention.
@@ -107,6 +119,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxServices < 1 || c.Limits.MaxEdges < 1 || c.Limits.MaxPatterns < 1 {
 		bad("limits", "max_services, max_edges and max_patterns must be ≥ 1, got %+v", c.Limits)
+	}
+	if c.Async.Quantum <= 0 || c.Async.Quantum > c.Window {
+		bad("async.quantum", "must be > 0 and at most window, got %v", c.Async.Quantum)
+	}
+	if c.Async.MaxMessages < 0 {
+		bad("async.max_messages", "must be ≥ 0, got %d", c.Async.MaxMessages)
 	}
 	if strings.TrimSpace(c.Storage.DSN) == "" {
 		bad("storage.dsn", "must be set (sqlite:///path.db or postgres://...)")

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
+	"github.com/tierscope/tierscope/internal/causal"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/stitch"
 	"github.com/tierscope/tierscope/internal/store"
@@ -247,9 +248,19 @@ func (e *engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 				}
 				attrs := sp.Attributes()
 				switch ms.Kind {
-				case model.KindClient, model.KindProducer:
+				case model.KindProducer:
 					ms.Peer, ms.Database = stitch.PeerNode(attrs)
-				case model.KindServer, model.KindConsumer:
+					e.addOneWay(ms.Start, service, ms.Peer)
+				case model.KindConsumer:
+					if sp.ParentSpanID().IsEmpty() {
+						if dest, _ := stitch.PeerNode(attrs); dest != "" {
+							e.addOneWay(ms.Start, dest, service)
+						}
+					}
+					ms.Transaction = sp.Name()
+				case model.KindClient:
+					ms.Peer, ms.Database = stitch.PeerNode(attrs)
+				case model.KindServer:
 					ms.Transaction = attrString(attrs, "http.route")
 					if ms.Transaction == "" {
 						ms.Transaction = sp.Name()
@@ -274,6 +285,72 @@ func (e *engine) completeAll() {
 	e.asm.Flush(e.emit)
 	e.countAssembler()
 	e.mu.Unlock()
+}
+
+// addOneWay keeps a message without context for the window's convolution
+// (e.mu held).
+func (e *engine) addOneWay(ts int64, from, to string) {
+	if from == "" || to == "" {
+		return
+	}
+	start := alignDown(ts/1e9, e.window)
+	if start < e.closedBefore {
+		return
+	}
+	w, ok := e.windows[start]
+	if !ok {
+		w = model.NewWindow(start, e.limits())
+		e.windows[start] = w
+	}
+	if len(w.OneWay) >= e.cfg.Async.MaxMessages {
+		w.OneWayDropped++
+		return
+	}
+	w.OneWay = append(w.OneWay, model.OneWayMessage{Time: ts, From: from, To: to})
+}
+
+// convolveClosing runs the convolution algorithm (paper 001 §5.2) over the
+// one-way messages of every window about to close, and adds the async edges
+// it finds, with their delays, to the window's service graph.
+func (e *engine) convolveClosing(final bool) {
+	horizon := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows-1)*e.window
+	type job struct {
+		w    *model.Window
+		msgs []model.OneWayMessage
+	}
+	var jobs []job
+	e.mu.Lock()
+	for _, w := range e.windows {
+		if (final || w.Start < horizon) && len(w.OneWay) > 0 {
+			jobs = append(jobs, job{w, w.OneWay})
+			w.OneWay = nil
+		}
+	}
+	e.mu.Unlock()
+	for _, j := range jobs {
+		msgs := make([]causal.OneWayMessage, len(j.msgs))
+		for i, m := range j.msgs {
+			msgs[i] = causal.OneWayMessage{Time: m.Time, From: m.From, To: m.To}
+		}
+		res, err := causal.ConvolveOneWay(msgs, causal.DefaultConvolutionConfig(e.cfg.Async.Quantum))
+		if err != nil {
+			e.set.Logger.Debug("perfmodel: convolution of window", zap.Int64("window", j.w.Start), zap.Error(err))
+			continue
+		}
+		e.mu.Lock()
+		fromTraces := map[model.EdgeKey]bool{}
+		for k := range j.w.Edges {
+			fromTraces[k] = true
+		}
+		for _, p := range res.Patterns {
+			for h, hop := range p.Hops {
+				for _, d := range hop.Delays {
+					j.w.AddAsyncEdge(p.Nodes[h], p.Nodes[h+1], int64(d.Delay), int64(d.Messages), fromTraces)
+				}
+			}
+		}
+		e.mu.Unlock()
+	}
 }
 
 // countAssembler publishes the assembler's counters (e.mu held).
@@ -325,6 +402,7 @@ func (e *engine) emit(spans []model.Span) {
 func (e *engine) flush(ctx context.Context, final bool) error {
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
+	e.convolveClosing(final)
 	e.mu.Lock()
 	horizon := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows-1)*e.window
 	var recs []store.Record

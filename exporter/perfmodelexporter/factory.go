@@ -37,6 +37,7 @@ func createDefaultConfig() component.Config {
 		TraceWait:        5 * time.Second,
 		MaxOpenTraces:    50000,
 		MaxSpansPerTrace: 1000,
+		Async:            AsyncConfig{Quantum: 10 * time.Millisecond, MaxMessages: 200000},
 		Limits:           LimitsConfig{MaxServices: lim.MaxServices, MaxEdges: lim.MaxEdges, MaxPatterns: lim.MaxPatterns},
 		Storage: StorageConfig{
 			DSN:             "sqlite://perfmodel.db",

@@ -25,19 +25,25 @@ type Hist struct {
 }
 
 // Add records one duration. Negative durations (clock skew) count as 0.
-func (h *Hist) Add(ns int64) {
+func (h *Hist) Add(ns int64) { h.AddN(ns, 1) }
+
+// AddN records n equal durations.
+func (h *Hist) AddN(ns int64, n uint64) {
+	if n == 0 {
+		return
+	}
 	if ns < 0 {
 		ns = 0
 	}
-	h.addCount(int32(Bins.Index(float64(ns)/1e6)), 1)
+	h.addCount(int32(Bins.Index(float64(ns)/1e6)), n)
 	if h.N == 0 || ns < h.MinNs {
 		h.MinNs = ns
 	}
 	if h.N == 0 || ns > h.MaxNs {
 		h.MaxNs = ns
 	}
-	h.N++
-	h.SumNs += ns
+	h.N += n
+	h.SumNs += ns * int64(n)
 }
 
 func (h *Hist) addCount(bin int32, c uint64) {

@@ -141,6 +141,12 @@ type Window struct {
 	Flows    map[string]*FlowCounts      // by machine
 	Sigs     map[string]*SignatureWindow // by SignatureKey
 	CPU      map[string]*CPUStats        // by machine
+	// OneWay holds the window's messages without context (PRODUCER spans and
+	// CONSUMER spans that start a trace) for the convolution algorithm; it is
+	// not persisted, only the edges it finds are.
+	OneWay []OneWayMessage
+	// OneWayDropped counts messages beyond the window's bound.
+	OneWayDropped int64
 	// Dirty is set by every change and cleared by whoever persists the window.
 	Dirty bool
 
@@ -152,6 +158,31 @@ type Window struct {
 func NewWindow(start int64, limits Limits) *Window {
 	return &Window{Start: start, limits: limits, Nodes: map[string]*CallStats{}, Edges: map[EdgeKey]*CallStats{}, Patterns: map[string]*PatternStats{},
 		Flows: map[string]*FlowCounts{}, Sigs: map[string]*SignatureWindow{}, CPU: map[string]*CPUStats{}}
+}
+
+// OneWayMessage is a message seen from one side only: a PRODUCER span (from its
+// service to its destination) or a CONSUMER span without a parent (from its
+// destination to its service).
+type OneWayMessage struct {
+	Time     int64 // unix nanoseconds
+	From, To string
+}
+
+// AddAsyncEdge adds an edge found by convolution: n messages with delay ns.
+// Edges that traces already established keep their own statistics.
+func (w *Window) AddAsyncEdge(source, target string, ns int64, n int64, fromTraces map[EdgeKey]bool) {
+	k := EdgeKey{source, target, EdgeAsync}
+	if fromTraces[k] {
+		return
+	}
+	var of Overflow
+	es := w.edge(k, &of)
+	if es == nil {
+		return
+	}
+	es.Requests += n
+	es.Latency.AddN(ns, uint64(n))
+	w.Dirty = true
 }
 
 // SignatureKey keys a transaction's signature window.
