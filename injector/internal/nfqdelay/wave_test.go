@@ -1,8 +1,11 @@
+//go:build timing
+
 package nfqdelay
 
 // The end-to-end check of the spectral method's premise: a square-wave delay
 // driven by package wave shows up as a spike at the wave's frequency in the
-// spectrum of the round-trip times a client measures across the link.
+// spectrum of the round-trip times a client measures across the link. It
+// measures time, so it runs alone in `make test-timing`.
 
 import (
 	"cmp"
