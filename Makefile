@@ -74,7 +74,7 @@ node-check:
 # backend) run alone, after the rest, so no other test package competes
 # for the two cores.
 test-timing:
-	$(GO) test -tags timing -count=1 -timeout 5m -run 'TestPrecision|TestThroughput|TestSquareWaveFFTPeak|TestRealDelayLease' -v ./injector/internal/nfqdelay/ ./injector/
+	$(GO) test -p 1 -tags timing -count=1 -timeout 5m -run 'TestPrecision|TestThroughput|TestSquareWaveFFTPeak|TestRealDelayLease' -v ./injector/internal/nfqdelay/ ./injector/
 
 validate-examples: build-otelcol
 	@for f in $(EXAMPLES); do \
