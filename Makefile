@@ -9,7 +9,7 @@ OTELCOL   := build/otelcol-tierscope/otelcol-tierscope
 EXAMPLES  := $(wildcard examples/*.yaml)
 
 
-.PHONY: plugin test-plugin node-check
+.PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient bench-capture
 .PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long fuzz clean
 
@@ -83,7 +83,26 @@ validate-examples: build-otelcol
 	done
 
 # Go micro-benchmarks, then the end-to-end CLI benchmark on 2M messages.
-bench: bench-go bench-paths
+bench: bench-go bench-paths bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient
+
+# The perfmodel API over 24 h of 1-minute windows of 100 services.
+bench-perfmodel:
+	$(GO) test -tags long -count=1 -timeout 20m -run APILatency -v ./exporter/perfmodelexporter/
+
+# Paper 001 Table 1 and figure 23 (convolution); paper 002 Table 5 (work
+# factors); paper 004's case study (signatures); paper 000 figure 8 (gradients).
+bench-convolution:
+	scripts/bench-convolution.sh
+bench-workfactor:
+	scripts/bench-workfactor.sh
+bench-signature:
+	scripts/bench-signature.sh
+bench-gradient:
+	scripts/bench-gradient.sh
+
+# Packets/s the blackbox receiver captures without drops (root).
+bench-capture:
+	scripts/bench-capture.sh
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -100,8 +119,13 @@ bench-causalpath: build-otelcol
 e2e-long:
 	$(GO) test -tags long -count=1 -timeout 30m -run 'TestFigure(19|21|22)' -v ./internal/causal/ | grep -E 'fig[0-9]+|^(ok|FAIL|---)'
 
+# Every fuzz target, 30 s each.
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./internal/msgtrace
+	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 30s ./internal/msgtrace
+	$(GO) test -run '^$$' -fuzz FuzzDecodePattern -fuzztime 30s ./internal/model
+	$(GO) test -run '^$$' -fuzz FuzzHTTPFraming -fuzztime 30s ./receiver/blackboxreceiver/internal/framing
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./receiver/blackboxreceiver/internal/accesslog
+	$(GO) test -run '^$$' -fuzz FuzzEngine -fuzztime 30s ./receiver/blackboxreceiver/internal/engine
 
 clean:
 	rm -rf $(BIN) $(OUT) build
