@@ -15,6 +15,7 @@ import (
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/signature"
+	"github.com/tierscope/tierscope/internal/store"
 	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
@@ -342,13 +343,18 @@ func (e *engine) checkNewVersions(ctx context.Context) {
 	for _, a := range sigs {
 		versions[a.Service] = append(versions[a.Service], a.Version)
 	}
+	seen, err := e.firstSeen(ctx, tr)
+	if err != nil {
+		return
+	}
 	for service, vs := range versions {
 		if len(vs) < 2 {
 			continue
 		}
 		// Versions in the order they first appeared.
-		first := func(v string) int64 { return e.firstSeen(ctx, service, v, tr) }
-		slices.SortFunc(vs, func(a, b string) int { return cmp.Compare(first(a), first(b)) })
+		slices.SortFunc(vs, func(a, b string) int {
+			return cmp.Or(cmp.Compare(seen[[2]string{service, a}], seen[[2]string{service, b}]), strings.Compare(a, b))
+		})
 		base, cand := vs[len(vs)-2], vs[len(vs)-1]
 		c, err := compareVersions(sigs, service, base, cand)
 		if err != nil {
@@ -369,18 +375,20 @@ func (e *engine) checkNewVersions(ctx context.Context) {
 	}
 }
 
-// firstSeen is the first window in tr with data of a service version.
-func (e *engine) firstSeen(ctx context.Context, service, version string, tr api.TimeRange) int64 {
-	for w := tr.From; w < tr.To; w += e.window {
-		s, err := e.query(ctx, model.KindSigWindow, api.TimeRange{From: w, To: w + e.window})
-		if err != nil {
-			return math.MaxInt64
+// firstSeen maps service and version to the first window in tr with data of
+// them, from one scan of the stored keys.
+func (e *engine) firstSeen(ctx context.Context, tr api.TimeRange) (map[[2]string]int64, error) {
+	out := map[[2]string]int64{}
+	err := e.st.Scan(ctx, store.Query{Kind: model.KindSigWindow, From: tr.From, To: tr.To}, func(r store.Record) error {
+		parts := strings.SplitN(r.Key, "\x1f", 3)
+		if len(parts) != 3 {
+			return nil
 		}
-		for k := range s {
-			if strings.HasPrefix(k, service+"\x1f"+version+"\x1f") {
-				return w
-			}
+		k := [2]string{parts[0], parts[1]}
+		if t, ok := out[k]; !ok || r.WindowStart < t {
+			out[k] = r.WindowStart
 		}
-	}
-	return math.MaxInt64
+		return ctx.Err()
+	})
+	return out, err
 }

@@ -96,6 +96,10 @@ func (e *engine) answer(w http.ResponseWriter, r *http.Request, q url.Values, fn
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if c, ok := v.(created); ok {
+		w.WriteHeader(http.StatusCreated)
+		v = c.v
+	}
 	_ = json.NewEncoder(w).Encode(v)
 }
 

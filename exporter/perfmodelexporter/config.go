@@ -8,6 +8,9 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configopaque"
+
+	"github.com/tierscope/tierscope/internal/spectral"
 )
 
 // Config is the perfmodel exporter's configuration.
@@ -52,6 +55,9 @@ type Config struct {
 	// (disagreement beyond 25% is flagged). 0 disables the check.
 	CoreMHz float64 `mapstructure:"core_mhz"`
 
+	// Experiments configures the gradient experiment coordinator.
+	Experiments ExperimentsConfig `mapstructure:"experiments"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -86,6 +92,90 @@ type StorageConfig struct {
 	// windows; 0 disables downsampling.
 	DownsampleAfter time.Duration `mapstructure:"downsample_after"`
 	DownsampleTo    time.Duration `mapstructure:"downsample_to"`
+}
+
+// ExperimentsConfig configures the gradient experiments (paper 000 §3):
+// where the injectors are, the spectral defaults and the safety bounds.
+type ExperimentsConfig struct {
+	// Injector is the default injector URL (http://host:18777).
+	Injector string `mapstructure:"injector"`
+	// Token, when set, is sent to the injectors as a bearer token.
+	Token configopaque.String `mapstructure:"token"`
+	// Links gives, per "source->target", the address a delay lease matches
+	// and the injector on the caller's host. A link without an entry can
+	// only be measured when its target is itself host:port.
+	Links map[string]ExperimentLink `mapstructure:"links"`
+	// FrontServices are the services whose SERVER spans are the measured
+	// transactions; empty means the root span of every trace.
+	FrontServices []string `mapstructure:"front_services"`
+	// K, N, Chunks (M) and Scale (d) are the spectral defaults a request
+	// may override (k, n, scale).
+	K      int     `mapstructure:"k"`
+	N      int     `mapstructure:"n"`
+	Chunks int     `mapstructure:"chunks"`
+	Scale  float64 `mapstructure:"scale"`
+	// MaxP99Ms is the default SLO bound of the guard; 0 turns it off.
+	MaxP99Ms float64 `mapstructure:"max_p99_ms"`
+	// MaxDelay caps every requested delay; keep it at the injectors'
+	// max_delay so no lease is refused as over the cap.
+	MaxDelay time.Duration `mapstructure:"max_delay"`
+	// MaxConcurrent bounds the experiments running at once.
+	MaxConcurrent int `mapstructure:"max_concurrent"`
+	// Lateness is how long after a bin ends its samples may still arrive;
+	// 0 means trace_wait + 2s.
+	Lateness time.Duration `mapstructure:"lateness"`
+	// RequestTimeout bounds one request to an injector.
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+	// SampleBuffer bounds the samples queued per experiment; more are dropped.
+	SampleBuffer int `mapstructure:"sample_buffer"`
+}
+
+// ExperimentLink locates one link for its delay lease.
+type ExperimentLink struct {
+	// Address is "tcp://10.0.0.5:5432", "udp://host:port" or "host:port".
+	Address string `mapstructure:"address"`
+	// Injector overrides experiments.injector for this link.
+	Injector string `mapstructure:"injector"`
+}
+
+func (c ExperimentsConfig) validate(bad func(field, format string, args ...any)) {
+	if c.Injector != "" {
+		if err := checkURL(c.Injector); err != nil {
+			bad("experiments.injector", "%v", err)
+		}
+	}
+	for name, l := range c.Links {
+		if _, err := parseLinkAddress(l.Address); err != nil {
+			bad("experiments.links."+name+".address", "%v", err)
+		}
+		if l.Injector != "" {
+			if err := checkURL(l.Injector); err != nil {
+				bad("experiments.links."+name+".injector", "%v", err)
+			}
+		}
+	}
+	train := spectral.TrainConfig{K: c.K, N: c.N, Chunks: c.Chunks, Scale: c.Scale, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
+	if err := train.Validate(); err != nil {
+		bad("experiments", "%v", err)
+	}
+	if !(c.MaxP99Ms >= 0) {
+		bad("experiments.max_p99_ms", "must be ≥ 0, got %v", c.MaxP99Ms)
+	}
+	if c.MaxDelay <= 0 {
+		bad("experiments.max_delay", "must be > 0, got %v", c.MaxDelay)
+	}
+	if c.MaxConcurrent < 1 {
+		bad("experiments.max_concurrent", "must be ≥ 1, got %d", c.MaxConcurrent)
+	}
+	if c.Lateness < 0 {
+		bad("experiments.lateness", "must be ≥ 0, got %v", c.Lateness)
+	}
+	if c.RequestTimeout <= 0 {
+		bad("experiments.request_timeout", "must be > 0, got %v", c.RequestTimeout)
+	}
+	if c.SampleBuffer < 1 {
+		bad("experiments.sample_buffer", "must be ≥ 1, got %d", c.SampleBuffer)
+	}
 }
 
 var _ component.Config = (*Config)(nil)
@@ -151,5 +241,6 @@ func (c *Config) Validate() error {
 			bad("machine_capacity_mhz."+m, "must be > 0, got %v", v)
 		}
 	}
+	c.Experiments.validate(bad)
 	return errors.Join(errs...)
 }

@@ -1,45 +1,157 @@
 package perfmodelexporter
 
 import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/spectral"
 	"github.com/tierscope/tierscope/internal/store"
+)
+
+// Coordinator constants that are not worth a setting.
+const (
+	tickInterval = time.Second
+	// discoverySamples front samples are gathered before the busiest
+	// transaction is chosen as the experiment's target.
+	discoverySamples = 400
+	// discoveryTimeout fails an experiment that sees no front traffic.
+	discoveryTimeout = 5 * time.Minute
+	// maxPending bounds the samples held while the target is chosen.
+	maxPending = 200000
+	// persistEvery rewrites a running experiment's record this often (and
+	// on every phase change), so a crash leaves a recent one.
+	persistEvery = 10 * time.Second
+	// releaseTimeout bounds releasing the leases when aborting.
+	releaseTimeout = 15 * time.Second
 )
 
 // experiments tracks the gradient experiments this instance coordinates.
 type experiments struct {
 	e       *engine
 	mu      sync.Mutex
-	running map[string]*api.Experiment
+	running map[string]*runner
+	active  atomic.Int32 // len(running), read without the lock by observe
+	wg      sync.WaitGroup
 }
 
 func newExperiments(e *engine) *experiments {
-	return &experiments{e: e, running: map[string]*api.Experiment{}}
+	return &experiments{e: e, running: map[string]*runner{}}
 }
 
-// observe sees every completed SERVER span (e.mu held; must be fast).
-func (x *experiments) observe(s *model.Span) {}
+// isFront reports whether a SERVER span is a front-tier request: of a
+// configured front service, or else the root of its trace.
+func (x *experiments) isFront(s *model.Span) bool {
+	fronts := x.e.cfg.Experiments.FrontServices
+	if len(fronts) == 0 {
+		return s.ParentID == 0
+	}
+	for _, f := range fronts {
+		if f == s.Service {
+			return true
+		}
+	}
+	return false
+}
 
-// abortAll stops every running experiment (their injector leases expire by
-// themselves in any case).
+// observe sees every completed SERVER span (e.mu held; must be fast): it
+// hands front samples to each running experiment without blocking, counting
+// what a full buffer drops.
+func (x *experiments) observe(s *model.Span) {
+	if x.active.Load() == 0 || !x.isFront(s) {
+		return
+	}
+	sample := spectral.Sample{Time: float64(s.Start) / 1e9, Transaction: s.Transaction, Ms: float64(s.End-s.Start) / 1e6}
+	x.mu.Lock()
+	for _, r := range x.running {
+		select {
+		case r.samples <- sample:
+		default:
+			r.dropped.Add(1)
+		}
+	}
+	x.mu.Unlock()
+}
+
+// abortAll stops every running experiment and waits (bounded) until each
+// has released its injector lease and stored its final record. Leases that
+// cannot be released expire at the injector by themselves.
 func (x *experiments) abortAll(reason string) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, ex := range x.running {
-		ex.Phase, ex.Reason = "aborted", reason
+	runners := make([]*runner, 0, len(x.running))
+	for _, r := range x.running {
+		runners = append(runners, r)
+	}
+	x.mu.Unlock()
+	for _, r := range runners {
+		r.abort(reason)
+	}
+	done := make(chan struct{})
+	go func() { x.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * releaseTimeout):
+		x.e.set.Logger.Warn("perfmodel: experiments still releasing leases at shutdown; the injector's lease expiry ends them")
 	}
 }
+
+func (x *experiments) get(id string) (*runner, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	r, ok := x.running[id]
+	return r, ok
+}
+
+func (x *experiments) remove(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.running, id)
+	x.active.Store(int32(len(x.running)))
+}
+
+// created marks a response answered with 201 Created. It encodes as the
+// value it wraps.
+type created struct{ v any }
+
+func (c created) MarshalJSON() ([]byte, error) { return json.Marshal(c.v) }
 
 func (e *engine) listExperiments(r *http.Request, _ url.Values) (any, error) {
 	out := api.Experiments{Experiments: []api.Experiment{}}
 	all, err := store.MergeScan(r.Context(), e.st, store.Query{Kind: model.KindExperimnt, From: 0, To: 1 << 40}, model.Merge)
 	if err != nil {
 		return nil, err
+	}
+	live := map[string]api.Experiment{}
+	e.experiments.mu.Lock()
+	for id, run := range e.experiments.running {
+		live[id] = run.snapshot()
+	}
+	e.experiments.mu.Unlock()
+	for id, ex := range live {
+		b, err := json.Marshal(ex)
+		if err != nil {
+			return nil, err
+		}
+		all[id] = b // fresher than the stored record
 	}
 	for _, id := range sortedKeys(all) {
 		var ex api.Experiment
@@ -53,6 +165,9 @@ func (e *engine) listExperiments(r *http.Request, _ url.Values) (any, error) {
 
 func (e *engine) getExperiment(r *http.Request, _ url.Values) (any, error) {
 	id := r.PathValue("id")
+	if run, ok := e.experiments.get(id); ok {
+		return run.snapshot(), nil
+	}
 	all, err := store.MergeScan(r.Context(), e.st, store.Query{Kind: model.KindExperimnt, KeyPrefix: id, From: 0, To: 1 << 40}, model.Merge)
 	if err != nil {
 		return nil, err
@@ -65,10 +180,640 @@ func (e *engine) getExperiment(r *http.Request, _ url.Values) (any, error) {
 	return ex, json.Unmarshal(b, &ex)
 }
 
-func (e *engine) startExperiment(*http.Request, url.Values) (any, error) {
-	return nil, statusError{http.StatusNotImplemented, "the gradient coordinator is not available in this build"}
+// startExperiment validates the request, starts the experiment's goroutine
+// and answers 201 with the experiment; 409 when max_concurrent run already.
+func (e *engine) startExperiment(r *http.Request, _ url.Values) (any, error) {
+	var req api.ExperimentRequest
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, badf("body: %v", err)
+	}
+	run, err := e.newRunner(req)
+	if err != nil {
+		return nil, err
+	}
+	x := e.experiments
+	x.mu.Lock()
+	if len(x.running) >= e.cfg.Experiments.MaxConcurrent {
+		x.mu.Unlock()
+		return nil, statusError{http.StatusConflict, fmt.Sprintf("%d experiment(s) already running (experiments.max_concurrent)", len(x.running))}
+	}
+	x.running[run.id] = run
+	x.active.Store(int32(len(x.running)))
+	x.wg.Add(1)
+	x.mu.Unlock()
+	go func() {
+		defer x.wg.Done()
+		defer x.remove(run.id)
+		run.run()
+	}()
+	return created{run.snapshot()}, nil
 }
 
-func (e *engine) abortExperiment(*http.Request, url.Values) (any, error) {
-	return nil, statusError{http.StatusNotImplemented, "the gradient coordinator is not available in this build"}
+// abortExperiment stops a running experiment, releasing its lease before
+// it answers.
+func (e *engine) abortExperiment(r *http.Request, _ url.Values) (any, error) {
+	id := r.PathValue("id")
+	run, ok := e.experiments.get(id)
+	if !ok {
+		if _, err := e.getExperiment(r, nil); err != nil {
+			return nil, err
+		}
+		return nil, statusError{http.StatusConflict, "experiment " + id + " has already ended"}
+	}
+	run.abort("aborted through the API")
+	select {
+	case <-run.done:
+	case <-time.After(2 * releaseTimeout):
+		return nil, statusError{http.StatusGatewayTimeout, "experiment " + id + " is still releasing its lease"}
+	}
+	return run.snapshot(), nil
+}
+
+// linkTarget is where a link's delay lease applies and which injector runs it.
+type linkTarget struct {
+	proto, host string
+	port        uint16
+	injector    string
+}
+
+// newRunner turns a request into a runner, or a 400.
+func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
+	xc := e.cfg.Experiments
+	kind, name, ok := strings.Cut(req.Element, ":")
+	if !ok || name == "" {
+		return nil, badf("element: want link:<source>-><target>, frequency:<machine> or capacity:<machine>, got %q", req.Element)
+	}
+	if kind != "link" {
+		return nil, badf("element: %q: only link elements can be measured by this coordinator", req.Element)
+	}
+	src, dst, ok := strings.Cut(name, "->")
+	if !ok || src == "" || dst == "" {
+		return nil, badf("element: want link:<source>-><target>, got %q", req.Element)
+	}
+	target, err := xc.linkTarget(name, dst)
+	if err != nil {
+		return nil, badf("element %q: %v", req.Element, err)
+	}
+	injURL := firstNonEmpty(req.Injector, target.injector, xc.Injector)
+	if injURL == "" {
+		return nil, badf("injector: no injector URL in the request, experiments.links[%q] or experiments.injector", name)
+	}
+	if err := checkURL(injURL); err != nil {
+		return nil, badf("injector: %v", err)
+	}
+	train := spectral.TrainConfig{K: xc.K, N: xc.N, Chunks: xc.Chunks, Scale: xc.Scale, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
+	if req.K != 0 {
+		train.K = req.K
+	}
+	if req.N != 0 {
+		train.N = req.N
+	}
+	if req.Scale != 0 {
+		train.Scale = req.Scale
+	}
+	if err := train.Validate(); err != nil {
+		return nil, badf("%v", err)
+	}
+	p99 := xc.MaxP99Ms
+	if req.MaxP99Ms != 0 {
+		p99 = req.MaxP99Ms
+	}
+	if !(p99 >= 0) || math.IsInf(p99, 0) {
+		return nil, badf("max_p99_ms: must be ≥ 0, got %v", req.MaxP99Ms)
+	}
+	lateness := xc.Lateness
+	if lateness == 0 {
+		// A sample reaches observe when its trace completes: up to
+		// trace_wait after the request, plus the engine's 1 s expiry tick.
+		lateness = e.cfg.TraceWait + 2*time.Second
+	}
+	id := newExperimentID()
+	gcfg := gradient.Config{
+		ID:    id,
+		Train: train,
+		Elements: []gradient.Element{{
+			ID: req.Element, Basis: gradient.Link(),
+			MaxAmplitude: float64(xc.MaxDelay) / float64(time.Millisecond),
+		}},
+		Lateness: lateness,
+		Guard:    gradient.Guard{P99Ms: p99},
+	}
+	now := time.Now()
+	run := &runner{
+		x: e.experiments, id: id, element: req.Element, link: target, gcfg: gcfg,
+		inj:     newInjectorClient(injURL, string(xc.Token), xc.RequestTimeout),
+		samples: make(chan spectral.Sample, xc.SampleBuffer),
+		stopCh:  make(chan struct{}),
+		done:    make(chan struct{}),
+		leases:  map[string]*leaseRef{},
+		started: now,
+		snap:    api.Experiment{ID: id, Element: req.Element, Phase: string(gradient.PhaseTraining), Started: now.Unix()},
+	}
+	return run, nil
+}
+
+func (c ExperimentsConfig) linkTarget(link, dst string) (linkTarget, error) {
+	addr, inj := dst, ""
+	if l, ok := c.Links[link]; ok {
+		addr, inj = l.Address, l.Injector
+	}
+	t, err := parseLinkAddress(addr)
+	if err != nil {
+		return t, fmt.Errorf("no address for the link: set experiments.links[%q].address (%v)", link, err)
+	}
+	t.injector = inj
+	return t, nil
+}
+
+// parseLinkAddress reads "tcp://host:port", "udp://host:port" or
+// "host:port" (tcp).
+func parseLinkAddress(s string) (linkTarget, error) {
+	t := linkTarget{proto: "tcp"}
+	if p, rest, ok := strings.Cut(s, "://"); ok {
+		t.proto, s = p, rest
+	}
+	if t.proto != "tcp" && t.proto != "udp" {
+		return t, fmt.Errorf("protocol %q, want tcp or udp", t.proto)
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return t, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 || host == "" {
+		return t, fmt.Errorf("%q is not host:port", s)
+	}
+	t.host, t.port = host, uint16(p)
+	return t, nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", s)
+	}
+	return nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func newExperimentID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "exp-" + hex.EncodeToString(b)
+}
+
+// leaseRef is one lease the experiment holds at the injector.
+type leaseRef struct {
+	id        string // the injector's
+	amplitude float64
+}
+
+// runner drives one experiment: its goroutine alone owns the state machine
+// and the leases; the API reads the snapshot.
+type runner struct {
+	x       *experiments
+	id      string
+	element string
+	link    linkTarget
+	gcfg    gradient.Config
+	inj     *injectorClient
+	samples chan spectral.Sample
+	dropped atomic.Int64
+
+	stopOnce   sync.Once
+	stopCh     chan struct{}
+	stopReason atomic.Value // string
+	done       chan struct{}
+
+	// Owned by the run goroutine.
+	exp         *gradient.Experiment
+	pending     []spectral.Sample
+	leases      map[string]*leaseRef
+	started     time.Time
+	lastPersist time.Time
+	lastPhase   string
+
+	mu   sync.Mutex
+	snap api.Experiment
+}
+
+func (r *runner) abort(reason string) {
+	r.stopOnce.Do(func() {
+		r.stopReason.Store(reason)
+		close(r.stopCh)
+	})
+}
+
+func (r *runner) snapshot() api.Experiment {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ex := r.snap
+	ex.Gradients = append([]api.Gradient(nil), r.snap.Gradients...)
+	return ex
+}
+
+func (r *runner) logger() *zap.Logger {
+	return r.x.e.set.Logger.With(zap.String("experiment", r.id), zap.String("element", r.element))
+}
+
+// run ticks the state machine every second, feeds it the samples and
+// executes its actions until it ends or is aborted.
+func (r *runner) run() {
+	defer close(r.done)
+	tick := time.NewTicker(tickInterval)
+	defer tick.Stop()
+	r.persist(true)
+	for !r.finished() {
+		select {
+		case <-r.stopCh:
+			reason, _ := r.stopReason.Load().(string)
+			r.end(reason)
+			return
+		case s := <-r.samples:
+			r.observe(s)
+		case now := <-tick.C:
+			r.drain()
+			r.tick(now)
+		}
+	}
+	r.end("")
+}
+
+func (r *runner) finished() bool { return r.exp != nil && r.exp.Finished() }
+
+func (r *runner) drain() {
+	for {
+		select {
+		case s := <-r.samples:
+			r.observe(s)
+		default:
+			return
+		}
+	}
+}
+
+func (r *runner) observe(s spectral.Sample) {
+	if r.exp == nil {
+		if len(r.pending) < maxPending {
+			r.pending = append(r.pending, s)
+		} else {
+			r.dropped.Add(1)
+		}
+		return
+	}
+	r.execute(r.exp.Observe(s)) // a stop when the SLO guard trips
+}
+
+func (r *runner) tick(now time.Time) {
+	if r.exp == nil && !r.discover(now) {
+		r.publish(now)
+		return
+	}
+	r.execute(r.exp.Tick(now))
+	r.publish(now)
+}
+
+// discover chooses the busiest front transaction as the target once enough
+// samples came, and replays them into a new state machine.
+func (r *runner) discover(now time.Time) bool {
+	if len(r.pending) < discoverySamples {
+		if now.Sub(r.started) > discoveryTimeout {
+			r.fail(fmt.Sprintf("only %d front SERVER spans in %v: nothing to measure", len(r.pending), discoveryTimeout))
+		}
+		return false
+	}
+	counts := map[string]int{}
+	for _, s := range r.pending {
+		counts[s.Transaction]++
+	}
+	best := ""
+	for _, tx := range sortedKeys(counts) {
+		if counts[tx] > counts[best] {
+			best = tx
+		}
+	}
+	cfg := r.gcfg
+	cfg.Target = best
+	exp, err := gradient.NewExperiment(cfg)
+	if err != nil {
+		r.fail(err.Error())
+		return false
+	}
+	r.exp = exp
+	for _, s := range r.pending {
+		r.execute(exp.Observe(s))
+	}
+	r.pending = nil
+	return true
+}
+
+func (r *runner) fail(reason string) {
+	r.mu.Lock()
+	r.snap.Phase, r.snap.Reason, r.snap.Finished = "failed", reason, time.Now().Unix()
+	r.mu.Unlock()
+	r.abort(reason)
+}
+
+// execute carries out the state machine's actions against the injector.
+func (r *runner) execute(acts []gradient.Action) {
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		switch a.Kind {
+		case gradient.ActionStartLease:
+			if err := r.startLease(a); err != nil {
+				r.logger().Warn("perfmodel: injector lease failed", zap.String("lease", a.Lease), zap.Error(err))
+				acts = append(acts, r.exp.LeaseFailed(a.Lease, time.Now(), err)...)
+			}
+		case gradient.ActionStopLease:
+			mean, ok := r.stopLease(a.Lease)
+			if ok {
+				r.exp.Injected(a.Lease, mean, 0)
+			}
+		}
+	}
+}
+
+// injector lease API bodies (injector/lease.go).
+type injLeaseRequest struct {
+	Kind     string    `json:"kind"`
+	Target   injTarget `json:"target"`
+	Wave     injWave   `json:"wave"`
+	Duration string    `json:"duration"`
+}
+
+type injTarget struct {
+	Link *injLink `json:"link,omitempty"`
+}
+
+type injLink struct {
+	Proto     string `json:"proto"`
+	Dst       string `json:"dst"`
+	DstPort   uint16 `json:"dst_port"`
+	Direction string `json:"direction"`
+}
+
+type injWave struct {
+	Amplitude float64   `json:"amplitude"`
+	Period    string    `json:"period"`
+	Cycles    int       `json:"cycles,omitempty"`
+	Start     time.Time `json:"start"`
+	Single    bool      `json:"single,omitempty"`
+}
+
+type injLeaseStatus struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	Stats *struct {
+		Count           int     `json:"count"`
+		MeanMs          float64 `json:"mean_ms"`
+		MinMs           float64 `json:"min_ms"`
+		RequestedMeanMs float64 `json:"requested_mean_ms"`
+	} `json:"stats,omitempty"`
+}
+
+func (r *runner) startLease(a gradient.Action) error {
+	body := injLeaseRequest{
+		Kind:   a.LeaseKind,
+		Target: injTarget{Link: &injLink{Proto: r.link.proto, Dst: r.link.host, DstPort: r.link.port, Direction: "out"}},
+		Wave: injWave{Amplitude: a.Amplitude, Period: a.Period.String(), Cycles: a.Cycles,
+			Start: a.Start.UTC(), Single: a.Single},
+		Duration: a.Duration.Round(time.Millisecond).String(),
+	}
+	var st injLeaseStatus
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := r.inj.do(ctx, http.MethodPost, "/v1/leases", body, &st); err != nil {
+		return err
+	}
+	if st.ID == "" {
+		return errors.New("injector answered without a lease id")
+	}
+	r.leases[a.Lease] = &leaseRef{id: st.ID, amplitude: a.Amplitude}
+	return nil
+}
+
+// stopLease deletes the lease at the injector and returns the on-phase delay
+// it actually applied. The injector's mean covers every matched packet, the
+// off-phase ones too, as does its requested mean, so the on-phase delay is
+// the amplitude scaled by their ratio; the pass-through time every packet
+// pays (at least min_ms) is subtracted first, as it is no part of the wave.
+func (r *runner) stopLease(name string) (float64, bool) {
+	ref, ok := r.leases[name]
+	if !ok {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	var st injLeaseStatus
+	err := r.inj.do(ctx, http.MethodDelete, "/v1/leases/"+ref.id, nil, &st)
+	var he httpStatusError
+	if errors.As(err, &he) && he.code == http.StatusNotFound {
+		delete(r.leases, name) // already forgotten by the injector: nothing active
+		return 0, false
+	}
+	if err != nil {
+		// Kept for a retry at the end; the lease expires by itself anyway.
+		r.logger().Warn("perfmodel: releasing injector lease failed", zap.String("lease", ref.id), zap.Error(err))
+		return 0, false
+	}
+	delete(r.leases, name)
+	if st.Stats == nil || st.Stats.Count == 0 || !(st.Stats.RequestedMeanMs > 0) {
+		return 0, false
+	}
+	return ref.amplitude * math.Max(0, st.Stats.MeanMs-st.Stats.MinMs) / st.Stats.RequestedMeanMs, true
+}
+
+// end aborts the state machine if it still runs, releases every lease
+// left, and stores the final record and the gradients.
+func (r *runner) end(reason string) {
+	now := time.Now()
+	if r.exp != nil && !r.exp.Finished() {
+		r.execute(r.exp.Abort(now, reason))
+	}
+	for name := range r.leases {
+		r.stopLease(name)
+	}
+	if len(r.leases) > 0 {
+		r.logger().Error("perfmodel: injector leases not released; they end at their expiry", zap.Int("leases", len(r.leases)))
+	}
+	r.mu.Lock()
+	if r.exp == nil && r.snap.Phase != "failed" {
+		r.snap.Phase, r.snap.Reason = string(gradient.PhaseAborted), reason
+	}
+	r.mu.Unlock()
+	r.publish(now)
+	r.mu.Lock()
+	if r.snap.Finished == 0 {
+		r.snap.Finished = now.Unix()
+	}
+	r.mu.Unlock()
+	r.persist(true)
+	r.logger().Info("perfmodel: experiment ended", zap.String("phase", r.snapshot().Phase), zap.Duration("wall", now.Sub(r.started)))
+}
+
+// publish refreshes the snapshot the API serves from the state machine.
+func (r *runner) publish(now time.Time) {
+	if r.exp == nil {
+		r.persist(false)
+		return
+	}
+	p := r.exp.Progress(now)
+	res := r.exp.Result()
+	r.mu.Lock()
+	r.snap.Phase, r.snap.Reason = string(p.Phase), p.Reason
+	r.snap.Percent = p.Percent
+	r.snap.ETASeconds = p.ETA.Seconds()
+	r.snap.Gradients = gradientsOf(r.id, res)
+	if p.Phase == gradient.PhaseDone {
+		for _, el := range res.Elements {
+			if el.Status == "failed" {
+				r.snap.Phase, r.snap.Reason = "failed", el.Error
+			}
+		}
+	}
+	if r.exp.Finished() && r.snap.Finished == 0 {
+		r.snap.Finished = now.Unix()
+		r.snap.ETASeconds = 0
+	}
+	r.mu.Unlock()
+	r.persist(false)
+}
+
+func gradientsOf(id string, res gradient.Result) []api.Gradient {
+	var out []api.Gradient
+	for _, el := range res.Elements {
+		if el.Status != "done" {
+			continue
+		}
+		for _, tx := range sortedKeys(el.Transactions) {
+			est := el.Transactions[tx]
+			out = append(out, api.Gradient{
+				Element: el.Element, Transaction: tx, Gradient: est.Gradient, CI95: est.CI95,
+				SNR: est.SNR, Bins: est.Bins, PerturbationMs: est.PerturbationMs,
+				Experiment: id, Measured: el.WindowEnd.Unix(),
+			})
+		}
+	}
+	return out
+}
+
+// persist stores the experiment record (on a phase change, every
+// persistEvery, or when forced) and, once it is finished, its gradients.
+func (r *runner) persist(force bool) {
+	ex := r.snapshot()
+	now := time.Now()
+	if !force && ex.Phase == r.lastPhase && now.Sub(r.lastPersist) < persistEvery {
+		return
+	}
+	r.lastPhase, r.lastPersist = ex.Phase, now
+	e := r.x.e
+	var recs []store.Record
+	put := func(kind, key string, at int64, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		recs = append(recs, store.Record{Kind: kind, Key: key, Shard: e.shard, WindowStart: alignDown(at, e.window), Resolution: e.window, Payload: b})
+	}
+	put(model.KindExperimnt, ex.ID, ex.Started, ex)
+	if ex.Finished != 0 {
+		for _, g := range ex.Gradients {
+			put(model.KindGradient, g.Element+"\x1f"+g.Transaction, g.Measured, g)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.st.Put(ctx, recs); err != nil {
+		r.logger().Warn("perfmodel: storing the experiment failed", zap.Error(err))
+	}
+}
+
+// injectorClient is a small client of the injector's lease API.
+type injectorClient struct {
+	base    string
+	token   string
+	hc      *http.Client
+	retries int
+}
+
+func newInjectorClient(base, token string, timeout time.Duration) *injectorClient {
+	return &injectorClient{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{Timeout: timeout}, retries: 3}
+}
+
+// httpStatusError is a refusal by the injector.
+type httpStatusError struct {
+	code int
+	msg  string
+}
+
+func (h httpStatusError) Error() string { return fmt.Sprintf("injector: %d %s", h.code, h.msg) }
+
+// do sends one request, retrying transport errors and 5xx a bounded number
+// of times. A retried POST whose first attempt did reach the injector is
+// refused as a conflict; the orphan lease expires by itself.
+func (c *injectorClient) do(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	var last error
+	for attempt := 0; attempt < c.retries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(last, ctx.Err())
+			case <-time.After(time.Duration(attempt) * 250 * time.Millisecond):
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		if in != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		_ = resp.Body.Close()
+		switch {
+		case err != nil:
+			last = err
+			continue
+		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+			last = httpStatusError{resp.StatusCode, strings.TrimSpace(string(b))}
+			continue
+		case resp.StatusCode >= 300:
+			return httpStatusError{resp.StatusCode, strings.TrimSpace(string(b))}
+		}
+		if out != nil {
+			return json.Unmarshal(b, out)
+		}
+		return nil
+	}
+	return last
 }

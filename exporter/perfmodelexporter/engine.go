@@ -57,7 +57,7 @@ type engine struct {
 	flushFailed atomic.Bool
 	experiments *experiments
 	cache       *blockCache
-	reported    map[string]bool // signature changes already logged (loop goroutine only)
+	reported    map[string]bool // signature changes already logged (warming goroutine only)
 }
 
 func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
@@ -125,7 +125,9 @@ func (e *engine) Start(ctx context.Context, host component.Host) error {
 			<-e.stop
 			cancel()
 		}()
-		// Once at start, then whenever an hour settles.
+		// Once at start, then every 5 minutes: warm the query cache for
+		// the hours that settled, and compare new versions' signatures. Off
+		// the flush loop, and cancelled by Shutdown.
 		e.warm(ctx)
 		tick := time.NewTicker(5 * time.Minute)
 		defer tick.Stop()
@@ -135,6 +137,7 @@ func (e *engine) Start(ctx context.Context, host component.Host) error {
 				return
 			case <-tick.C:
 				e.warm(ctx)
+				e.checkNewVersions(ctx)
 			}
 		}
 	}()
@@ -171,7 +174,7 @@ func (e *engine) loop(host component.Host) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastFlush := e.now()
-	var lastMaint, lastCheck time.Time
+	var lastMaint time.Time
 	for {
 		select {
 		case <-e.stop:
@@ -191,12 +194,6 @@ func (e *engine) loop(host component.Host) {
 				} else if e.flushFailed.Swap(false) {
 					componentstatus.ReportStatus(host, componentstatus.NewEvent(componentstatus.StatusOK))
 				}
-				cancel()
-			}
-			if now.Sub(lastCheck) >= 5*time.Minute {
-				lastCheck = now
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				e.checkNewVersions(ctx)
 				cancel()
 			}
 			if now.Sub(lastMaint) >= time.Hour {

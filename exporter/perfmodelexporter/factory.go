@@ -13,6 +13,7 @@ import (
 
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/spectral"
 )
 
 // DefaultEndpoint serves the API on loopback only; exposing it is a decision.
@@ -44,6 +45,11 @@ func createDefaultConfig() component.Config {
 			Retention:       7 * 24 * time.Hour,
 			DownsampleAfter: 24 * time.Hour,
 			DownsampleTo:    time.Hour,
+		},
+		Experiments: ExperimentsConfig{
+			K: spectral.DefaultK, N: spectral.DefaultN, Chunks: spectral.DefaultChunks, Scale: spectral.DefaultScale,
+			MaxDelay: 100 * time.Millisecond, MaxConcurrent: 1,
+			RequestTimeout: 5 * time.Second, SampleBuffer: 1 << 16,
 		},
 	}
 }

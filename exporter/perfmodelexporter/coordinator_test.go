@@ -1,0 +1,400 @@
+package perfmodelexporter
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
+	"github.com/tierscope/tierscope/injector"
+	"github.com/tierscope/tierscope/internal/api"
+)
+
+func TestExperimentsConfigLoads(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, "custom").String())
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, cfg.Validate())
+	x := cfg.Experiments
+	require.Equal(t, "http://10.0.0.4:18777", x.Injector)
+	require.Equal(t, "s3cret", string(x.Token))
+	require.Equal(t, ExperimentLink{Address: "tcp://10.0.0.5:5432", Injector: "http://10.0.0.6:18777"}, x.Links["app->db"])
+	require.Equal(t, []string{"web"}, x.FrontServices)
+	require.Equal(t, 16, x.K)
+	require.Equal(t, 64, x.N)
+	require.Equal(t, 2, x.MaxConcurrent)
+	require.Equal(t, 50*time.Millisecond, x.MaxDelay)
+	require.Equal(t, 5*time.Second, x.Lateness)
+
+	def := createDefaultConfig().(*Config)
+	require.NoError(t, def.Validate())
+	require.Equal(t, 1, def.Experiments.MaxConcurrent)
+	for field, mutate := range map[string]func(*ExperimentsConfig){
+		"experiments.injector":           func(c *ExperimentsConfig) { c.Injector = "10.0.0.4:18777" },
+		"experiments.links.a->b.address": func(c *ExperimentsConfig) { c.Links = map[string]ExperimentLink{"a->b": {Address: "sctp://x:1"}} },
+		"experiments":                    func(c *ExperimentsConfig) { c.N = 100 },
+		"experiments.max_concurrent":     func(c *ExperimentsConfig) { c.MaxConcurrent = 0 },
+		"experiments.max_delay":          func(c *ExperimentsConfig) { c.MaxDelay = 0 },
+		"experiments.request_timeout":    func(c *ExperimentsConfig) { c.RequestTimeout = 0 },
+		"experiments.links.a->b.injector": func(c *ExperimentsConfig) {
+			c.Links = map[string]ExperimentLink{"a->b": {Address: "h:1", Injector: "ftp://x"}}
+		},
+	} {
+		c := createDefaultConfig().(*Config)
+		mutate(&c.Experiments)
+		err := c.Validate()
+		require.Error(t, err, field)
+		require.Contains(t, err.Error(), field+":", field)
+	}
+}
+
+// needRoot fails in CI (which runs as root) and skips elsewhere: NFQUEUE and
+// iptables need root.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI runs as root; this test needs root for iptables and NFQUEUE")
+		}
+		t.Skip("needs root (iptables, NFQUEUE)")
+	}
+	_, err := exec.LookPath("iptables")
+	require.NoError(t, err, "iptables")
+}
+
+// udpEcho answers every datagram on a test-owned loopback port: the back
+// tier of the synthetic system, reached over the link under test.
+func udpEcho(t *testing.T) uint16 {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pc.Close() })
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(buf[:n], from)
+		}
+	}()
+	return uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	return port
+}
+
+// realInjector starts the injector extension in-process with its real
+// NFQUEUE delay backend, allowed to touch only the echo port.
+type realInjector struct {
+	t   *testing.T
+	url string
+	ext component.Component
+}
+
+func startInjector(t *testing.T, echoPort uint16, queueBase uint16) *realInjector {
+	t.Helper()
+	f := injector.NewFactory()
+	cfg := f.CreateDefaultConfig().(*injector.Config)
+	port := freePort(t)
+	cfg.NetAddr.Endpoint = "127.0.0.1:" + strconv.Itoa(port)
+	cfg.Allowlist = injector.Allowlist{Links: []string{"127.0.0.1/32"}, Ports: []uint16{echoPort}}
+	cfg.QueueBase = queueBase
+	cfg.MaxLeases = 2
+	require.NoError(t, cfg.Validate())
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })
+	return &realInjector{t: t, url: "http://127.0.0.1:" + strconv.Itoa(port), ext: ext}
+}
+
+func (ri *realInjector) activeLeases() int {
+	ri.t.Helper()
+	resp, err := http.Get(ri.url + "/v1/health")
+	require.NoError(ri.t, err)
+	defer resp.Body.Close()
+	var h struct {
+		ActiveLeases int `json:"active_leases"`
+	}
+	require.NoError(ri.t, json.NewDecoder(resp.Body).Decode(&h))
+	return h.ActiveLeases
+}
+
+// taggedRules counts the injector's tagged iptables rules matching port, in
+// every iptables backend. (nfqdelay.Rules is internal to injector/; this
+// reads the same iptables-save output.)
+func taggedRules(t *testing.T, port uint16) int {
+	t.Helper()
+	n := 0
+	for _, bin := range []string{"iptables-save", "iptables-legacy-save", "iptables-nft-save"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			continue
+		}
+		out, err := exec.Command(bin).Output()
+		if err != nil {
+			continue // a backend without kernel support
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "-A ") && strings.Contains(line, "tierscope-inj-") && strings.Contains(line, "--dport "+strconv.Itoa(int(port))) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// frontService is a synthetic front tier: open-loop requests, each a base
+// service time of N(10, 3) ms and one UDP round trip to the back tier over
+// the link the injector delays. Its SERVER spans go to the engine as OTLP.
+// A second transaction never calls the back tier.
+type frontService struct {
+	t        *testing.T
+	e        *engine
+	echo     string
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	batch    ptrace.Traces
+	failures int
+}
+
+func startFront(t *testing.T, e *engine, echoPort uint16, perSecond int) *frontService {
+	f := &frontService{t: t, e: e, echo: fmt.Sprintf("127.0.0.1:%d", echoPort), stop: make(chan struct{}), batch: ptrace.NewTraces()}
+	f.wg.Add(2)
+	go f.generate(perSecond)
+	go f.ship()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *frontService) close() {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	f.wg.Wait()
+}
+
+func (f *frontService) generate(perSecond int) {
+	defer f.wg.Done()
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-f.stop:
+			return
+		case <-tick.C:
+			f.wg.Add(1)
+			go f.request(i%5 != 4)
+		}
+	}
+}
+
+func (f *frontService) request(callsBack bool) {
+	defer f.wg.Done()
+	start := time.Now()
+	time.Sleep(time.Duration(math.Max(0, 10+3*mrand.NormFloat64()) * float64(time.Millisecond)))
+	name := "GET /static"
+	if callsBack {
+		name = "GET /front"
+		conn, err := net.Dial("udp4", f.echo)
+		if err == nil {
+			buf := []byte("ping")
+			_ = conn.SetDeadline(time.Now().Add(time.Second))
+			if _, err = conn.Write(buf); err == nil {
+				_, err = conn.Read(buf)
+			}
+			_ = conn.Close()
+		}
+		if err != nil {
+			f.mu.Lock()
+			f.failures++
+			f.mu.Unlock()
+			return
+		}
+	}
+	end := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var rs ptrace.ResourceSpans
+	if f.batch.ResourceSpans().Len() == 0 {
+		rs = f.batch.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "front")
+		rs.ScopeSpans().AppendEmpty()
+	}
+	rs = f.batch.ResourceSpans().At(0)
+	sp := rs.ScopeSpans().At(0).Spans().AppendEmpty()
+	var tid pcommon.TraceID
+	var sid pcommon.SpanID
+	_, _ = rand.Read(tid[:])
+	_, _ = rand.Read(sid[:])
+	sp.SetTraceID(tid)
+	sp.SetSpanID(sid)
+	sp.SetName(name)
+	sp.SetKind(ptrace.SpanKindServer)
+	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
+}
+
+// ship hands the collected spans to the engine every 50 ms, as a batch
+// processor would.
+func (f *frontService) ship() {
+	defer f.wg.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-tick.C:
+			f.mu.Lock()
+			td := f.batch
+			f.batch = ptrace.NewTraces()
+			f.mu.Unlock()
+			if td.SpanCount() > 0 {
+				_ = f.e.ConsumeTraces(context.Background(), td)
+			}
+		}
+	}
+}
+
+// startLiveEngine runs an engine on the real clock, as the coordinator and
+// the injector share time.
+func startLiveEngine(t *testing.T, dsn string, mutate func(*Config)) *testEngine {
+	t.Helper()
+	cfg := createDefaultConfig().(*Config)
+	cfg.NetAddr.Endpoint = "127.0.0.1:0"
+	cfg.Storage.DSN = dsn
+	cfg.Storage.Shard = "coord"
+	cfg.TraceWait = 300 * time.Millisecond
+	if mutate != nil {
+		mutate(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	e, err := newEngine(exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background(), componenttest.NewNopHost()))
+	te := &testEngine{engine: e, t: t, url: "http://" + e.addr}
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	return te
+}
+
+func (te *testEngine) send(method, path, body string, out any) int {
+	te.t.Helper()
+	req, err := http.NewRequest(method, te.url+path, bytes.NewReader([]byte(body)))
+	require.NoError(te.t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(te.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(te.t, err)
+	if out != nil && resp.StatusCode < 300 {
+		require.NoError(te.t, json.Unmarshal(b, out), string(b))
+	}
+	if resp.StatusCode >= 300 {
+		te.t.Logf("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return resp.StatusCode
+}
+
+func linkSetup(t *testing.T, queueBase uint16, k, chunks, n int, scale float64) (*testEngine, *realInjector, uint16, *frontService) {
+	needRoot(t)
+	echo := udpEcho(t)
+	inj := startInjector(t, echo, queueBase)
+	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
+		c.Experiments.Injector = inj.url
+		c.Experiments.Links = map[string]ExperimentLink{"front->back": {Address: fmt.Sprintf("udp://127.0.0.1:%d", echo)}}
+		c.Experiments.K = k
+		c.Experiments.N = n
+		c.Experiments.Chunks = chunks
+		c.Experiments.Scale = scale
+	})
+	front := startFront(t, te.engine, echo, 400)
+	return te, inj, echo, front
+}
+
+// TestExperimentAbortAndShutdownReleaseLeases: aborting through the API, or
+// shutting the collector down mid-experiment, leaves nothing injected.
+func TestExperimentAbortAndShutdownReleaseLeases(t *testing.T) {
+	te, inj, echo, _ := linkSetup(t, 3300, 4, 2, 16, 30)
+
+	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":`, nil))
+	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"frequency:m1"}`, nil))
+	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"link:front->elsewhere"}`, nil))
+	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"link:front->back","n":100}`, nil))
+	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"link:front->back","bogus":1}`, nil))
+
+	waitForLease := func() {
+		t.Helper()
+		for deadline := time.Now().Add(40 * time.Second); inj.activeLeases() == 0; time.Sleep(50 * time.Millisecond) {
+			require.True(t, time.Now().Before(deadline), "no lease started within 40 s")
+		}
+		require.Positive(t, taggedRules(t, echo), "the lease's NFQUEUE rule is in place")
+	}
+
+	var ex api.Experiment
+	require.Equal(t, http.StatusCreated, te.send("POST", api.PathExperiments, `{"element":"link:front->back"}`, &ex))
+	require.Equal(t, http.StatusConflict, te.send("POST", api.PathExperiments, `{"element":"link:front->back"}`, nil), "max_concurrent 1")
+	waitForLease()
+	t0 := time.Now()
+	require.Equal(t, http.StatusOK, te.send("DELETE", api.PathExperiments+"/"+ex.ID, "", &ex))
+	t.Logf("abort answered in %v", time.Since(t0))
+	require.Equal(t, "aborted", ex.Phase)
+	require.Zero(t, inj.activeLeases(), "abort released the lease before answering")
+	require.Zero(t, taggedRules(t, echo), "no tagged rule after the abort")
+	require.Equal(t, http.StatusConflict, te.send("DELETE", api.PathExperiments+"/"+ex.ID, "", nil), "already ended")
+	require.Equal(t, http.StatusNotFound, te.send("DELETE", api.PathExperiments+"/exp-none", "", nil))
+
+	var second api.Experiment
+	require.Equal(t, http.StatusCreated, te.send("POST", api.PathExperiments, `{"element":"link:front->back"}`, &second))
+	waitForLease()
+	require.NoError(t, te.Shutdown(context.Background()))
+	require.Zero(t, inj.activeLeases(), "shutdown released the lease")
+	require.Zero(t, taggedRules(t, echo), "no tagged rule after shutdown")
+
+	// Both outcomes were stored before the store closed.
+	again := startLiveEngine(t, te.cfg.Storage.DSN, nil)
+	var list api.Experiments
+	require.Equal(t, http.StatusOK, again.send("GET", api.PathExperiments, "", &list))
+	require.Len(t, list.Experiments, 2)
+	for _, x := range list.Experiments {
+		require.Equal(t, "aborted", x.Phase)
+		require.NotZero(t, x.Finished)
+	}
+}
