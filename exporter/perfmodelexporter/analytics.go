@@ -88,7 +88,20 @@ func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	est, err := workfactor.New(workfactor.DefaultConfig())
+	// Per-process readings (paper 002 §4.6) are far less noisy than the
+	// machine's, which include everything else the machine runs: use them
+	// when spans and process.cpu.utilization both name processes.
+	perProcess := false
+	for _, w := range wins {
+		for key := range w.flows {
+			if strings.Contains(key, "/") && w.cpu[key] != nil {
+				perProcess = true
+			}
+		}
+	}
+	wcfg := workfactor.DefaultConfig()
+	wcfg.PerProcess = perProcess
+	est, err := workfactor.New(wcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -98,15 +111,20 @@ func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
 	machines := map[string]bool{}
 	for i, w := range wins {
 		var obs []workfactor.Observation
-		for machine, fc := range w.flows {
-			if only != "" && machine != only {
+		for key, fc := range w.flows {
+			machine, process, isProcess := strings.Cut(key, "/")
+			if isProcess != perProcess || (only != "" && machine != only) {
 				continue
 			}
-			c := w.cpu[machine]
+			c := w.cpu[key]
 			if c == nil || c.Mean() < 0 {
 				continue // no utilization for this machine in this window
 			}
-			omega := e.capacity(machine, c)
+			mc := w.cpu[machine]
+			if mc == nil {
+				mc = c
+			}
+			omega := e.capacity(machine, mc)
 			if !(omega > 0) {
 				continue
 			}
@@ -114,8 +132,8 @@ func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
 			for f, n := range fc.Counts {
 				rates[f] = float64(n) / float64(e.window)
 			}
-			obs = append(obs, workfactor.Observation{Machine: machine, CapacityMHz: omega, Utilization: c.Mean(), Rates: rates})
-			machines[machine] = true
+			obs = append(obs, workfactor.Observation{Machine: machine, Process: process, CapacityMHz: omega, Utilization: c.Mean(), Rates: rates})
+			machines[key] = true
 		}
 		if len(obs) == 0 {
 			continue

@@ -24,7 +24,12 @@ import (
 // megacycles per request) at rates that change every minute; its utilization
 // follows. Service times are 5 ms (GET /a) and 12 ms (GET /b) under processor
 // sharing, R = S/(1−U); version v2 adds 2 ms to GET /a.
-func feedKnownSystem(t *testing.T, te *testEngine, windows int) {
+func feedKnownSystem(t *testing.T, te *testEngine, windows int) { feedSystem(t, te, windows, false) }
+
+// feedSystem, with perProcess, names the server process on its spans and
+// reports its CPU as process.cpu.utilization, while the machine's
+// system.cpu.utilization carries a random background of 0–30%.
+func feedSystem(t *testing.T, te *testEngine, windows int, perProcess bool) {
 	rng := rand.New(rand.NewPCG(4, 2))
 	alpha := map[string]float64{"GET /a": 20, "GET /b": 50}
 	for w := range windows {
@@ -40,6 +45,9 @@ func feedKnownSystem(t *testing.T, te *testEngine, windows int) {
 		rs.Resource().Attributes().PutStr("service.name", "web")
 		rs.Resource().Attributes().PutStr("service.version", version)
 		rs.Resource().Attributes().PutStr("host.name", "m1")
+		if perProcess {
+			rs.Resource().Attributes().PutStr("process.executable.name", "webd")
+		}
 		spans := rs.ScopeSpans().AppendEmpty().Spans()
 		id := uint64(w) << 32
 		for _, route := range []string{"GET /a", "GET /b"} {
@@ -75,7 +83,23 @@ func feedKnownSystem(t *testing.T, te *testEngine, windows int) {
 		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 		m.SetName("system.cpu.utilization")
 		dps := m.SetEmptyGauge().DataPoints()
-		for state, v := range map[string]float64{"idle": 1 - util, "user": util} {
+		machineUtil := util
+		if perProcess {
+			machineUtil = min(util+0.3*rng.Float64(), 1)
+			prm := md.ResourceMetrics().AppendEmpty()
+			prm.Resource().Attributes().PutStr("host.name", "m1")
+			prm.Resource().Attributes().PutStr("process.executable.name", "webd")
+			pm := prm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+			pm.SetName("process.cpu.utilization")
+			pdps := pm.SetEmptyGauge().DataPoints()
+			for state, v := range map[string]float64{"user": util * 0.7, "system": util * 0.3} {
+				dp := pdps.AppendEmpty()
+				dp.SetTimestamp(pcommon.NewTimestampFromTime(start.Add(30 * time.Second)))
+				dp.Attributes().PutStr("state", state)
+				dp.SetDoubleValue(v)
+			}
+		}
+		for state, v := range map[string]float64{"idle": 1 - machineUtil, "user": machineUtil} {
 			dp := dps.AppendEmpty()
 			dp.SetTimestamp(pcommon.NewTimestampFromTime(start.Add(30 * time.Second)))
 			dp.Attributes().PutStr("cpu", "cpu0")
@@ -149,4 +173,24 @@ func TestWorkFactorsAndSignaturesFromTelemetry(t *testing.T) {
 	resp.Body.Close()
 	require.Contains(t, string(body), `tierscope_work_factor_megacycles{flow="web GET /a"}`)
 	require.Contains(t, string(body), `tierscope_service_time_ms{service="web",version="v2",transaction="GET /a"}`)
+}
+
+// Per-process readings (paper 002 §4.6) recover the work factors although the
+// machine runs a random 0–30% of other work.
+func TestWorkFactorsPerProcess(t *testing.T) {
+	const windows = 40
+	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", loadStart.Add(2*time.Hour), func(c *Config) { c.CapacityMHz = 1000 })
+	feedSystem(t, te, windows, true)
+	rng := fmt.Sprintf("?from=%d&to=%d", alignDown(loadStart.Unix(), 60), alignDown(loadStart.Unix(), 60)+windows*60)
+	var wf api.WorkFactors
+	require.Equal(t, 200, te.get(api.PathWorkFactors+rng, &wf))
+	require.Len(t, wf.Machines, 1)
+	require.Equal(t, "m1/webd", wf.Machines[0].Machine)
+	got := map[string]float64{}
+	for _, f := range wf.Machines[0].Flows {
+		got[f.Flow] = f.WorkFactor
+	}
+	t.Logf("per-process work factors: %v (true 20 and 50)", got)
+	require.InDelta(t, 20, got["web GET /a"], 2)
+	require.InDelta(t, 50, got["web GET /b"], 5)
 }

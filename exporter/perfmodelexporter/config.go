@@ -50,6 +50,12 @@ type Config struct {
 	// values override it.
 	CapacityMHz        float64            `mapstructure:"capacity_mhz"`
 	MachineCapacityMHz map[string]float64 `mapstructure:"machine_capacity_mhz"`
+	// HostName is the host.name given to spans and metrics whose resource has
+	// none: set it when the collector and the applications share one machine,
+	// since hostmetrics and many SDKs do not set host.name themselves (or add
+	// the resourcedetection processor upstream). Empty leaves such resources
+	// keyed by service.instance.id.
+	HostName string `mapstructure:"host_name"`
 	// CoreMHz is the speed of one core: a flow's work factor divided by it is
 	// the service time it implies, which is checked against the signature's
 	// (disagreement beyond 25% is flagged). 0 disables the check.

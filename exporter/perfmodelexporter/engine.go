@@ -219,10 +219,8 @@ func (e *engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 		res := rs.Resource().Attributes()
 		service := attrString(res, "service.name")
 		version := attrString(res, "service.version")
-		machine := attrString(res, "host.name")
-		if machine == "" {
-			machine = attrString(res, "service.instance.id")
-		}
+		machine := e.machineOf(res)
+		process := attrString(res, "process.executable.name")
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
@@ -242,6 +240,7 @@ func (e *engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 					Error:    sp.Status().Code() == ptrace.StatusCodeError,
 					Version:  version,
 					Machine:  machine,
+					Process:  process,
 				}
 				attrs := sp.Attributes()
 				switch ms.Kind {
@@ -282,6 +281,19 @@ func (e *engine) completeAll() {
 	e.asm.Flush(e.emit)
 	e.countAssembler()
 	e.mu.Unlock()
+}
+
+// machineOf names the machine of a resource: host.name, else the configured
+// host_name (the collector's own host, when it and the applications share
+// one), else service.instance.id.
+func (e *engine) machineOf(res pcommon.Map) string {
+	if m := attrString(res, "host.name"); m != "" {
+		return m
+	}
+	if e.cfg.HostName != "" {
+		return e.cfg.HostName
+	}
+	return attrString(res, "service.instance.id")
 }
 
 // addOneWay keeps a message without context for the window's convolution

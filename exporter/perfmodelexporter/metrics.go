@@ -24,10 +24,7 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
 		res := rm.Resource().Attributes()
-		machine := attrString(res, "host.name")
-		if machine == "" {
-			machine = attrString(res, "service.instance.id")
-		}
+		machine := e.machineOf(res)
 		if machine == "" {
 			continue
 		}
@@ -76,7 +73,7 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 					for d := 0; d < dps.Len(); d++ {
 						sum += value(dps.At(d))
 					}
-					e.addCPU(ts, machine+"/"+process, sum, 0)
+					e.addCPU(ts, model.ProcessKey(machine, process), sum, 0)
 				}
 			}
 		}

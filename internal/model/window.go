@@ -35,6 +35,10 @@ type Span struct {
 	// name. Version is service.version; Machine is host.name, else
 	// service.instance.id. They key the work-factor flows and the signatures.
 	Transaction, Version, Machine string
+	// Process is process.executable.name, when the resource has it: flows are
+	// then also counted per process, for per-process work factors (paper 002
+	// §4.6) against process.cpu.utilization.
+	Process string
 }
 
 // Edge kinds of the service graph.
@@ -183,6 +187,22 @@ func (w *Window) AddAsyncEdge(source, target string, ns int64, n int64, fromTrac
 	es.Requests += n
 	es.Latency.AddN(ns, uint64(n))
 	w.Dirty = true
+}
+
+// ProcessKey keys a process's flows and CPU: machine/process, as the CPU of
+// process.cpu.utilization is keyed.
+func ProcessKey(machine, process string) string { return machine + "/" + process }
+
+func (w *Window) countFlow(key, flow string) {
+	fc, ok := w.Flows[key]
+	if !ok {
+		if len(w.Flows) >= w.limits.MaxServices {
+			return
+		}
+		fc = &FlowCounts{Counts: map[string]int64{}}
+		w.Flows[key] = fc
+	}
+	fc.Counts[flow]++
 }
 
 // SignatureKey keys a transaction's signature window.
@@ -337,13 +357,11 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 			continue
 		}
 		tx := cmp.Or(s.Transaction, "unknown")
-		if s.Machine != "" && len(w.Flows) < w.limits.MaxServices {
-			fc, ok := w.Flows[s.Machine]
-			if !ok {
-				fc = &FlowCounts{Counts: map[string]int64{}}
-				w.Flows[s.Machine] = fc
+		if s.Machine != "" {
+			w.countFlow(s.Machine, FlowName(s.Service, tx))
+			if s.Process != "" {
+				w.countFlow(ProcessKey(s.Machine, s.Process), FlowName(s.Service, tx))
 			}
-			fc.Counts[FlowName(s.Service, tx)]++
 		}
 		key := SignatureKey(s.Service, s.Version, tx)
 		sw, ok := w.Sigs[key]
