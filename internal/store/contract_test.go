@@ -112,7 +112,12 @@ func runContract(t *testing.T, newDSN newDSNFunc) {
 	t.Run("KeyPrefix", func(t *testing.T) { testKeyPrefix(t, newDSN) })
 	t.Run("ShardFilterAndWindows", func(t *testing.T) { testShardFilter(t, newDSN) })
 	t.Run("Keys", func(t *testing.T) { testKeys(t, newDSN) })
-	t.Run("DownsampleExact", func(t *testing.T) { testDownsample(t, newDSN) })
+	for _, batch := range []int{7, 50, 200, DefaultBatchSize} {
+		// A key has about 48 records an hour per shard, 3 shards, 3.5 hours:
+		// batches smaller than one shard's hour, than all shards' hour, ending
+		// inside the second hour, and larger than a key's records.
+		t.Run(fmt.Sprintf("DownsampleExact/batch=%d", batch), func(t *testing.T) { testDownsample(t, newDSN, batch) })
+	}
 	t.Run("DownsampleMergeError", func(t *testing.T) { testDownsampleMergeError(t, newDSN) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, newDSN) })
 	t.Run("ConcurrentWriters", func(t *testing.T) { testConcurrentWriters(t, newDSN) })
@@ -393,9 +398,9 @@ type cell struct {
 	start      int64
 }
 
-func testDownsample(t *testing.T, newDSN newDSNFunc) {
+func testDownsample(t *testing.T, newDSN newDSNFunc, batch int) {
 	ctx := context.Background()
-	s := openT(t, newDSN(t), WithBatchSize(50)) // several transactions
+	s := openT(t, newDSN(t), WithBatchSize(batch))
 	rng := rand.New(rand.NewPCG(5, 6))
 	// 4 keys × 3 shards × 210 one-minute windows (3.5 hours, ~20% missing),
 	// plus a two-minute record and a second kind.

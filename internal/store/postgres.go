@@ -38,6 +38,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (Store, error
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(30 * time.Minute) // follow failovers and DNS changes
 	s := newSQLStore(pgDialect{}, db, db, desc, o)
 	if err := s.init(ctx); err != nil {
 		s.Close()
@@ -102,15 +103,16 @@ func (pgDialect) upsert(ctx context.Context, tx *sql.Tx, recs []Record) error {
 
 // deleteMerged deletes exactly the rows Downsample read and locked (FOR
 // UPDATE): a concurrent writer may have added a window since, which must stay.
-func (pgDialect) deleteMerged(ctx context.Context, tx *sql.Tx, kind, key, shard string, _, _ int64, ids []windowID) error {
+func (pgDialect) deleteMerged(ctx context.Context, tx *sql.Tx, kind, key string, _, _, _ int64, ids []windowID) error {
 	starts := make([]int64, len(ids))
+	shards := make([]string, len(ids))
 	ress := make([]int64, len(ids))
 	for i, id := range ids {
-		starts[i], ress[i] = id.windowStart, id.resolution
+		starts[i], shards[i], ress[i] = id.windowStart, id.shard, id.resolution
 	}
-	r, err := tx.ExecContext(ctx, `DELETE FROM records WHERE kind = $1 AND key = $2 AND shard = $3
-		AND (window_start, resolution) IN (SELECT * FROM unnest($4::int8[], $5::int8[]))`,
-		kind, key, shard, starts, ress)
+	r, err := tx.ExecContext(ctx, `DELETE FROM records WHERE kind = $1 AND key = $2
+		AND (window_start, shard, resolution) IN (SELECT * FROM unnest($3::int8[], $4::text[], $5::int8[]))`,
+		kind, key, starts, shards, ress)
 	if err != nil {
 		return err
 	}

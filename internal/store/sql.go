@@ -26,9 +26,10 @@ type dialect interface {
 	forUpdate() string
 	// upsert writes recs, which have distinct identities and are sorted.
 	upsert(ctx context.Context, tx *sql.Tx, recs []Record) error
-	// deleteMerged deletes the records of one kind, key and shard that
-	// Downsample merged into [t, t+res): the windows ids, which it read in tx.
-	deleteMerged(ctx context.Context, tx *sql.Tx, kind, key, shard string, t, res int64, ids []windowID) error
+	// deleteMerged deletes the records of one kind and key that Downsample
+	// read in tx and merged: ids, which are all the records finer than res in
+	// [from, to) that lie inside an aligned window of res.
+	deleteMerged(ctx context.Context, tx *sql.Tx, kind, key string, from, to, res int64, ids []windowID) error
 	// shardFilter is an "AND shard …" clause whose first placeholder is $n.
 	shardFilter(n int, shards []string) (string, []any)
 	// keysFirst makes Scan select the keys in range first (see Scan).
@@ -52,16 +53,16 @@ type sqlStore struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	qNextFine, qGroup, qKeys, qNextKind, qDelete, qVersion string
+	qFine, qCoarse, qKeys, qNextKind, qDelete, qVersion string
 }
 
 func newSQLStore(d dialect, w, r *sql.DB, desc string, o options) *sqlStore {
 	s := &sqlStore{d: d, w: w, r: r, desc: desc, batch: o.batchSize}
-	s.qNextFine = d.rebind(`SELECT MIN(window_start) FROM records
-		WHERE kind = $1 AND key = $2 AND window_start >= $3 AND window_start < $4 AND resolution < $5`)
-	s.qGroup = d.rebind(`SELECT window_start, shard, resolution, payload FROM records
-		WHERE kind = $1 AND key = $2 AND window_start >= $3 AND window_start < $4 AND resolution <= $5
-		ORDER BY window_start, shard, resolution` + d.forUpdate())
+	s.qFine = d.rebind(`SELECT window_start, shard, resolution, payload FROM records
+		WHERE kind = $1 AND key = $2 AND window_start >= $3 AND window_start < $4 AND resolution < $5
+		ORDER BY window_start, shard, resolution LIMIT $6` + d.forUpdate())
+	s.qCoarse = d.rebind(`SELECT window_start, shard, payload FROM records
+		WHERE kind = $1 AND key = $2 AND window_start >= $3 AND window_start < $4 AND resolution = $5` + d.forUpdate())
 	s.qKeys = d.rebind(`SELECT DISTINCT key FROM records
 		WHERE kind = $1 AND window_start >= $2 AND window_start < $3 ORDER BY key`)
 	s.qNextKind = d.rebind(`SELECT MIN(kind) FROM records WHERE kind > $1`)
@@ -298,10 +299,11 @@ func (s *sqlStore) kinds(ctx context.Context) ([]string, error) {
 	}
 }
 
-func (s *sqlStore) kindsOrOne(ctx context.Context, kind string) ([]string, error) {
+// kindsOrOne is []string{kind}, or every kind if kind is "".
+func (s *sqlStore) kindsOrOne(ctx context.Context, op, kind string) ([]string, error) {
 	if kind != "" {
 		if err := validIdentity("kind", kind, false); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store %s: %s: %w", s.desc, op, err)
 		}
 		return []string{kind}, nil
 	}
@@ -315,9 +317,9 @@ func (s *sqlStore) Downsample(ctx context.Context, kind string, olderThan, toRes
 	case merge == nil:
 		return 0, fmt.Errorf("store %s: downsample: %w: nil merge function", s.desc, ErrInvalid)
 	}
-	kinds, err := s.kindsOrOne(ctx, kind)
+	kinds, err := s.kindsOrOne(ctx, "downsample", kind)
 	if err != nil {
-		return 0, fmt.Errorf("store %s: downsample: %w", s.desc, err)
+		return 0, err
 	}
 	// Aligned windows [t, t+R) that end by olderThan are those with t < limit.
 	limit := alignDown(olderThan, toResolution)
@@ -337,10 +339,11 @@ type fineRow struct {
 	payload []byte
 }
 
-// downsampleKind replaces, key by key and aligned window by aligned window, the
-// finer records of each shard with one record of resolution res. Transactions
-// carry about s.batch replaced records; each aligned window is replaced within
-// one transaction, so every committed state is exact.
+// downsampleKind replaces, key by key, the finer records of each shard with
+// records of resolution res, reading at most about s.batch records at a time
+// and only whole aligned windows. Each aligned window is replaced within one
+// transaction, so every committed state is exact; transactions carry about
+// s.batch replaced records.
 func (s *sqlStore) downsampleKind(ctx context.Context, kind string, limit, res int64, merge MergeFunc) (merged int, err error) {
 	keys, err := s.keys(ctx, s.r, kind, math.MinInt64, limit)
 	if err != nil {
@@ -367,8 +370,7 @@ func (s *sqlStore) downsampleKind(ctx context.Context, kind string, limit, res i
 		return nil
 	}
 	for _, key := range keys {
-		cur := int64(math.MinInt64)
-		for {
+		for cur := int64(math.MinInt64); cur < limit; {
 			if tx == nil {
 				if tx, err = s.w.BeginTx(ctx, nil); err != nil {
 					tx = nil
@@ -378,20 +380,19 @@ func (s *sqlStore) downsampleKind(ctx context.Context, kind string, limit, res i
 					return merged, s.wrap(ctx, "downsample "+kind, err)
 				}
 			}
-			var next sql.NullInt64
-			if err := tx.QueryRowContext(ctx, s.qNextFine, kind, key, cur, limit, res).Scan(&next); err != nil {
+			rows, next, err := s.readFine(ctx, tx, kind, key, cur, limit, res)
+			if err != nil {
 				return merged, s.wrap(ctx, "downsample "+kind, err)
 			}
-			if !next.Valid {
+			if len(rows) == 0 {
 				break
 			}
-			t := alignDown(next.Int64, res)
-			n, err := s.downsampleWindow(ctx, tx, kind, key, t, res, merge)
+			n, err := s.replaceFine(ctx, tx, kind, key, cur, next, res, rows, merge)
 			if err != nil {
 				return merged, err
 			}
 			pending += n
-			cur = t + res
+			cur = next
 			if pending >= s.batch {
 				if err := commit(); err != nil {
 					return merged, err
@@ -402,75 +403,136 @@ func (s *sqlStore) downsampleKind(ctx context.Context, kind string, limit, res i
 	return merged, commit()
 }
 
-// downsampleWindow merges, per shard, the records of [t, t+res) finer than res
-// and contained in it (plus any record of resolution res at t) into one record.
-func (s *sqlStore) downsampleWindow(ctx context.Context, tx *sql.Tx, kind, key string, t, res int64, merge MergeFunc) (int, error) {
-	rows, err := tx.QueryContext(ctx, s.qGroup, kind, key, t, t+res, res)
-	if err != nil {
-		return 0, s.wrap(ctx, "downsample "+kind, err)
+// readFine reads, in window order, the records of kind and key finer than res
+// whose windows start in [from, limit): about s.batch of them, ending at an
+// aligned window's boundary. All records finer than res in [from, next) are
+// returned.
+func (s *sqlStore) readFine(ctx context.Context, tx *sql.Tx, kind, key string, from, limit, res int64) (rows []fineRow, next int64, err error) {
+	rows, err = s.queryFine(ctx, tx, kind, key, from, limit, res, int64(s.batch))
+	if err != nil || len(rows) < s.batch {
+		return rows, limit, err
 	}
-	coarse := map[string][]byte{}
-	fine := map[string][]fineRow{}
-	var shards []string
-	for rows.Next() {
+	last := alignDown(rows[len(rows)-1].windowStart, res)
+	if alignDown(rows[0].windowStart, res) < last {
+		// The last aligned window may continue beyond the batch: leave it for
+		// the next read.
+		i := len(rows)
+		for i > 0 && alignDown(rows[i-1].windowStart, res) == last {
+			i--
+		}
+		return rows[:i], last, nil
+	}
+	// One aligned window holds more than a batch (many shards): read it whole.
+	rows, err = s.queryFine(ctx, tx, kind, key, last, last+res, res, math.MaxInt64)
+	return rows, last + res, err
+}
+
+func (s *sqlStore) queryFine(ctx context.Context, tx *sql.Tx, kind, key string, from, to, res, n int64) ([]fineRow, error) {
+	rs, err := tx.QueryContext(ctx, s.qFine, kind, key, from, to, res, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var rows []fineRow
+	for rs.Next() {
 		var r fineRow
-		if err := rows.Scan(&r.windowStart, &r.shard, &r.resolution, &r.payload); err != nil {
-			rows.Close()
-			return 0, s.wrap(ctx, "downsample "+kind, err)
+		if err := rs.Scan(&r.windowStart, &r.shard, &r.resolution, &r.payload); err != nil {
+			return nil, err
 		}
 		if r.payload == nil {
 			r.payload = []byte{}
 		}
-		switch {
-		case r.resolution == res:
-			if r.windowStart == t {
-				coarse[r.shard] = r.payload
-			}
-		case r.windowStart+r.resolution <= t+res: // contained
-			if _, seen := fine[r.shard]; !seen {
-				shards = append(shards, r.shard)
-			}
-			fine[r.shard] = append(fine[r.shard], r)
-		}
+		rows = append(rows, r)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	return rows, rs.Err()
+}
+
+type coarseID struct {
+	start int64
+	shard string
+}
+
+// replaceFine merges rows, all the records finer than res in [from, to) of kind
+// and key, per shard and aligned window into records of resolution res (into
+// the one already there, if any), and deletes the merged records. Records that
+// cross an aligned window's boundary stay as they are.
+func (s *sqlStore) replaceFine(ctx context.Context, tx *sql.Tx, kind, key string, from, to, res int64, rows []fineRow, merge MergeFunc) (int, error) {
+	groups := map[coarseID][]fineRow{}
+	var order []coarseID
+	var ids []windowID
+	for _, r := range rows {
+		t := alignDown(r.windowStart, res)
+		if r.windowStart+r.resolution > t+res {
+			continue // not contained in an aligned window
+		}
+		g := coarseID{t, r.shard}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], r)
+		ids = append(ids, r.windowID)
+	}
+	if len(order) == 0 {
+		return 0, nil
+	}
+	coarse := map[coarseID][]byte{}
+	cr, err := tx.QueryContext(ctx, s.qCoarse, kind, key, order[0].start, alignDown(rows[len(rows)-1].windowStart, res)+res, res)
+	if err != nil {
 		return 0, s.wrap(ctx, "downsample "+kind, err)
 	}
-	slices.Sort(shards)
-	n := 0
-	for _, sh := range shards {
-		dst, ok := coarse[sh]
-		ids := make([]windowID, 0, len(fine[sh]))
-		for _, r := range fine[sh] {
-			ids = append(ids, r.windowID)
+	for cr.Next() {
+		var g coarseID
+		var p []byte
+		if err := cr.Scan(&g.start, &g.shard, &p); err != nil {
+			cr.Close()
+			return 0, s.wrap(ctx, "downsample "+kind, err)
+		}
+		coarse[g] = p
+	}
+	cr.Close()
+	if err := cr.Err(); err != nil {
+		return 0, s.wrap(ctx, "downsample "+kind, err)
+	}
+	// Identity order: (window start, shard) within one kind and key.
+	slices.SortFunc(order, func(a, b coarseID) int {
+		if c := cmpInt(a.start, b.start); c != 0 {
+			return c
+		}
+		return strings.Compare(a.shard, b.shard)
+	})
+	out := make([]Record, 0, len(order))
+	for _, g := range order {
+		dst, ok := coarse[g]
+		for _, r := range groups[g] {
 			if !ok {
 				dst, ok = r.payload, true
 				continue
 			}
 			if dst, err = merge(kind, dst, r.payload); err != nil {
-				return 0, fmt.Errorf("store %s: downsample %s %q shard %q window %d: merge: %w", s.desc, kind, key, sh, t, err)
+				return 0, fmt.Errorf("store %s: downsample %s %q shard %q window %d: merge: %w", s.desc, kind, key, g.shard, g.start, err)
 			}
 		}
 		if dst == nil {
 			dst = []byte{}
 		}
-		rec := []Record{{Kind: kind, Key: key, Shard: sh, WindowStart: t, Resolution: res, Payload: dst}}
-		if err := s.d.upsert(ctx, tx, rec); err != nil {
-			return 0, s.wrap(ctx, "downsample "+kind, err)
-		}
-		if err := s.d.deleteMerged(ctx, tx, kind, key, sh, t, res, ids); err != nil {
-			return 0, s.wrap(ctx, "downsample "+kind, err)
-		}
-		n += len(ids)
+		out = append(out, Record{Kind: kind, Key: key, Shard: g.shard, WindowStart: g.start, Resolution: res, Payload: dst})
 	}
-	return n, nil
+	step := min(s.batch, s.d.maxStatementRows())
+	for i := 0; i < len(out); i += step {
+		if err := s.d.upsert(ctx, tx, out[i:min(i+step, len(out))]); err != nil {
+			return 0, s.wrap(ctx, "downsample "+kind, err)
+		}
+	}
+	if err := s.d.deleteMerged(ctx, tx, kind, key, from, to, res, ids); err != nil {
+		return 0, s.wrap(ctx, "downsample "+kind, err)
+	}
+	return len(ids), nil
 }
 
 func (s *sqlStore) DeleteBefore(ctx context.Context, kind string, before int64) (int, error) {
-	kinds, err := s.kindsOrOne(ctx, kind)
+	kinds, err := s.kindsOrOne(ctx, "delete", kind)
 	if err != nil {
-		return 0, fmt.Errorf("store %s: delete: %w", s.desc, err)
+		return 0, err
 	}
 	total := 0
 	for _, k := range kinds {

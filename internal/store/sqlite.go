@@ -50,7 +50,11 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (Store, error)
 	uri := (&url.URL{Scheme: "file", Path: abs}).String()
 	common := "_pragma=busy_timeout(" + strconv.FormatInt(o.busyTimeout.Milliseconds(), 10) + ")" +
 		"&_pragma=synchronous(" + o.synchronous + ")"
-	w, err := sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	// The writer's page cache is 32 MiB (SQLite's default is 2 MiB): a
+	// transaction that dirties more pages than the cache holds frees them at
+	// commit, and the driver's allocator returns each to the OS, which made
+	// Downsample 1.7 times as expensive in CPU. Memory is taken only as used.
+	w, err := sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=cache_size(-32768)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", desc, err)
 	}
@@ -141,11 +145,12 @@ func (d sqliteDialect) upsert(ctx context.Context, tx *sql.Tx, recs []Record) er
 
 // deleteMerged deletes with one range statement: the transaction holds the
 // write lock since it began (IMMEDIATE), so the range holds exactly the rows
-// Downsample read. The count is checked all the same.
-func (d sqliteDialect) deleteMerged(ctx context.Context, tx *sql.Tx, kind, key, shard string, t, res int64, ids []windowID) error {
+// Downsample read. The containment test is replaceFine's, with a floor modulo
+// (SQLite's % truncates). The count is checked all the same.
+func (d sqliteDialect) deleteMerged(ctx context.Context, tx *sql.Tx, kind, key string, from, to, res int64, ids []windowID) error {
 	r, err := tx.ExecContext(ctx, `DELETE FROM records WHERE kind = ?1 AND key = ?2
-		AND window_start >= ?3 AND window_start < ?4 AND shard = ?5 AND resolution < ?6
-		AND window_start + resolution <= ?4`, kind, key, t, t+res, shard, res)
+		AND window_start >= ?3 AND window_start < ?4 AND resolution < ?5
+		AND window_start + resolution <= window_start - ((window_start % ?5) + ?5) % ?5 + ?5`, kind, key, from, to, res)
 	if err != nil {
 		return err
 	}

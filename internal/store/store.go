@@ -18,6 +18,7 @@ import (
 	"math"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -150,7 +151,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return OpenSQLite(ctx, path, append(opts, extra...)...)
+	return OpenSQLite(ctx, path, append(slices.Clone(opts), extra...)...)
 }
 
 var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)

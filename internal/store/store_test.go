@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -145,6 +146,14 @@ func TestOpenErrors(t *testing.T) {
 	_, err = Open(ctx, ":memory:")
 	if !errors.Is(err, ErrInvalid) {
 		t.Errorf(":memory:: %v", err)
+	}
+	garbage := filepath.Join(t.TempDir(), "garbage.db")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 500)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, garbage)
+	if err == nil || !strings.Contains(err.Error(), garbage) {
+		t.Errorf("not a database: %v", err)
 	}
 	_, err = OpenSQLite(ctx, t.TempDir()+"/x.db", WithSynchronous("sometimes"))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "x.db") {

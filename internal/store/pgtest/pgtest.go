@@ -67,10 +67,8 @@ func DSN(tb testing.TB) string {
 	tb.Helper()
 	srv, err := sharedServer()
 	if err != nil {
-		if errors.Is(err, ErrNotInstalled) && os.Getenv("CI") != "true" {
-			tb.Skipf("%v", err)
-		}
-		tb.Fatalf("%v", err)
+		skipOrFail(tb, err)
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -80,6 +78,17 @@ func DSN(tb testing.TB) string {
 	}
 	tb.Cleanup(cleanup)
 	return dsn
+}
+
+// skipOrFail skips tb when PostgreSQL is not installed, except under CI=true;
+// any other error fails it.
+func skipOrFail(tb testing.TB, err error) {
+	tb.Helper()
+	if errors.Is(err, ErrNotInstalled) && os.Getenv("CI") != "true" {
+		tb.Skipf("%v", err)
+		return
+	}
+	tb.Fatalf("%v (CI=%q)", err, os.Getenv("CI"))
 }
 
 // Main runs the tests, then stops the shared server if one was started. Use it

@@ -2,6 +2,8 @@ package pgtest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -58,5 +60,34 @@ func TestWithParam(t *testing.T) {
 	got, _ = withParam("host=h dbname=db", "search_path", "s1")
 	if got != "host=h dbname=db search_path=s1" {
 		t.Fatalf("kv: %q", got)
+	}
+}
+
+type recordingTB struct {
+	testing.TB
+	skipped, failed bool
+}
+
+func (r *recordingTB) Helper()               {}
+func (r *recordingTB) Skipf(string, ...any)  { r.skipped = true }
+func (r *recordingTB) Fatalf(string, ...any) { r.failed = true }
+
+func TestSkipOrFail(t *testing.T) {
+	for _, c := range []struct {
+		ci           string
+		err          error
+		skip, failed bool
+	}{
+		{"", ErrNotInstalled, true, false},
+		{"false", ErrNotInstalled, true, false},
+		{"true", ErrNotInstalled, false, true}, // CI must never skip
+		{"", errors.New("server did not start"), false, true},
+	} {
+		t.Setenv("CI", c.ci)
+		r := &recordingTB{TB: t}
+		skipOrFail(r, fmt.Errorf("wrapped: %w", c.err))
+		if r.skipped != c.skip || r.failed != c.failed {
+			t.Errorf("CI=%q, %v: skipped %v, failed %v", c.ci, c.err, r.skipped, r.failed)
+		}
 	}
 }
