@@ -58,6 +58,7 @@ type engine struct {
 	experiments *experiments
 	cache       *blockCache
 	reported    map[string]bool // signature changes already logged (warming goroutine only)
+	rolledUpTo  int64           // hours before it are rolled up (warming goroutine only)
 }
 
 func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
@@ -430,6 +431,9 @@ func (e *engine) flush(ctx context.Context, final bool) error {
 			for _, r := range rs {
 				recs = append(recs, store.Record{Kind: r.Kind, Key: r.Key, Shard: e.shard, WindowStart: w.Start, Resolution: e.window, Payload: r.Payload})
 			}
+			// Which shards wrote which windows: a query trusts an hour's
+			// rollups only when all of them have rolled it up.
+			recs = append(recs, store.Record{Kind: shardWindowKind, Key: e.shard, Shard: e.shard, WindowStart: w.Start, Resolution: e.window, Payload: []byte("1")})
 			w.Dirty = false
 			written = append(written, w)
 		}

@@ -131,8 +131,15 @@ func (e *engine) block(ctx context.Context, k blockKey) (typedStats, error) {
 	if s, ok := e.cache.get(k); ok {
 		return s, nil
 	}
-	s := typedStats{}
-	if err := e.scanTyped(ctx, k.kind, k.start, k.start+k.size, s); err != nil {
+	var s typedStats
+	var err error
+	if k.size == hourBlock {
+		s, err = e.hourStats(ctx, k.kind, k.start)
+	} else {
+		s = typedStats{}
+		err = e.scanTyped(ctx, k.kind, k.start, k.start+k.size, s)
+	}
+	if err != nil {
 		return nil, err
 	}
 	e.cache.put(k, s)
@@ -204,6 +211,7 @@ var warmKinds = []string{model.KindGraphNode, model.KindGraphEdge, model.KindPat
 // dashboard query after a start, or after an hour settles, does not pay for
 // decoding a day of windows. It stops early when the engine stops.
 func (e *engine) warm(ctx context.Context) {
+	e.rollUp(ctx)
 	settled := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows)*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
 	last := alignDown(settled, hourBlock) - hourBlock
 	// The ragged ends of "the last 24 hours": the windows of the hour it

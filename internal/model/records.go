@@ -215,3 +215,14 @@ func Decode(kind string, b []byte) (any, error) {
 	}
 	return nil, fmt.Errorf("model: no decoder for kind %q", kind)
 }
+
+// Encode encodes a decoded windowed statistic of kind (the inverse of Decode).
+func Encode(kind string, v any) ([]byte, error) {
+	switch kind {
+	case KindGraphNode, KindGraphEdge:
+		return EncodeCallStats(v.(*CallStats)), nil
+	case KindPath:
+		return EncodePattern(v.(*PatternStats)), nil
+	}
+	return json.Marshal(v)
+}
