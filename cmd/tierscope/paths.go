@@ -128,25 +128,9 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if *top > 0 && len(report.Patterns) > *top {
 		report.Patterns = report.Patterns[:*top]
 	}
-	o, err := openOutput(*out, stdout)
-	if err != nil {
-		return err
-	}
-	switch *format {
-	case "json":
-		enc := json.NewEncoder(o)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(report)
-	case "dot":
-		err = writeDot(o, report)
-	case "text":
-		err = writeText(o, report)
-	}
-	if err != nil {
-		o.abort()
-		return err
-	}
-	if err := o.commit(); err != nil {
+	if err := writeReport(*out, stdout, *format, report,
+		func(w io.Writer) error { return writeDot(w, report) },
+		func(w io.Writer) error { return writeText(w, report) }); err != nil {
 		return err
 	}
 	progress.stage("wrote %d patterns", len(report.Patterns))
@@ -412,25 +396,9 @@ func runConvolution(tr *causal.Trace, cfg causal.ConvolutionConfig, flags *convF
 	if o.top > 0 && len(report.Patterns) > o.top {
 		report.Patterns = report.Patterns[:o.top]
 	}
-	w, err := openOutput(o.out, stdout)
-	if err != nil {
-		return err
-	}
-	switch o.format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(report)
-	case "dot":
-		err = writeDot(w, report.PathsReport)
-	case "text":
-		err = writeConvolutionText(w, report)
-	}
-	if err != nil {
-		w.abort()
-		return err
-	}
-	if err := w.commit(); err != nil {
+	if err := writeReport(o.out, stdout, o.format, report,
+		func(w io.Writer) error { return writeDot(w, report.PathsReport) },
+		func(w io.Writer) error { return writeConvolutionText(w, report) }); err != nil {
 		return err
 	}
 	progress.stage("wrote %d patterns", len(report.Patterns))
@@ -474,4 +442,28 @@ func chainNode(p *causal.ConvPattern, h int) api.PathNode {
 		n.Children = []api.PathNode{chainNode(p, h+1)}
 	}
 	return n
+}
+
+// writeReport writes a paths report in its format (json, dot or text) to the
+// output named by path, replacing it only once the whole report is written.
+func writeReport(path string, stdout io.Writer, format string, doc any, dot, text func(io.Writer) error) error {
+	o, err := openOutput(path, stdout)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "json":
+		enc := json.NewEncoder(o)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(doc)
+	case "dot":
+		err = dot(o)
+	case "text":
+		err = text(o)
+	}
+	if err != nil {
+		o.abort()
+		return err
+	}
+	return o.commit()
 }

@@ -33,33 +33,34 @@ func (e *engine) inputs(ctx context.Context, tr api.TimeRange, withFlows, withSi
 	var out []windowInputs
 	for w := tr.From; w < tr.To; w += e.window {
 		one := api.TimeRange{From: w, To: w + e.window}
-		wi := windowInputs{start: w, cpu: map[string]*model.CPUStats{}, flows: map[string]*model.FlowCounts{}, sigs: map[string]*model.SignatureWindow{}}
-		cpu, err := e.query(ctx, model.KindCPU, one)
-		if err != nil {
+		wi := windowInputs{start: w}
+		var err error
+		if wi.cpu, err = queryOf[model.CPUStats](ctx, e, model.KindCPU, one, true); err != nil {
 			return nil, err
 		}
-		for k, v := range cpu {
-			wi.cpu[k] = v.(*model.CPUStats)
+		if wi.flows, err = queryOf[model.FlowCounts](ctx, e, model.KindSpanRates, one, withFlows); err != nil {
+			return nil, err
 		}
-		if withFlows {
-			fl, err := e.query(ctx, model.KindSpanRates, one)
-			if err != nil {
-				return nil, err
-			}
-			for k, v := range fl {
-				wi.flows[k] = v.(*model.FlowCounts)
-			}
-		}
-		if withSigs {
-			sg, err := e.query(ctx, model.KindSigWindow, one)
-			if err != nil {
-				return nil, err
-			}
-			for k, v := range sg {
-				wi.sigs[k] = v.(*model.SignatureWindow)
-			}
+		if wi.sigs, err = queryOf[model.SignatureWindow](ctx, e, model.KindSigWindow, one, withSigs); err != nil {
+			return nil, err
 		}
 		out = append(out, wi)
+	}
+	return out, nil
+}
+
+// queryOf is query with the values typed; it returns an empty map unless want.
+func queryOf[T any](ctx context.Context, e *engine, kind string, tr api.TimeRange, want bool) (map[string]*T, error) {
+	out := map[string]*T{}
+	if !want {
+		return out, nil
+	}
+	s, err := e.query(ctx, kind, tr)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range s {
+		out[k] = v.(*T)
 	}
 	return out, nil
 }
