@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# End-to-end checks of the work-factor (issue 9) and signature (issue 10) models
+# on the real testbed through the shipped collector (e2e/models_test.go, build
+# tag `long`: they take about 8 minutes and want a quiet machine). Rebuilds
+# build/otelcol-tierscope/otelcol-tierscope first (seconds when up to date).
+#
+#   scripts/e2e-models.sh                 # both
+#   RUN=TestWorkFactorsOnTestbed scripts/e2e-models.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
+scripts/build-otelcol.sh
+cd e2e && go test -tags long -count=1 -v -timeout 30m \
+  -run "${RUN:-TestWorkFactorsOnTestbed|TestSignatureCompareOnTestbed}" .
