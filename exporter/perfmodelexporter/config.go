@@ -29,6 +29,8 @@ type Config struct {
 	OpenWindows int `mapstructure:"open_windows"`
 
 	// TraceWait is how long a trace's spans are gathered after its first one.
+	// It must exceed the wait of a causalpath processor upstream, whose
+	// repaired spans arrive that much later than the rest of their trace.
 	TraceWait time.Duration `mapstructure:"trace_wait"`
 	// MaxOpenTraces bounds the traces being assembled; the oldest is
 	// completed early beyond it.

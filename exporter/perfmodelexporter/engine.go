@@ -43,6 +43,9 @@ type engine struct {
 	emitBuf      []model.Span
 	lastEarly    int64
 	lastDropped  int64
+	book         *stitch.AddressBook // address → service, learned from answered calls
+	byID         map[uint64]int32    // scratch for resolvePeers
+	answered     []int32             // scratch for resolvePeers
 	openReported int64
 
 	flushMu sync.Mutex // one flush at a time; Put runs outside mu
@@ -77,6 +80,8 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 		now:     time.Now,
 		asm:     model.NewAssembler(int64(cfg.TraceWait), cfg.MaxOpenTraces, cfg.MaxSpansPerTrace),
 		windows: map[int64]*model.Window{},
+		book:    stitch.NewAddressBook(10000),
+		byID:    map[uint64]int32{},
 	}
 	e.experiments = newExperiments(e)
 	e.cache = newBlockCache()
@@ -256,7 +261,7 @@ func (e *engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 					}
 					ms.Transaction = sp.Name()
 				case model.KindClient:
-					ms.Peer, ms.Database = stitch.PeerNode(attrs)
+					ms.Peer, ms.PeerAddress, ms.Database = stitch.PeerOf(attrs)
 				case model.KindServer:
 					ms.Transaction = attrString(attrs, "http.route")
 					if ms.Transaction == "" {
@@ -295,6 +300,39 @@ func (e *engine) machineOf(res pcommon.Map) string {
 		return e.cfg.HostName
 	}
 	return attrString(res, "service.instance.id")
+}
+
+// resolvePeers learns, from CLIENT spans answered by a SERVER span of the
+// trace, which service answers at each address, and names the callee of
+// unanswered CLIENT spans by it (DESIGN.md, "Who is the peer?"), so an
+// uninstrumented hop or a lost context does not turn a known service into an
+// address node (e.mu held).
+func (e *engine) resolvePeers(spans []model.Span) {
+	clear(e.byID)
+	for i := range spans {
+		e.byID[spans[i].SpanID] = int32(i)
+	}
+	answered := e.answered[:0]
+	for i := range spans {
+		s := &spans[i]
+		if s.Kind != model.KindServer || s.ParentID == 0 {
+			continue
+		}
+		if p, ok := e.byID[s.ParentID]; ok && spans[p].Kind == model.KindClient {
+			e.book.Learn(spans[p].PeerAddress, s.Service)
+			answered = append(answered, p)
+		}
+	}
+	e.answered = answered
+	for i := range spans {
+		s := &spans[i]
+		if s.Kind != model.KindClient || s.Database || s.PeerAddress == "" || slices.Contains(answered, int32(i)) {
+			continue
+		}
+		if svc := e.book.Resolve(s.PeerAddress); svc != "" {
+			s.Peer = svc
+		}
+	}
 }
 
 // addOneWay keeps a message without context for the window's convolution
@@ -395,6 +433,7 @@ func (e *engine) emit(spans []model.Span) {
 		w = model.NewWindow(start, e.limits())
 		e.windows[start] = w
 	}
+	e.resolvePeers(spans)
 	for i := range spans {
 		if spans[i].Kind == model.KindServer {
 			e.experiments.observe(&spans[i])

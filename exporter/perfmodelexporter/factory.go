@@ -35,7 +35,7 @@ func createDefaultConfig() component.Config {
 		Window:           time.Minute,
 		FlushInterval:    10 * time.Second,
 		OpenWindows:      3,
-		TraceWait:        5 * time.Second,
+		TraceWait:        15 * time.Second,
 		MaxOpenTraces:    50000,
 		MaxSpansPerTrace: 1000,
 		Async:            AsyncConfig{Quantum: 10 * time.Millisecond, MaxMessages: 200000},

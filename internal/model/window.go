@@ -29,6 +29,8 @@ type Span struct {
 	// or an address. It becomes a node when no SERVER or CONSUMER span of the
 	// trace answers the call (an uninstrumented back end).
 	Peer string
+	// PeerAddress is the address a CLIENT span called, when known.
+	PeerAddress string
 	// Database marks a call to a database (db.system.name / db.system).
 	Database bool
 	// Transaction names what a SERVER span serves: http.route, else the span

@@ -142,7 +142,15 @@ func (b *AddressBook) Resolve(address string) string { return b.entries[address]
 // uninstrumented back end), with the same resolution the stitcher uses, and
 // reports whether it is a database.
 func PeerNode(attrs pcommon.Map) (name string, database bool) {
+	name, _, database = PeerOf(attrs)
+	return name, database
+}
+
+// PeerOf is PeerNode plus the address the span called (host:port, RPC service
+// or messaging destination), which an AddressBook resolves to the service that
+// answers there.
+func PeerOf(attrs pcommon.Map) (name, address string, database bool) {
 	var tooLong int
 	p := peerOf(attrs, &tooLong)
-	return p.label, p.database
+	return p.label, p.address, p.database
 }

@@ -1,0 +1,60 @@
+package perfmodelexporter
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tierscope/tierscope/internal/api"
+)
+
+// A call whose SERVER span is missing (context lost, or an uninstrumented
+// hop) is named by the service learned to answer at its address, not by the
+// address.
+func TestUnansweredCallsNamedByLearnedAddress(t *testing.T) {
+	base := time.Unix(alignDown(loadStart.Unix(), 60), 0)
+	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", base.Add(10*time.Minute), nil)
+	td := ptrace.NewTraces()
+	span := func(service string, kind ptrace.SpanKind, trace, id, parent byte, at time.Time, addr string) {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", service)
+		sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		sp.SetTraceID(pcommon.TraceID{trace})
+		sp.SetSpanID(pcommon.SpanID{trace, id})
+		if parent != 0 {
+			sp.SetParentSpanID(pcommon.SpanID{trace, parent})
+		}
+		sp.SetKind(kind)
+		if addr != "" {
+			sp.Attributes().PutStr("server.address", "10.0.0.7")
+			sp.Attributes().PutStr("server.port", addr)
+		}
+		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
+		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(5 * time.Millisecond)))
+	}
+	at := base.Add(time.Second)
+	// Trace 1: web calls app at 10.0.0.7:8081 and app answers.
+	span("web", ptrace.SpanKindServer, 1, 1, 0, at, "")
+	span("web", ptrace.SpanKindClient, 1, 2, 1, at, "8081")
+	span("app", ptrace.SpanKindServer, 1, 3, 2, at, "")
+	// Trace 2: the same call, but app's span lost its context.
+	span("web", ptrace.SpanKindServer, 2, 1, 0, at.Add(time.Second), "")
+	span("web", ptrace.SpanKindClient, 2, 2, 1, at.Add(time.Second), "8081")
+	require.NoError(t, te.ConsumeTraces(context.Background(), td))
+	te.completeAll()
+	require.NoError(t, te.flush(context.Background(), false))
+	te.cache.reset()
+
+	var g api.Graph
+	require.Equal(t, 200, te.get(api.PathGraph+"?from="+itoa(base.Unix())+"&to="+itoa(base.Unix()+60), &g))
+	edges := map[string]int64{}
+	for _, e := range g.Edges {
+		edges[e.ID] = e.Requests
+	}
+	require.Equal(t, map[string]int64{"web->app": 2}, edges)
+}
