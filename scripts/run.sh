@@ -80,10 +80,10 @@ log "load: $USERS users, $MIX mix, for $DURATION (statistics to $OUT/load.json)"
 bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MIX" --users "$USERS" --duration "$DURATION" \
   >"$OUT/load.json"
 
-log "stopping the tiers, then the collector once causalpath has released its buffer"
+log "stopping the tiers; the graph once causalpath (10 s) and perfmodel (20 s) have let the last traces through"
 stop "$testbed_pid"
 testbed_pid=""
-sleep 16
+sleep 32
 echo
 log "the service graph from the perfmodel API:"
 echo "  curl -s http://$API/api/v1/graph"

@@ -1,0 +1,572 @@
+//go:build long
+
+package e2e
+
+// Issue 11's real-testbed check: link gradients measured by the perfmodel
+// exporter's coordinator through the injector's real NFQUEUE delays, on
+// testbed tiers running as processes in their own network namespaces.
+//
+// Namespaces and who runs where (every tier is a `testbed` process):
+//
+//	web ns: web, queue, worker, load (this test, dialling from inside the
+//	        namespace), collector A (otlp + perfmodel + injector on 127.0.0.1)
+//	app ns: app-1 :8081, app-2 :8082, collector B (injector only)
+//	db ns:  db-primary :5432
+//	links:  web<->app, app<->db, web<->db (the worker's db calls and db's OTLP)
+//
+// A delay lease acts in the namespace of the injector that opens it, so each
+// link is delayed by the injector in its caller's namespace: app->db by B,
+// web->app-N and worker->db by A. Run it with scripts/e2e-gradients.sh.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/testbed/netns"
+)
+
+const (
+	gradWebPort   = 8080
+	gradApp1Port  = 8081
+	gradApp2Port  = 8082
+	gradQueuePort = 8085
+	gradDBPort    = 5432
+	gradAPIPort   = 8790
+	gradInjPort   = 18777
+)
+
+// gradTxns is the load mix: Home crosses app->db once (sync), ViewItem three
+// times (serial), PutBid once plus an async publish whose worker -> db call
+// no client waits for.
+var gradTxns = []struct {
+	name   string
+	weight float64
+}{{"Home", 0.4}, {"ViewItem", 0.3}, {"PutBid", 0.3}}
+
+// gradSample is one request the load generator made.
+type gradSample struct {
+	start time.Time
+	txn   string
+	ms    float64
+}
+
+// gradLoad is a closed-loop load from inside the web namespace that keeps
+// every response time, so the test has its own view of the natural noise and
+// of the +20 ms effect, independent of the collector.
+type gradLoad struct {
+	mu      sync.Mutex
+	samples []gradSample
+	errs    int
+	lastErr error
+}
+
+func (l *gradLoad) run(ctx context.Context, hc *http.Client, base string, users int, think time.Duration) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(u)+1, 11))
+			for ctx.Err() == nil {
+				x, name := rng.Float64(), gradTxns[len(gradTxns)-1].name
+				for _, tx := range gradTxns {
+					if x < tx.weight {
+						name = tx.name
+						break
+					}
+					x -= tx.weight
+				}
+				t0 := time.Now()
+				resp, err := hc.Get(base + "/txn/" + name)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("%s: %s", name, resp.Status)
+					}
+				}
+				l.mu.Lock()
+				if err != nil && ctx.Err() == nil {
+					l.errs++
+					l.lastErr = err
+				} else if err == nil {
+					l.samples = append(l.samples, gradSample{t0, name, float64(time.Since(t0)) / 1e6})
+				}
+				l.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Duration(rng.ExpFloat64() * float64(think))):
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+// stats is the mean and standard deviation of each transaction's response
+// times for requests started in [from, to).
+func (l *gradLoad) stats(from, to time.Time) map[string][3]float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	by := map[string][]float64{}
+	for _, s := range l.samples {
+		if !s.start.Before(from) && s.start.Before(to) {
+			by[s.txn] = append(by[s.txn], s.ms)
+		}
+	}
+	out := map[string][3]float64{}
+	for tx, v := range by {
+		var sum, sq float64
+		for _, x := range v {
+			sum += x
+		}
+		m := sum / float64(len(v))
+		for _, x := range v {
+			sq += (x - m) * (x - m)
+		}
+		out[tx] = [3]float64{m, math.Sqrt(sq / float64(max(1, len(v)-1))), float64(len(v))}
+	}
+	return out
+}
+
+// nsProcess starts a command inside h, logging to dir/name.log. At cleanup
+// it gets SIGINT first (the collector then releases its leases and the tiers
+// flush), SIGKILL after 15 s; the lab's Close kills whatever is left.
+func nsProcess(t *testing.T, h *netns.Host, dir, name string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(dir, name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := h.Command(context.Background(), args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("%s log (tail):\n%s", name, tail(string(b), 3000))
+		}
+	})
+}
+
+// waitHTTP polls url through hc until it answers 200.
+func waitHTTP(t *testing.T, hc *http.Client, url string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := hc.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer 200 within %v (last error %v)", url, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// nsHTTPClient dials inside h, with enough idle connections for every user.
+func nsHTTPClient(h *netns.Host) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: h.DialContext, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute,
+	}}
+}
+
+// sendJSON sends a request with a JSON body and decodes the answer into out.
+func sendJSON(hc *http.Client, method, url string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		return resp.StatusCode, json.Unmarshal(b, out)
+	}
+	return resp.StatusCode, nil
+}
+
+// nfqueueRules counts NFQUEUE rules in ns under every iptables backend
+// present: after an experiment there must be none.
+func nfqueueRules(t *testing.T, ns string) int {
+	t.Helper()
+	n := 0
+	for _, bin := range []string{"iptables-legacy", "iptables-nft"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			continue
+		}
+		out, err := exec.Command("ip", "netns", "exec", ns, bin, "-S").CombinedOutput()
+		if err != nil {
+			t.Logf("%s -S in %s: %v: %s", bin, ns, err, out)
+			continue
+		}
+		n += strings.Count(string(out), "NFQUEUE")
+	}
+	return n
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	i, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return i
+}
+
+// txnOf maps the coordinator's transaction name ("GET /txn/Home") to ours.
+func txnOf(s string) string { return s[strings.LastIndex(s, "/")+1:] }
+
+func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
+	const (
+		users = 40
+		think = 400 * time.Millisecond
+		m     = 3
+	)
+	// k and N trade accuracy for minutes: at ~100 req/s one experiment takes
+	// about (M+1)·N·k/40 s plus a minute. scale is the paper's d.
+	k, n, scale := envInt(t, "GRADIENTS_K", 16), envInt(t, "GRADIENTS_N", 32), float64(envInt(t, "GRADIENTS_SCALE", 30))
+	// GRADIENTS_RUN picks the parts (sync, async, lb, predict); default all.
+	parts := map[string]bool{"sync": true, "async": true, "lb": true, "predict": true}
+	if v := os.Getenv("GRADIENTS_RUN"); v != "" {
+		parts = map[string]bool{}
+		for _, p := range strings.Split(v, ",") {
+			parts[strings.TrimSpace(p)] = true
+		}
+	}
+	t.Logf("k=%d N=%d M=%d d=%v, %d users with %v mean think time; parts %v", k, n, m, scale, users, think, parts)
+	lab, err := netns.New(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, col := testbedBinary(t), collectorBinary(t)
+	cfgPath, err := filepath.Abs("testdata/gradients-testbed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+
+	mustHost := func(name string) *netns.Host {
+		h, err := lab.Host(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	webH, appH, dbH := mustHost("web"), mustHost("app"), mustHost("db")
+	mustLink := func(a, b *netns.Host) *netns.Link {
+		lk, err := lab.Link(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lk
+	}
+	webApp, appDB, webDB := mustLink(webH, appH), mustLink(appH, dbH), mustLink(webH, dbH)
+	hp := func(a fmt.Stringer, port int) string { return fmt.Sprintf("%s:%d", a, port) }
+	app1, app2 := hp(webApp.BAddr, gradApp1Port), hp(webApp.BAddr, gradApp2Port)
+	dbFromApp, dbFromWorker := hp(appDB.BAddr, gradDBPort), hp(webDB.BAddr, gradDBPort)
+	injA := fmt.Sprintf("http://127.0.0.1:%d", gradInjPort)
+	injB := "http://" + hp(webApp.BAddr, gradInjPort)
+
+	injector := func(endpoint string, queueBase int) map[string]any {
+		return map[string]any{
+			"endpoint":   endpoint,
+			"allowlist":  map[string]any{"links": []string{lab.Block().String()}, "ports": []int{gradApp1Port, gradApp2Port, gradDBPort}},
+			"max_delay":  "50ms",
+			"max_lease":  "10m",
+			"queue_base": queueBase,
+		}
+	}
+	writeCfg := func(name string, cfg map[string]any) string {
+		b, err := json.MarshalIndent(cfg, "", "  ") // JSON is YAML
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Collector A: receives every tier's spans, runs the coordinator and the
+	// injector for the links whose caller is in the web namespace.
+	colA := writeCfg("collector-web.yaml", map[string]any{
+		"extensions": map[string]any{"injector": injector(fmt.Sprintf("127.0.0.1:%d", gradInjPort), 3400)},
+		"receivers":  map[string]any{"otlp": map[string]any{"protocols": map[string]any{"grpc": map[string]any{"endpoint": "0.0.0.0:4317"}}}},
+		"exporters": map[string]any{"perfmodel": map[string]any{
+			"endpoint": fmt.Sprintf("127.0.0.1:%d", gradAPIPort), "window": "10s", "flush_interval": "1s", "trace_wait": "2s",
+			"storage": map[string]any{"dsn": "sqlite://" + filepath.Join(dir, "perfmodel.db")},
+			"experiments": map[string]any{
+				"injector": injA, "front_services": []string{"web"},
+				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms",
+				"links": map[string]any{
+					"app->db":    map[string]any{"address": dbFromApp, "injector": injB},
+					"web->app-1": map[string]any{"address": app1},
+					"web->app-2": map[string]any{"address": app2},
+					"worker->db": map[string]any{"address": dbFromWorker},
+				},
+			},
+		}},
+		"service": map[string]any{
+			"extensions": []string{"injector"},
+			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
+			"pipelines":  map[string]any{"traces": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}}},
+		},
+	})
+	// Collector B: only the injector, in the app namespace (a pipeline is
+	// mandatory; nothing sends to it).
+	colB := writeCfg("collector-app.yaml", map[string]any{
+		"extensions": map[string]any{"injector": injector(hp(webApp.BAddr, gradInjPort), 3500)},
+		"receivers":  map[string]any{"otlp": map[string]any{"protocols": map[string]any{"grpc": map[string]any{"endpoint": "127.0.0.1:4317"}}}},
+		"exporters":  map[string]any{"debug": map[string]any{}},
+		"service": map[string]any{
+			"extensions": []string{"injector"},
+			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
+			"pipelines":  map[string]any{"traces": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"debug"}}},
+		},
+	})
+
+	otlpWeb, otlpApp, otlpDB := "127.0.0.1:4317", hp(webApp.AAddr, 4317), hp(webDB.AAddr, 4317)
+	nsProcess(t, webH, dir, "collector-web", col, "--config", colA)
+	nsProcess(t, appH, dir, "collector-app", col, "--config", colB)
+	nsProcess(t, dbH, dir, "db", tb, "db", "--config", cfgPath, "--listen", hp(net.IPv4zero, gradDBPort),
+		"--data", dir, "--otlp", otlpDB, "--instance", "db-primary")
+	for i, port := range []int{gradApp1Port, gradApp2Port} {
+		nsProcess(t, appH, dir, fmt.Sprintf("app-%d", i+1), tb, "app", "--config", cfgPath,
+			"--listen", hp(net.IPv4zero, port), "--db", "http://"+dbFromApp, "--otlp", otlpApp, "--instance", fmt.Sprintf("app-%d", i+1))
+	}
+	queue := fmt.Sprintf("http://127.0.0.1:%d", gradQueuePort)
+	nsProcess(t, webH, dir, "queue", tb, "queue", "--listen", fmt.Sprintf("127.0.0.1:%d", gradQueuePort))
+	nsProcess(t, webH, dir, "worker", tb, "worker", "--config", cfgPath, "--queue", queue, "--db", "http://"+dbFromWorker, "--otlp", otlpWeb)
+	nsProcess(t, webH, dir, "web", tb, "web", "--config", cfgPath, "--listen", fmt.Sprintf("127.0.0.1:%d", gradWebPort),
+		"--app", "http://"+app1+",http://"+app2, "--queue", queue, "--otlp", otlpWeb)
+
+	hc := nsHTTPClient(webH)
+	web := fmt.Sprintf("http://127.0.0.1:%d", gradWebPort)
+	apiBase := fmt.Sprintf("http://127.0.0.1:%d", gradAPIPort)
+	waitHTTP(t, hc, web+"/healthz", 60*time.Second)
+	waitHTTP(t, hc, injA+"/v1/health", 60*time.Second)
+	waitHTTP(t, hc, injB+"/v1/health", 60*time.Second)
+	waitHTTP(t, hc, apiBase+api.PathExperiments, 60*time.Second)
+	t.Logf("lab %s: web ns %s, app ns %s, db ns %s; links web-app %s, app-db %s, web-db %s",
+		lab.ID(), webH.Namespace(), appH.Namespace(), dbH.Namespace(), webApp.Prefix, appDB.Prefix, webDB.Prefix)
+
+	ctx, stopLoad := context.WithCancel(context.Background())
+	var load gradLoad
+	wg := load.run(ctx, hc, web, users, think)
+	t.Cleanup(func() { stopLoad(); wg.Wait() })
+
+	// Natural noise: per-request response-time σ of each transaction without
+	// any injection, after a warm-up.
+	time.Sleep(5 * time.Second)
+	b0 := time.Now()
+	time.Sleep(30 * time.Second)
+	natural := load.stats(b0, time.Now())
+	for _, tx := range gradTxns {
+		s := natural[tx.name]
+		t.Logf("baseline %-8s n=%4.0f mean %6.2f ms σ %6.2f ms (%.0f req/s overall)", tx.name, s[2], s[0], s[1], (natural["Home"][2]+natural["ViewItem"][2]+natural["PutBid"][2])/30)
+	}
+
+	gradients := map[string]map[string]api.Gradient{} // element -> txn
+	experiment := func(element string) bool {
+		t.Helper()
+		var ex api.Experiment
+		begun := time.Now()
+		if _, err := sendJSON(hc, "POST", apiBase+api.PathExperiments, api.ExperimentRequest{Element: element}, &ex); err != nil {
+			t.Errorf("%s: %v", element, err)
+			return false
+		}
+		phase := ""
+		for ex.Finished == 0 {
+			if time.Since(begun) > 12*time.Minute {
+				t.Errorf("%s: still %s after 12 min", element, ex.Phase)
+				_, _ = sendJSON(hc, "DELETE", apiBase+api.PathExperiments+"/"+ex.ID, nil, nil)
+				return false
+			}
+			time.Sleep(time.Second)
+			if _, err := sendJSON(hc, "GET", apiBase+api.PathExperiments+"/"+ex.ID, nil, &ex); err != nil {
+				t.Logf("%s: %v", element, err)
+				continue
+			}
+			if ex.Phase != phase {
+				t.Logf("%s: %6.1fs phase %s %.0f%% eta %.0fs", element, time.Since(begun).Seconds(), ex.Phase, ex.Percent, ex.ETASeconds)
+				phase = ex.Phase
+			}
+		}
+		t.Logf("%s: %s after %v (%s)", element, ex.Phase, time.Since(begun).Round(time.Second), ex.Reason)
+		for _, ns := range []*netns.Host{webH, appH} {
+			if r := nfqueueRules(t, ns.Namespace()); r != 0 {
+				t.Errorf("%s: %d NFQUEUE rule(s) left in %s after the experiment", element, r, ns.Namespace())
+			}
+		}
+		if ex.Phase != "done" {
+			t.Errorf("%s: experiment ended %s: %s", element, ex.Phase, ex.Reason)
+			return false
+		}
+		gradients[element] = map[string]api.Gradient{}
+		for _, g := range ex.Gradients {
+			tx := txnOf(g.Transaction)
+			gradients[element][tx] = g
+			nat := natural[tx][1]
+			t.Logf("%s %-8s gradient %6.3f ci95 [%6.3f, %6.3f] snr %5.1f bins %d perturbation %5.2f ms = %.2fσ (natural σ %.2f ms)",
+				element, tx, g.Gradient, g.CI95[0], g.CI95[1], g.SNR, g.Bins, g.PerturbationMs, g.PerturbationMs/nat, nat)
+		}
+		return true
+	}
+	// within checks a gradient against its known value: ±10% of it, or for a
+	// true 0, an interval that reaches 0 and an estimate under 0.1.
+	within := func(element, tx string, want float64) {
+		t.Helper()
+		g, ok := gradients[element][tx]
+		if !ok {
+			t.Errorf("%s: no gradient for %s (have %v)", element, tx, gradients[element])
+			return
+		}
+		if want == 0 {
+			if g.Gradient > 0.1 || g.CI95[0] > 0 {
+				t.Errorf("%s %s: gradient %.3f ci95 %v, want 0 (async)", element, tx, g.Gradient, g.CI95)
+			}
+		} else if math.Abs(g.Gradient-want) > 0.1*want {
+			t.Errorf("%s %s: gradient %.3f, want %.1f ± 10%%", element, tx, g.Gradient, want)
+		}
+		if nat := natural[tx][1]; g.PerturbationMs > nat {
+			t.Errorf("%s %s: perturbation %.2f ms > natural σ %.2f ms", element, tx, g.PerturbationMs, nat)
+		}
+	}
+
+	// 1. Sync and serial: app->db is crossed once by Home, three times by
+	// ViewItem, once by PutBid.
+	if (parts["sync"] || parts["predict"]) && experiment("link:app->db") {
+		within("link:app->db", "Home", 1)
+		within("link:app->db", "ViewItem", 3)
+	}
+	// 2. Async: only the worker crosses worker->db; no client waits for it.
+	if parts["async"] && experiment("link:worker->db") {
+		within("link:worker->db", "PutBid", 0)
+		within("link:worker->db", "Home", 0)
+	}
+	// 3. Load balancing: web sends every other call to each app replica.
+	for _, el := range []string{"link:web->app-1", "link:web->app-2"} {
+		if parts["lb"] && experiment(el) {
+			within(el, "Home", 0.5)
+			within(el, "PutBid", 0.5)
+		}
+	}
+	// 4. Prediction: +20 ms on app->db, predicted from the measured
+	// gradients against our own baseline, then applied as a constant NFQUEUE
+	// delay in the app namespace. Off and on blocks alternate so that a drift
+	// of the machine's load does not pass for the effect.
+	if _, ok := gradients["link:app->db"]; ok && parts["predict"] {
+		const delta = 20.0
+		var off, on []time.Time
+		var st []netns.DelayStats
+		for range 2 {
+			o := time.Now()
+			time.Sleep(20 * time.Second)
+			off = append(off, o, time.Now())
+			d, err := appH.StartDelay(netns.DelayOptions{Chain: "OUTPUT", DstPort: gradDBPort, OutIface: appDB.AIface,
+				Delay: time.Duration(delta * float64(time.Millisecond)), Lease: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // requests in flight at the switch
+			a := time.Now()
+			time.Sleep(20 * time.Second)
+			on = append(on, a, time.Now())
+			s, err := d.Stop()
+			if err != nil {
+				t.Error(err)
+			}
+			st = append(st, s)
+			time.Sleep(2 * time.Second)
+		}
+		pool := func(w []time.Time) map[string][3]float64 {
+			a, b := load.stats(w[0], w[1]), load.stats(w[2], w[3])
+			out := map[string][3]float64{}
+			for tx, x := range a {
+				y := b[tx]
+				out[tx] = [3]float64{(x[0]*x[2] + y[0]*y[2]) / (x[2] + y[2]), 0, x[2] + y[2]}
+			}
+			return out
+		}
+		base, with := pool(off), pool(on)
+		t.Logf("constant %.0f ms delay loops (app -> db): %v", delta, st)
+		req := api.PredictRequest{BaselineMs: map[string]float64{}, Changes: []api.Change{{Element: "link:app->db", Delta: delta}}}
+		for _, g := range gradients["link:app->db"] {
+			req.BaselineMs[g.Transaction] = base[txnOf(g.Transaction)][0]
+		}
+		var pred api.Prediction
+		if _, err := sendJSON(hc, "POST", apiBase+api.PathPredict, req, &pred); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pred.Transactions {
+			tx := txnOf(p.Transaction)
+			got := with[tx][0]
+			ok := got >= p.CI95[0] && got <= p.CI95[1]
+			t.Logf("+%.0f ms on app->db: %-8s baseline %6.2f ms predicted %6.2f [%6.2f, %6.2f] measured %6.2f ms (n=%.0f) within=%v",
+				delta, tx, p.BaselineMs, p.PredictedMs, p.CI95[0], p.CI95[1], got, with[tx][2], ok)
+			if _, ours := natural[tx]; ours && !ok {
+				t.Errorf("+%.0f ms on app->db: %s measured %.2f ms outside the predicted 95%% interval [%.2f, %.2f]", delta, tx, got, p.CI95[0], p.CI95[1])
+			}
+		}
+	}
+
+	load.mu.Lock()
+	total, errs, lastErr := len(load.samples), load.errs, load.lastErr
+	load.mu.Unlock()
+	t.Logf("load: %d requests, %d errors (last: %v)", total, errs, lastErr)
+	if errs > total/100 {
+		t.Errorf("%d of %d requests failed (last: %v)", errs, total, lastErr)
+	}
+}
