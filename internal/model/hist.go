@@ -1,8 +1,6 @@
 package model
 
 import (
-	"math"
-
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/stats"
 )
@@ -47,18 +45,8 @@ func (h *Hist) AddN(ns int64, n uint64) {
 }
 
 func (h *Hist) addCount(bin int32, c uint64) {
-	switch {
-	case len(h.Counts) == 0:
-		h.First = bin
-		h.Counts = append(h.Counts, 0)
-	case bin < h.First:
-		grown := make([]uint64, int(h.First-bin)+len(h.Counts))
-		copy(grown[h.First-bin:], h.Counts)
-		h.Counts, h.First = grown, bin
-	case int(bin) >= int(h.First)+len(h.Counts):
-		h.Counts = append(h.Counts, make([]uint64, int(bin-h.First)-len(h.Counts)+1)...)
-	}
-	h.Counts[bin-h.First] += c
+	first, counts := stats.AddToBins(int(h.First), h.Counts, int(bin), c)
+	h.First, h.Counts = int32(first), counts
 }
 
 // Merge adds o's values.
@@ -89,36 +77,19 @@ func (h *Hist) MeanMs() float64 {
 	return float64(h.SumNs) / float64(h.N) / 1e6
 }
 
-// QuantileMs is the q-quantile in milliseconds, interpolated geometrically in
-// its bin and clamped to the exact minimum and maximum.
+// QuantileMs is the q-quantile in milliseconds, read as stats.LogHistogram
+// reads it: the geometric middle of its bin, clamped to the exact extremes.
 func (h *Hist) QuantileMs(q float64) float64 {
-	if h.N == 0 {
+	lo, hi := float64(h.MinNs)/1e6, float64(h.MaxNs)/1e6
+	switch {
+	case h.N == 0:
 		return 0
+	case q <= 0:
+		return lo
+	case q >= 1:
+		return hi
 	}
-	rank := q * float64(h.N)
-	var seen float64
-	for i, c := range h.Counts {
-		if c == 0 {
-			continue
-		}
-		if seen+float64(c) >= rank {
-			bin := int(h.First) + i
-			lo, hi := Bins.Lower(bin), Bins.Upper(bin)
-			frac := (rank - seen) / float64(c)
-			var v float64
-			switch {
-			case math.IsInf(hi, 1):
-				v = float64(h.MaxNs) / 1e6
-			case lo == 0:
-				v = hi * frac
-			default:
-				v = lo * math.Pow(hi/lo, frac)
-			}
-			return math.Min(math.Max(v, float64(h.MinNs)/1e6), float64(h.MaxNs)/1e6)
-		}
-		seen += float64(c)
-	}
-	return float64(h.MaxNs) / 1e6
+	return stats.QuantileOfBins(Bins, int(h.First), h.Counts, h.N, q, lo, hi)
 }
 
 // Quantiles summarises the histogram for the API (nil when empty).

@@ -93,18 +93,26 @@ func (h *LogHistogram) Add(v float64) {
 }
 
 func (h *LogHistogram) addCount(bin int, c uint64) {
+	h.first, h.counts = AddToBins(h.first, h.counts, bin, c)
+}
+
+// AddToBins adds c to bin of a sparse run of bin counts (counts[i] is bin
+// first+i), growing the run as needed, and returns the run. It is the storage
+// of LogHistogram, shared by histograms that keep other sums.
+func AddToBins(first int, counts []uint64, bin int, c uint64) (int, []uint64) {
 	switch {
-	case len(h.counts) == 0:
-		h.first = bin
-		h.counts = append(h.counts, 0)
-	case bin < h.first:
-		grown := make([]uint64, h.first-bin+len(h.counts))
-		copy(grown[h.first-bin:], h.counts)
-		h.counts, h.first = grown, bin
-	case bin >= h.first+len(h.counts):
-		h.counts = append(h.counts, make([]uint64, bin-h.first-len(h.counts)+1)...)
+	case len(counts) == 0:
+		first = bin
+		counts = append(counts, 0)
+	case bin < first:
+		grown := make([]uint64, first-bin+len(counts))
+		copy(grown[first-bin:], counts)
+		counts, first = grown, bin
+	case bin >= first+len(counts):
+		counts = append(counts, make([]uint64, bin-first-len(counts)+1)...)
 	}
-	h.counts[bin-h.first] += c
+	counts[bin-first] += c
+	return first, counts
 }
 
 // Merge adds all of o's values. Both histograms must share one LogBins layout.
@@ -167,25 +175,31 @@ func (h *LogHistogram) Quantile(q float64) float64 {
 	if q >= 1 {
 		return h.max
 	}
-	rank := max(uint64(math.Ceil(q*float64(h.n))), 1)
+	return QuantileOfBins(h.bins, h.first, h.counts, h.n, q, h.min, h.max)
+}
+
+// QuantileOfBins is LogHistogram.Quantile over a sparse run of n counts whose
+// exact extremes are lo and hi, for 0 < q < 1.
+func QuantileOfBins(bins LogBins, first int, counts []uint64, n uint64, q, lo, hi float64) float64 {
+	rank := max(uint64(math.Ceil(q*float64(n))), 1)
 	var seen uint64
-	for i, c := range h.counts {
+	for i, c := range counts {
 		seen += c
 		if seen < rank {
 			continue
 		}
-		bin := h.first + i
-		lo, hi := h.bins.Lower(bin), h.bins.Upper(bin)
+		bin := first + i
+		bl, bh := bins.Lower(bin), bins.Upper(bin)
 		var v float64
 		switch {
 		case bin == 0:
-			v = hi / 2
-		case math.IsInf(hi, 1):
-			v = lo
+			v = bh / 2
+		case math.IsInf(bh, 1):
+			v = bl
 		default:
-			v = math.Sqrt(lo * hi)
+			v = math.Sqrt(bl * bh)
 		}
-		return math.Max(h.min, math.Min(h.max, v))
+		return math.Max(lo, math.Min(hi, v))
 	}
-	return h.max
+	return hi
 }
