@@ -45,7 +45,7 @@ type engine struct {
 	lastDropped  int64
 	book         *stitch.AddressBook // address → service, learned from answered calls
 	byID         map[uint64]int32    // scratch for resolvePeers
-	answered     []int32             // scratch for resolvePeers
+	answered     []bool              // scratch for resolvePeers
 	openReported int64
 
 	flushMu sync.Mutex // one flush at a time; Put runs outside mu
@@ -312,7 +312,11 @@ func (e *engine) resolvePeers(spans []model.Span) {
 	for i := range spans {
 		e.byID[spans[i].SpanID] = int32(i)
 	}
-	answered := e.answered[:0]
+	if cap(e.answered) < len(spans) {
+		e.answered = make([]bool, len(spans))
+	}
+	answered := e.answered[:len(spans)]
+	clear(answered)
 	for i := range spans {
 		s := &spans[i]
 		if s.Kind != model.KindServer || s.ParentID == 0 {
@@ -320,13 +324,12 @@ func (e *engine) resolvePeers(spans []model.Span) {
 		}
 		if p, ok := e.byID[s.ParentID]; ok && spans[p].Kind == model.KindClient {
 			e.book.Learn(spans[p].PeerAddress, s.Service)
-			answered = append(answered, p)
+			answered[p] = true
 		}
 	}
-	e.answered = answered
 	for i := range spans {
 		s := &spans[i]
-		if s.Kind != model.KindClient || s.Database || s.PeerAddress == "" || slices.Contains(answered, int32(i)) {
+		if s.Kind != model.KindClient || s.Database || s.PeerAddress == "" || answered[i] {
 			continue
 		}
 		if svc := e.book.Resolve(s.PeerAddress); svc != "" {
