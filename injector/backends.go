@@ -85,12 +85,28 @@ type delayStats struct {
 	P90Ms           float64 `json:"p90_ms"`
 	P99Ms           float64 `json:"p99_ms"`
 	RequestedMeanMs float64 `json:"requested_mean_ms"`
-	ErrMeanMs       float64 `json:"err_mean_ms"`
-	ErrP99Ms        float64 `json:"err_p99_ms"`
-	HeldForOrder    int     `json:"held_for_order"`
-	Flushed         int     `json:"flushed"`
-	Errors          int     `json:"errors"`
-	LastError       string  `json:"last_error,omitempty"`
+	// On and Off split the packets by whether the wave requested a delay
+	// for them: on.mean_ms − off.mean_ms is the delay the wave added.
+	On           phaseStats `json:"on"`
+	Off          phaseStats `json:"off"`
+	ErrMeanMs    float64    `json:"err_mean_ms"`
+	ErrP99Ms     float64    `json:"err_p99_ms"`
+	HeldForOrder int        `json:"held_for_order"`
+	Flushed      int        `json:"flushed"`
+	Errors       int        `json:"errors"`
+	LastError    string     `json:"last_error,omitempty"`
+}
+
+// phaseStats is the delay applied in one phase of the wave.
+type phaseStats struct {
+	Count           int     `json:"count"`
+	MeanMs          float64 `json:"mean_ms"`
+	StdMs           float64 `json:"std_ms"`
+	RequestedMeanMs float64 `json:"requested_mean_ms"`
+}
+
+func toPhaseStats(s nfqdelay.PhaseStats) phaseStats {
+	return phaseStats{Count: s.Count, MeanMs: ms(s.Mean), StdMs: ms(s.Std), RequestedMeanMs: ms(s.RequestedMean)}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -102,7 +118,7 @@ func toDelayStats(s nfqdelay.Stats) delayStats {
 		Count: s.Count, MeanMs: ms(s.Mean), StdMs: ms(s.Std), MinMs: ms(s.Min), MaxMs: ms(s.Max),
 		P50Ms: ms(s.P50), P90Ms: ms(s.P90), P99Ms: ms(s.P99), RequestedMeanMs: ms(s.RequestedMean),
 		ErrMeanMs: ms(s.ErrMean), ErrP99Ms: ms(s.ErrP99), HeldForOrder: s.HeldForOrder,
-		Flushed: s.Flushed, Errors: s.Errors,
+		Flushed: s.Flushed, Errors: s.Errors, On: toPhaseStats(s.On), Off: toPhaseStats(s.Off),
 	}
 	if s.LastError != nil {
 		out.LastError = s.LastError.Error()

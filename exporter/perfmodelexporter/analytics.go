@@ -230,6 +230,7 @@ func (e *engine) profiles(ctx context.Context, tr api.TimeRange) ([]*signature.P
 				p = signature.NewProfile(signature.Key{Service: parts[0], Version: parts[1], Transaction: parts[2]})
 				byKey[key] = p
 			}
+			p.Servers = max(p.Servers, c.LogicalCPUs)
 			win := signature.WindowFromSums(sw.Count, float64(sw.SumLatencyNs)/1e6, sw.OutboundCalls, float64(sw.SumOutboundNs)/1e6, c.Mean())
 			if _, _, err := p.Add(win); err != nil {
 				continue // malformed window: counted by the profile's skip reasons

@@ -295,6 +295,7 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		Train: train,
 		Elements: []gradient.Element{{
 			ID: req.Element, Basis: gradient.Link(),
+			MinAmplitude: float64(xc.MinDelay) / float64(time.Millisecond),
 			MaxAmplitude: float64(xc.MaxDelay) / float64(time.Millisecond),
 		}},
 		Lateness: lateness,
@@ -539,9 +540,9 @@ func (r *runner) execute(acts []gradient.Action) {
 				acts = append(acts, r.exp.LeaseFailed(a.Lease, time.Now(), err)...)
 			}
 		case gradient.ActionStopLease:
-			mean, ok := r.stopLease(a.Lease)
+			mean, stdErr, ok := r.stopLease(a.Lease)
 			if ok {
-				r.exp.Injected(a.Lease, mean, 0)
+				r.exp.Injected(a.Lease, mean, stdErr)
 			}
 		}
 	}
@@ -579,11 +580,21 @@ type injLeaseStatus struct {
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
 	Stats *struct {
-		Count           int     `json:"count"`
-		MeanMs          float64 `json:"mean_ms"`
-		MinMs           float64 `json:"min_ms"`
-		RequestedMeanMs float64 `json:"requested_mean_ms"`
+		Count           int       `json:"count"`
+		MeanMs          float64   `json:"mean_ms"`
+		MinMs           float64   `json:"min_ms"`
+		RequestedMeanMs float64   `json:"requested_mean_ms"`
+		On              *injPhase `json:"on"`
+		Off             *injPhase `json:"off"`
 	} `json:"stats,omitempty"`
+}
+
+// injPhase is the delay the injector applied in one phase of the wave.
+type injPhase struct {
+	Count           int     `json:"count"`
+	MeanMs          float64 `json:"mean_ms"`
+	StdMs           float64 `json:"std_ms"`
+	RequestedMeanMs float64 `json:"requested_mean_ms"`
 }
 
 func (r *runner) startLease(a gradient.Action) error {
@@ -608,14 +619,17 @@ func (r *runner) startLease(a gradient.Action) error {
 }
 
 // stopLease deletes the lease at the injector and returns the on-phase delay
-// it actually applied. The injector's mean covers every matched packet, the
-// off-phase ones too, as does its requested mean, so the on-phase delay is
-// the amplitude scaled by their ratio; the pass-through time every packet
-// pays (at least min_ms) is subtracted first, as it is no part of the wave.
-func (r *runner) stopLease(name string) (float64, bool) {
+// it actually applied, with its standard error. The injector splits its
+// packets by phase: the on-phase mean less the off-phase mean is the delay
+// the wave added, free of the pass-through time every packet pays, scaled
+// to the amplitude by the on-phase's requested mean. An injector without
+// the split gives only the mean over every packet; then the on-phase delay
+// is the amplitude scaled by the ratio of actual to requested means, after
+// the pass-through time (at least min_ms) is subtracted.
+func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 	ref, ok := r.leases[name]
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
@@ -624,18 +638,33 @@ func (r *runner) stopLease(name string) (float64, bool) {
 	var he httpStatusError
 	if errors.As(err, &he) && he.code == http.StatusNotFound {
 		delete(r.leases, name) // already forgotten by the injector: nothing active
-		return 0, false
+		return 0, 0, false
 	}
 	if err != nil {
 		// Kept for a retry at the end; the lease expires by itself anyway.
 		r.logger().Warn("perfmodel: releasing injector lease failed", zap.String("lease", ref.id), zap.Error(err))
-		return 0, false
+		return 0, 0, false
 	}
 	delete(r.leases, name)
-	if st.Stats == nil || st.Stats.Count == 0 || !(st.Stats.RequestedMeanMs > 0) {
-		return 0, false
+	return injectedDelay(ref.amplitude, st)
+}
+
+// injectedDelay is the on-phase delay a lease's statistics show.
+func injectedDelay(amplitude float64, st injLeaseStatus) (mean, stdErr float64, ok bool) {
+	s := st.Stats
+	if s == nil || s.Count == 0 {
+		return 0, 0, false
 	}
-	return ref.amplitude * math.Max(0, st.Stats.MeanMs-st.Stats.MinMs) / st.Stats.RequestedMeanMs, true
+	if on, off := s.On, s.Off; on != nil && off != nil && on.Count > 1 && off.Count > 1 && on.RequestedMeanMs > 0 {
+		scale := amplitude / on.RequestedMeanMs
+		mean = math.Max(0, on.MeanMs-off.MeanMs) * scale
+		stdErr = math.Hypot(on.StdMs/math.Sqrt(float64(on.Count)), off.StdMs/math.Sqrt(float64(off.Count))) * scale
+		return mean, stdErr, true
+	}
+	if !(s.RequestedMeanMs > 0) {
+		return 0, 0, false
+	}
+	return amplitude * math.Max(0, s.MeanMs-s.MinMs) / s.RequestedMeanMs, 0, true
 }
 
 // end aborts the state machine if it still runs, releases every lease
@@ -674,7 +703,9 @@ func (r *runner) publish(now time.Time) {
 	}
 	p := r.exp.Progress(now)
 	res := r.exp.Result()
+	detail, _ := json.Marshal(res)
 	r.mu.Lock()
+	r.snap.Detail = detail
 	r.snap.Phase, r.snap.Reason = string(p.Phase), p.Reason
 	r.snap.Percent = p.Percent
 	r.snap.ETASeconds = p.ETA.Seconds()

@@ -398,3 +398,25 @@ func TestExperimentAbortAndShutdownReleaseLeases(t *testing.T) {
 		require.NotZero(t, x.Finished)
 	}
 }
+
+// The on-phase delay comes from the injector's phase split when it has one:
+// the pass-through time every packet pays is no part of the wave, however
+// small the amplitude.
+func TestInjectedDelayFromPhaseSplit(t *testing.T) {
+	var st injLeaseStatus
+	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.27,"min_ms":0.02,"requested_mean_ms":0.13,
+		"on":{"count":1000,"mean_ms":0.40,"std_ms":0.10,"requested_mean_ms":0.26},
+		"off":{"count":1000,"mean_ms":0.14,"std_ms":0.10,"requested_mean_ms":0}}}`), &st); err != nil {
+		t.Fatal(err)
+	}
+	mean, se, ok := injectedDelay(0.26, st)
+	if !ok || math.Abs(mean-0.26) > 1e-9 || math.Abs(se-math.Hypot(0.1, 0.1)/math.Sqrt(1000)) > 1e-9 {
+		t.Errorf("phase split: got %v ± %v (%v), want 0.26 ± %.4f", mean, se, ok, math.Hypot(0.1, 0.1)/math.Sqrt(1000))
+	}
+	// Without the split the old ratio counts the pass-through time as delay.
+	st.Stats.On, st.Stats.Off = nil, nil
+	mean, _, ok = injectedDelay(0.26, st)
+	if !ok || math.Abs(mean-0.26*0.25/0.13) > 1e-9 {
+		t.Errorf("no split: got %v (%v)", mean, ok)
+	}
+}

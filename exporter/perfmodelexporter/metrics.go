@@ -64,7 +64,7 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 							idle += value(dp)
 						}
 					}
-					e.addCPU(ts, machine, 1-idle/float64(len(cpus)), capacity)
+					e.addCPU(ts, machine, 1-idle/float64(len(cpus)), capacity, len(cpus))
 				case "process.cpu.utilization":
 					if process == "" {
 						continue
@@ -73,7 +73,7 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 					for d := 0; d < dps.Len(); d++ {
 						sum += value(dps.At(d))
 					}
-					e.addCPU(ts, model.ProcessKey(machine, process), sum, 0)
+					e.addCPU(ts, model.ProcessKey(machine, process), sum, 0, 0)
 				}
 			}
 		}
@@ -83,7 +83,7 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 
 // addCPU records a utilization sample in its window (e.mu held). Invalid
 // values are ignored: the models must never see NaN or values outside [0, 1].
-func (e *engine) addCPU(ts int64, machine string, u, capacity float64) {
+func (e *engine) addCPU(ts int64, machine string, u, capacity float64, logicalCPUs int) {
 	if !(u >= 0 && u <= 1) {
 		return
 	}
@@ -96,7 +96,7 @@ func (e *engine) addCPU(ts int64, machine string, u, capacity float64) {
 		w = model.NewWindow(start, e.limits())
 		e.windows[start] = w
 	}
-	w.AddCPU(machine, u, capacity)
+	w.AddCPU(machine, u, capacity, logicalCPUs)
 }
 
 func value(dp pmetric.NumberDataPoint) float64 {

@@ -1,5 +1,7 @@
 package api
 
+import "encoding/json"
+
 // The perfmodel exporter's HTTP API, JSON under /api/v1 (openapi.yaml beside the
 // exporter documents it). Every list endpoint takes `from` and `to` (RFC 3339 or
 // unix seconds; default: the last hour) and answers with the time range it
@@ -214,6 +216,11 @@ type Experiment struct {
 	Finished   int64      `json:"finished,omitempty"`
 	Reason     string     `json:"reason,omitempty"` // why it aborted or failed
 	Gradients  []Gradient `json:"gradients,omitempty"`
+	// Detail is the experiment's full result (internal/gradient.Result): the
+	// training plan (bin width, k_d, N, baselines), and per element the
+	// measurement window, the amplitudes requested and actually injected,
+	// and the time-domain comparator beside each spectral estimate.
+	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
 // Gradients is GET /api/v1/gradients?[transaction][&element].

@@ -142,9 +142,14 @@ func TestExperimentLoadBalanced(t *testing.T) {
 		{ID: "front->back2", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x}
 	run(t, d, 30000)
+	// One seed within ±20%, its interval covering 0.5; TestLongPatterns has
+	// ten seeds against ±10%.
 	for _, el := range x.Result().Elements {
 		g := el.Transactions["LB"]
-		within(t, el.Element, g.Gradient, 0.5, 0.05)
+		within(t, el.Element, g.Gradient, 0.5, 0.1)
+		if g.CI95[0] > 0.5 || g.CI95[1] < 0.5 {
+			t.Errorf("%s: interval %v misses 0.5", el.Element, g.CI95)
+		}
 		t.Logf("%s: %.3f [%.3f, %.3f], amplitude %.1f ms (rough %.2f)", el.Element, g.Gradient, g.CI95[0], g.CI95[1], el.Amplitude, el.Rough.Gradient)
 	}
 }
@@ -261,28 +266,38 @@ func TestExperimentDeterministic(t *testing.T) {
 // A +20 ms change on the link, predicted from the measured gradients, lands
 // within the prediction's 95% interval of the simulated outcome.
 func TestPredictTwentyMs(t *testing.T) {
-	cfg := sim.Patterns(7, 0.1, 0.03)
-	s, _ := sim.New(cfg)
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
-	run(t, &sim.Driver{Sim: s, X: x}, 20000)
-	res := x.Result()
-	grads := res.Elements[0].Gradients()
-	// The outcome: the same system with 20 ms more on the link, long enough
-	// that its own mean is sharp.
-	changed := sim.Patterns(8, 0.1, 0.03)
-	changed.Links["front->back"] += 0.020
-	measured := meanRT(t, changed, 3000)
+	// A 95% interval misses 5% of the time by design: three independent
+	// experiments, and each transaction's outcome must fall in at least two
+	// of their predicted intervals.
+	covered := map[string]int{}
+	for seed := uint64(7); seed <= 9; seed++ {
+		s, _ := sim.New(sim.Patterns(seed, 0.1, 0.03))
+		x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
+		run(t, &sim.Driver{Sim: s, X: x}, 20000)
+		res := x.Result()
+		grads := res.Elements[0].Gradients()
+		// The outcome: the same system with 20 ms more on the link, long
+		// enough that its own mean is sharp.
+		changed := sim.Patterns(seed+100, 0.1, 0.03)
+		changed.Links["front->back"] += 0.020
+		measured := meanRT(t, changed, 3000)
+		for _, tx := range []string{"Sync", "Serial3", "Async"} {
+			b := res.Plan.Transactions[tx]
+			p, err := gradient.Predict(tx, b.MeanMs, b.StdMs/math.Sqrt(float64(b.Samples)), grads, []gradient.Change{{Element: "front->back", Delta: 20}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := measured[tx]
+			if m >= p.CI95[0] && m <= p.CI95[1] {
+				covered[tx]++
+			}
+			t.Logf("seed %d %s: baseline %.2f, predicted %.2f [%.2f, %.2f], measured %.2f", seed, tx, b.MeanMs, p.PredictedMs, p.CI95[0], p.CI95[1], m)
+		}
+	}
 	for _, tx := range []string{"Sync", "Serial3", "Async"} {
-		b := res.Plan.Transactions[tx]
-		p, err := gradient.Predict(tx, b.MeanMs, b.StdMs/math.Sqrt(float64(b.Samples)), grads, []gradient.Change{{Element: "front->back", Delta: 20}})
-		if err != nil {
-			t.Fatal(err)
+		if covered[tx] < 2 {
+			t.Errorf("%s: measured within the predicted interval in %d of 3 experiments, want ≥ 2", tx, covered[tx])
 		}
-		m := measured[tx]
-		if m < p.CI95[0] || m > p.CI95[1] {
-			t.Errorf("%s: measured %.2f ms outside the predicted %.2f [%.2f, %.2f]", tx, m, p.PredictedMs, p.CI95[0], p.CI95[1])
-		}
-		t.Logf("%s: baseline %.2f, predicted %.2f [%.2f, %.2f], measured %.2f", tx, b.MeanMs, p.PredictedMs, p.CI95[0], p.CI95[1], m)
 	}
 }
 

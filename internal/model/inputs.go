@@ -8,6 +8,9 @@ type CPUStats struct {
 	// CapacityMHz is the machine's capacity (frequency × logical cores) when
 	// the metrics tell it, else 0 and configuration decides.
 	CapacityMHz float64 `json:"capacity_mhz,omitempty"`
+	// LogicalCPUs is how many CPUs the utilization is the mean of, when the
+	// metrics tell it (system.cpu.utilization's cpu attribute), else 0.
+	LogicalCPUs int `json:"logical_cpus,omitempty"`
 }
 
 // Merge adds o.
@@ -15,6 +18,7 @@ func (c *CPUStats) Merge(o *CPUStats) {
 	c.SumUtilization += o.SumUtilization
 	c.Samples += o.Samples
 	c.CapacityMHz = max(c.CapacityMHz, o.CapacityMHz)
+	c.LogicalCPUs = max(c.LogicalCPUs, o.LogicalCPUs)
 }
 
 // Mean is the mean utilization, or −1 without samples.

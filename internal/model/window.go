@@ -217,7 +217,7 @@ func FlowName(service, transaction string) string { return service + " " + trans
 
 // AddCPU records one utilization sample (0..1) of a machine; capacityMHz is 0
 // when unknown.
-func (w *Window) AddCPU(machine string, utilization, capacityMHz float64) {
+func (w *Window) AddCPU(machine string, utilization, capacityMHz float64, logicalCPUs int) {
 	c, ok := w.CPU[machine]
 	if !ok {
 		if len(w.CPU) >= w.limits.MaxServices {
@@ -226,7 +226,7 @@ func (w *Window) AddCPU(machine string, utilization, capacityMHz float64) {
 		c = &CPUStats{}
 		w.CPU[machine] = c
 	}
-	c.Merge(&CPUStats{SumUtilization: utilization, Samples: 1, CapacityMHz: capacityMHz})
+	c.Merge(&CPUStats{SumUtilization: utilization, Samples: 1, CapacityMHz: capacityMHz, LogicalCPUs: logicalCPUs})
 	w.Dirty = true
 }
 

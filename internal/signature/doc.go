@@ -32,7 +32,11 @@
 //     counted, never refused, so a transaction that has only such windows
 //     comes out as "insufficient data" instead of a number.
 //   - Service time (§VII): one solution S_k = R_k·(1 − U_k) per used bucket,
-//     and the 50th percentile of their CDF. The CDF is weighted by N_k
+//     and the 50th percentile of their CDF. Beyond the paper, a profile of a
+//     machine with c > 1 CPUs (Profile.Servers) solves the M/M/c
+//     processor-sharing residence time instead (ServiceTime): eq. 11 assumes
+//     one processor, and on a multi-core machine it reads a change of busy
+//     work as (1 − U) of itself. The CDF is weighted by N_k
 //     (Weighting "count", the default; "none" is the paper's fig. 8 with
 //     every bucket once). Weighting by count is the median over transactions
 //     rather than over buckets: a bucket of a dozen transactions moves it as

@@ -163,6 +163,9 @@ func mulRound(n int64, v, unit float64) (int64, bool) {
 // profile; set Key before use. It is not safe for concurrent use.
 type Profile struct {
 	Key
+	// Servers is the number of CPUs the utilization is the mean of (the
+	// machine's logical CPUs); 0 or 1 is the paper's single processor.
+	Servers int `json:"servers,omitempty"`
 	// Buckets are indexed by k = ⌊100·U⌋.
 	Buckets [NumBuckets]Bucket
 	// Skipped counts the windows not added, by SkipReason.
@@ -263,6 +266,7 @@ func (p *Profile) Merge(q *Profile) error {
 		skipped[i] = s
 	}
 	p.Buckets, p.Skipped = out, skipped
+	p.Servers = max(p.Servers, q.Servers)
 	return nil
 }
 

@@ -171,6 +171,33 @@ func (t *TransactionSignature) UsedSolutions() (s []float64, counts []float64, b
 
 func ptr(v float64) *float64 { return &v }
 
+// ServiceTime solves a bucket for the service time: S = R·(1 − U) on one
+// processor (eq. 11). On c > 1 CPUs whose mean utilization is U, a request
+// that runs on one CPU at a time is not slowed by 1/(1 − U): it waits only
+// when every CPU is busy. The M/M/c processor-sharing residence time is
+// R = S·(1 + C(c, c·U)/(c·(1 − U))), with C the Erlang C probability that
+// all c are busy, so S = R / (1 + C/(c·(1 − U))); for c = 1, C = U and
+// this is eq. 11 again. At U = 0.3 on two CPUs it reads a +2 ms change of
+// busy work as +1.8 ms where eq. 11 reads +1.4 ms.
+func ServiceTime(r, u float64, servers int) float64 {
+	if servers <= 1 {
+		return r * (1 - u)
+	}
+	c := float64(servers)
+	return r / (1 + erlangC(servers, c*u)/(c*(1-u)))
+}
+
+// erlangC is the probability that an arrival waits in M/M/c with offered
+// load a = c·U < c, by the Erlang B recursion (stable for any c).
+func erlangC(c int, a float64) float64 {
+	b := 1.0
+	for k := 1; k <= c; k++ {
+		b = a * b / (float64(k) + a*b)
+	}
+	rho := a / float64(c)
+	return b / (1 - rho + rho*b)
+}
+
 // Signature derives the service time of the profile's transaction (paper 004
 // §VII): one solution S_k = R_k·(1 − U_k) per bucket that passes the guards,
 // and the 50th percentile of their CDF. It never fails: a profile without
@@ -196,7 +223,7 @@ func Signature(p *Profile, opts Options) TransactionSignature {
 		t.BucketsTotal++
 		u, r := b.MeanUtilization(), b.MeanFrontLatencyMs()
 		bs := BucketSolution{Bucket: k, Utilization: u, Windows: b.Windows, Count: b.Count,
-			FrontLatencyMs: r, ServiceTimeMs: r * (1 - u)}
+			FrontLatencyMs: r, ServiceTimeMs: ServiceTime(r, u, p.Servers)}
 		switch {
 		case u > opts.MaxUtilization:
 			bs.Excluded = ExcludedAboveMax

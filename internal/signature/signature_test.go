@@ -161,3 +161,24 @@ func TestOptionsValidate(t *testing.T) {
 		t.Error("accepted alpha 0")
 	}
 }
+
+// On one CPU ServiceTime is eq. 11; on c CPUs it inverts the M/M/c
+// processor-sharing residence time, whose Erlang C is checked by hand:
+// C(2, 0.6) = (0.6²/2 · 2/1.4) / (1 + 0.6 + 0.6²/2 · 2/1.4) = 0.13846.
+func TestServiceTimeServers(t *testing.T) {
+	for _, u := range []float64{0, 0.3, 0.69} {
+		if got, want := ServiceTime(10, u, 1), 10*(1-u); math.Abs(got-want) > 1e-12 {
+			t.Errorf("c=1, U=%v: %v, want %v", u, got, want)
+		}
+	}
+	if c := erlangC(2, 0.6); math.Abs(c-0.138461538) > 1e-8 {
+		t.Errorf("C(2, 0.6) = %v", c)
+	}
+	if got, want := ServiceTime(10, 0.3, 2), 10/(1+0.138461538/(2*0.7)); math.Abs(got-want) > 1e-6 {
+		t.Errorf("c=2, U=0.3: %v, want %v", got, want)
+	}
+	// Many CPUs at moderate load: nobody waits, so S = R.
+	if got := ServiceTime(10, 0.5, 64); math.Abs(got-10) > 1e-3 {
+		t.Errorf("c=64, U=0.5: %v, want 10", got)
+	}
+}

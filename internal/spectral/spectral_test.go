@@ -209,8 +209,8 @@ func TestTrainingAvoidsPeriodicNoise(t *testing.T) {
 	if p.Kd == 4 || p.Kd < 1 || p.Kd > cfg.N/8 {
 		t.Fatalf("chose k_d=%d (noise at 4, allowed 1..%d)", p.Kd, cfg.N/8)
 	}
-	if math.Abs(p.AmplitudeMs-cfg.Scale*p.BaselineFFTStd[p.Kd].Abs()) > 1e-9 || p.Chunks != 9 || len(p.Candidates) != 16 {
-		t.Fatalf("A_d %v, σ %v, chunks %d, candidates %d", p.AmplitudeMs, p.BaselineFFTStd[p.Kd].Abs(), p.Chunks, len(p.Candidates))
+	if math.Abs(p.AmplitudeMs-cfg.Scale*p.NoiseMs) > 1e-9 || p.Chunks != 9 || len(p.Candidates) != 16 {
+		t.Fatalf("A_d %v, σ %v, chunks %d, candidates %d", p.AmplitudeMs, p.NoiseMs, p.Chunks, len(p.Candidates))
 	}
 	for _, c := range p.Candidates {
 		if c.AmplitudeMs < p.AmplitudeMs {

@@ -120,20 +120,56 @@ func NewBaseline(x []float64, n, chunks int) (Baseline, error) {
 // Sigma is the modulus of the standard deviation at k.
 func (b Baseline) Sigma(k int) float64 { return cmplx.Abs(b.Std[k]) }
 
+// PoolWidth is how many neighbours on each side of a frequency pool into
+// its noise estimate (PooledSigma).
+const PoolWidth = 2
+
+// PooledSigma is the RMS of σ(FFT⁰) over k−PoolWidth … k+PoolWidth (DC
+// and the Nyquist bin left out). With M chunks, σ at one frequency rests on
+// M complex values; at the paper's M = 9 it is already uncertain by ±25%,
+// and the training phase takes its minimum over every allowed frequency
+// (step 4), so it picks the frequency whose σ is lowest by chance: A_d and
+// the experiment's SNR come out several-fold too small (a 0.26 ms wave
+// for a 0.9 ms noise on the testbed, at M = 3). Away from narrow periodic
+// components the noise spectrum is smooth, so the neighbours estimate the
+// same σ; pooling gives 2·PoolWidth+1 times the degrees of freedom, and a
+// periodic component still raises the pooled σ of every frequency near it.
+func (b Baseline) PooledSigma(k int) float64 {
+	return pooledSigma(func(j int) float64 { return b.Sigma(j) }, k, b.N)
+}
+
+func pooledSigma(sigma func(int) float64, k, n int) float64 {
+	var sum float64
+	var m int
+	for j := max(1, k-PoolWidth); j <= min(n/2-1, k+PoolWidth); j++ {
+		s := sigma(j)
+		sum += s * s
+		m++
+	}
+	if m == 0 {
+		return sigma(k)
+	}
+	return math.Sqrt(sum / float64(m))
+}
+
 // Candidate is one frequency the training phase considered (steps 3 and 4).
 type Candidate struct {
 	Kd               int     `json:"k_d"`
 	SamplesPerPeriod float64 `json:"samples_per_period"`
-	SigmaMs          float64 `json:"sigma_ms"`
-	AmplitudeMs      float64 `json:"amplitude_ms"`
+	// SigmaMs is the pooled σ(FFT⁰)(f) the choice uses (PooledSigma);
+	// RawSigmaMs the σ at f alone.
+	SigmaMs     float64 `json:"sigma_ms"`
+	RawSigmaMs  float64 `json:"raw_sigma_ms"`
+	AmplitudeMs float64 `json:"amplitude_ms"`
 }
 
-// Candidates lists A_d = d·σ(FFT⁰)(f) for k_d = 1 … maxKd.
+// Candidates lists A_d = d·σ(FFT⁰)(f) for k_d = 1 … maxKd, σ pooled over
+// neighbouring frequencies (PooledSigma).
 func (b Baseline) Candidates(scale float64, maxKd int) []Candidate {
 	var out []Candidate
 	for kd := 1; kd <= maxKd && kd < len(b.Std); kd++ {
-		s := b.Sigma(kd)
-		out = append(out, Candidate{Kd: kd, SamplesPerPeriod: float64(b.N) / float64(kd), SigmaMs: s, AmplitudeMs: scale * s})
+		s := b.PooledSigma(kd)
+		out = append(out, Candidate{Kd: kd, SamplesPerPeriod: float64(b.N) / float64(kd), SigmaMs: s, RawSigmaMs: b.Sigma(kd), AmplitudeMs: scale * s})
 	}
 	return out
 }
@@ -171,6 +207,9 @@ type TransactionBaseline struct {
 	EmptyBins int     `json:"empty_bins"`
 	FFTMean   Complex `json:"fft_mean"` // at k_d
 	FFTStd    Complex `json:"fft_std"`  // at k_d
+	// PooledStdMs is σ at k_d pooled over its neighbours (PooledSigma), the
+	// σ the estimate's interval uses.
+	PooledStdMs float64 `json:"pooled_std_ms,omitempty"`
 	// AdaptiveMean and AdaptiveStd are the baseline of the adaptive phase's
 	// one-cycle window (see Plan.AdaptiveBins) at one cycle per window.
 	AdaptiveMean Complex `json:"adaptive_fft_mean"`
@@ -233,14 +272,19 @@ func (p *Plan) Validate() error {
 }
 
 // Baseline returns the baseline of transaction tx at k_d: its mean, the
-// modulus of its standard deviation, and whether the plan has one. The
+// modulus of its standard deviation pooled over neighbouring frequencies
+// (PooledSigma), and whether the plan has one. The
 // target transaction falls back to the full arrays.
 func (p *Plan) Baseline(tx string) (mean complex128, sigma float64, ok bool) {
 	if b, found := p.Transactions[tx]; found && b.Error == "" {
+		if b.PooledStdMs > 0 {
+			return b.FFTMean.Value(), b.PooledStdMs, true
+		}
 		return b.FFTMean.Value(), b.FFTStd.Abs(), true
 	}
 	if tx == p.Transaction && p.Kd < len(p.BaselineFFTStd) {
-		return p.BaselineFFTMean[p.Kd].Value(), p.BaselineFFTStd[p.Kd].Abs(), true
+		sigma := pooledSigma(func(k int) float64 { return p.BaselineFFTStd[k].Abs() }, p.Kd, p.N)
+		return p.BaselineFFTMean[p.Kd].Value(), sigma, true
 	}
 	return 0, 0, false
 }
@@ -311,7 +355,8 @@ func TrainBins(bins map[string]*Bins, target string, sizing BinSizing, cfg Train
 		}
 	}
 	if cfg.Kd > 0 {
-		best = Candidate{Kd: cfg.Kd, SamplesPerPeriod: float64(cfg.N) / float64(cfg.Kd), SigmaMs: base.Sigma(cfg.Kd), AmplitudeMs: cfg.Scale * base.Sigma(cfg.Kd)}
+		s := base.PooledSigma(cfg.Kd)
+		best = Candidate{Kd: cfg.Kd, SamplesPerPeriod: float64(cfg.N) / float64(cfg.Kd), SigmaMs: s, RawSigmaMs: base.Sigma(cfg.Kd), AmplitudeMs: cfg.Scale * s}
 	}
 	p := &Plan{
 		Transaction:         target,
@@ -363,16 +408,26 @@ func transactionBaseline(b *Bins, p *Plan, chunks int) TransactionBaseline {
 		return tb
 	}
 	x := s.Values[:min(len(s.Values), chunks*p.N)]
-	var at []complex128
-	for c := 0; (c+1)*p.N <= len(x); c++ {
-		at = append(at, DFT(x[c*p.N:(c+1)*p.N], float64(p.Kd)))
+	sigmaAt := func(k int) (complex128, complex128, error) {
+		var at []complex128
+		for c := 0; (c+1)*p.N <= len(x); c++ {
+			at = append(at, DFT(x[c*p.N:(c+1)*p.N], float64(k)))
+		}
+		return complexStats(at)
 	}
-	mean, std, err := complexStats(at)
+	mean, std, err := sigmaAt(p.Kd)
 	if err != nil {
 		tb.Error = err.Error()
 		return tb
 	}
 	tb.FFTMean, tb.FFTStd = C(mean), C(std)
+	tb.PooledStdMs = pooledSigma(func(k int) float64 {
+		if k == p.Kd {
+			return cmplx.Abs(std)
+		}
+		_, sd, _ := sigmaAt(k)
+		return cmplx.Abs(sd)
+	}, p.Kd, p.N)
 	// The adaptive window: consecutive one-period windows over the whole baseline.
 	L := p.AdaptiveBins
 	var ad []complex128

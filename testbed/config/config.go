@@ -120,6 +120,24 @@ type Query struct {
 	CPUMC float64  `yaml:"cpu_mc"`
 	Write bool     `yaml:"write"`
 	Args  []string `yaml:"args"`
+	// Wait is time off the CPU after the busy work (a disk read, say):
+	// natural variance in the response times that costs no CPU.
+	Wait Wait `yaml:"wait_ms"`
+}
+
+// Wait is a normally distributed wait in milliseconds, truncated at 0.
+type Wait struct {
+	Mean float64 `yaml:"mean"`
+	SD   float64 `yaml:"sd"`
+}
+
+// Draw returns one wait, given a standard normal variate z.
+func (w Wait) Draw(z float64) time.Duration {
+	ms := w.Mean + w.SD*z
+	if ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
 }
 
 // Default returns the embedded testbed/testbed.yaml.
@@ -383,6 +401,9 @@ func (c *Config) validate(v *validator) {
 			v.errorf(p+".sql", "is required")
 		}
 		checkMC(v, p+".cpu_mc", q.CPUMC)
+		if q.Wait.Mean < 0 || q.Wait.SD < 0 || q.Wait.Mean > 1e4 || q.Wait.SD > 1e4 {
+			v.errorf(p+".wait_ms", "mean and sd must be between 0 and 10000 ms, not %g and %g", q.Wait.Mean, q.Wait.SD)
+		}
 		if q.Args != nil && len(q.Args) != strings.Count(q.SQL, "?") {
 			v.errorf(p+".args", "has %d args for %d placeholders", len(q.Args), strings.Count(q.SQL, "?"))
 		}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -268,6 +269,9 @@ func (d *DB) exec(ctx context.Context, q config.Query, args []any) (int64, error
 	))
 	defer span.End()
 	Burn(d.tier.Config.BusyTime(q.CPUMC))
+	if w := q.Wait.Draw(rand.NormFloat64()); w > 0 {
+		time.Sleep(w)
+	}
 	n, err := d.run(ctx, q, args)
 	if err != nil {
 		span.RecordError(err)

@@ -98,6 +98,41 @@ func Constant(d time.Duration) func(time.Time) time.Duration {
 	return func(time.Time) time.Duration { return d }
 }
 
+// PhaseStats is the delay applied to one class of packets.
+type PhaseStats struct {
+	Count int
+	// Mean and Std are of the delay actually applied; RequestedMean of the
+	// delay requested.
+	Mean, Std, RequestedMean time.Duration
+}
+
+// phaseAcc accumulates a PhaseStats (Welford, ns).
+type phaseAcc struct {
+	n            int
+	mean, m2     float64
+	requestedSum float64
+}
+
+func (a *phaseAcc) add(x, req time.Duration) {
+	a.n++
+	f := float64(x)
+	delta := f - a.mean
+	a.mean += delta / float64(a.n)
+	a.m2 += delta * (f - a.mean)
+	a.requestedSum += float64(req)
+}
+
+func (a *phaseAcc) stats() PhaseStats {
+	s := PhaseStats{Count: a.n, Mean: time.Duration(a.mean)}
+	if a.n > 0 {
+		s.RequestedMean = time.Duration(a.requestedSum / float64(a.n))
+	}
+	if a.n > 1 {
+		s.Std = time.Duration(math.Sqrt(a.m2 / float64(a.n-1)))
+	}
+	return s
+}
+
 // Stats is what a Delayer measured.
 type Stats struct {
 	// Count is the number of packets released on schedule (measured).
@@ -107,6 +142,10 @@ type Stats struct {
 	P50, P90, P99       time.Duration
 	// RequestedMean is the mean requested delay of the measured packets.
 	RequestedMean time.Duration
+	// On and Off split the measured packets by whether a delay was requested
+	// (a square wave's on- and off-phases): On.Mean − Off.Mean is the delay the
+	// wave actually added, free of the pass-through time every packet pays.
+	On, Off PhaseStats
 	// Error is |actual − requested|.
 	ErrMean, ErrP99, ErrMax time.Duration
 	// HeldForOrder counts packets held beyond their requested delay so as
@@ -167,6 +206,7 @@ type Delayer struct {
 	mean, m2          float64 // Welford, ns
 	min, max          time.Duration
 	reqSum            float64
+	on, off           phaseAcc
 	errSum            float64
 	actual, errs      *stats.LogHistogram
 	errMax            time.Duration
@@ -534,6 +574,11 @@ func (d *Delayer) add(x, req time.Duration) { // d.mu held
 		d.max = x
 	}
 	d.reqSum += float64(req)
+	if req > 0 {
+		d.on.add(x, req)
+	} else {
+		d.off.add(x, req)
+	}
 	e := x - req
 	if e < 0 {
 		e = -e
@@ -557,6 +602,7 @@ func (d *Delayer) Stats() Stats {
 		ErrP99: us(d.errs.Quantile(0.99)), ErrMax: d.errMax,
 		HeldForOrder: d.heldForOrder, Flushed: d.flushed, Batches: d.batches,
 		Errors: d.nerr, LastError: d.lastErr, SchedulerCPU: time.Duration(d.schedCPU.Load()),
+		On: d.on.stats(), Off: d.off.stats(),
 	}
 	if d.n > 0 {
 		s.RequestedMean = time.Duration(d.reqSum / float64(d.n))
