@@ -4,23 +4,27 @@ package e2e
 
 // Issue 11's capacity gradient on a real cgroup: a testbed db tier whose one
 // query burns 4 ms of CPU runs in a cgroup v1 cpu group of its own, under an
-// open-loop Poisson load. Through the real collector's injector, a capacity
-// lease square-waves the group's CFS quota; the spectral estimate gives the
-// gradient of the response time with respect to paper 003 §III-C's basis
-// b(c) = 1/(c·f − α·w). Then the quota is set to several fixed values: the
-// response time must be linear in b (R² ≥ 0.95), and the gradient must
-// predict the response time at quotas it never saw within 10%.
+// open-loop Poisson load. The real collector runs the experiment
+// "capacity:db" through the perfmodel exporter's coordinator: it builds paper
+// 003 §III-C's basis b(c) = 1/(c·f − α·w) from the tier's hostmetrics CPU
+// readings, trains on the tier's SERVER spans, and has the injector
+// square-wave the group's CFS quota; the spectral estimate is the gradient
+// with respect to b. Then the quota is set to several fixed values: the
+// response time must be linear in b (R² ≥ 0.95), and /api/v1/predict must
+// give the response time at quotas the experiment never saw within 10%.
 //
 // Run it with scripts/e2e-capacity.sh (root, /sys/fs/cgroup/cpu mounted).
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/spectral"
 )
@@ -163,21 +168,46 @@ queries: {work: {sql: "SELECT 1", cpu_mc: %g}}
 replication: none
 `, capStdMHz, capBusyMs*capStdMHz/1000))
 
-	// The collector: the injector (capacity leases on our group only) and an
-	// OTLP receiver for the tier's spans.
+	// The collector: the injector (capacity leases on our group only), the
+	// tier's spans over OTLP, its CPU from the hostmetrics process scraper,
+	// and the perfmodel exporter whose coordinator runs "capacity:db".
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const exe = "tbcapdb"
 	otlpPort, injPort, apiPort := freePort(t), freePort(t), freePort(t)
 	inj := fmt.Sprintf("http://127.0.0.1:%d", injPort)
+	apiBase := fmt.Sprintf("http://127.0.0.1:%d", apiPort)
+	pm := perfmodelExporter(fmt.Sprintf("127.0.0.1:%d", apiPort), work, host, 10*time.Second, float64(runtime.NumCPU())*capStdMHz)
+	pm["core_mhz"] = capStdMHz
+	pm["experiments"] = map[string]any{
+		"injector": inj, "front_services": []string{"db"}, "k": 8, "n": 64, "chunks": 3, "scale": 30,
+		"capacities": map[string]any{"db": map[string]any{
+			"cgroup": group, "cores": capOperating, "frequency_mhz": capStdMHz, "machine": host, "process": exe,
+		}},
+	}
 	startModelsCollector(t, collectorBinary(t), map[string]any{
 		"extensions": map[string]any{"injector": map[string]any{
 			"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "cgroup_root": capV1Root,
 			"allowlist": map[string]any{"cgroups": []string{group}}, "max_lease": "10m",
 		}},
-		"receivers": map[string]any{"otlp": otlpReceiver(otlpPort)},
-		"exporters": map[string]any{"perfmodel": perfmodelExporter(fmt.Sprintf("127.0.0.1:%d", apiPort), work, "caphost", 10*time.Second, 0)},
+		"receivers": map[string]any{
+			"otlp": otlpReceiver(otlpPort),
+			"hostmetrics": map[string]any{"collection_interval": "1s", "scrapers": map[string]any{"process": map[string]any{
+				"include":                 map[string]any{"names": []string{"^" + exe + "$"}, "match_type": "regexp"},
+				"mute_process_all_errors": true,
+				"metrics":                 map[string]any{"process.cpu.utilization": map[string]any{"enabled": true}},
+			}}},
+		},
+		"exporters": map[string]any{"perfmodel": pm},
 		"service": map[string]any{
 			"extensions": []string{"injector"},
 			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
-			"pipelines":  map[string]any{"traces": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}}},
+			"pipelines": map[string]any{
+				"traces":  map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
+				"metrics": map[string]any{"receivers": []string{"hostmetrics"}, "exporters": []string{"perfmodel"}},
+			},
 		},
 	}, fmt.Sprintf("127.0.0.1:%d", apiPort))
 	hc := &http.Client{Timeout: 10 * time.Second}
@@ -185,7 +215,7 @@ replication: none
 
 	dbPort := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", dbPort)
-	pid := tierProcess(t, work, "db", "", "db", "--config", cfgPath, "--listen", fmt.Sprintf("127.0.0.1:%d", dbPort),
+	pid := tierProcess(t, work, exe, "", "db", "--config", cfgPath, "--listen", fmt.Sprintf("127.0.0.1:%d", dbPort),
 		"--data", work, "--otlp", fmt.Sprintf("127.0.0.1:%d", otlpPort), "--instance", "capacity")
 	writeFile(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
 	waitHTTP(t, hc, base+"/healthz", 30*time.Second)
@@ -195,86 +225,63 @@ replication: none
 	wg := load.run(ctx, base+"/query/work", capRate)
 	t.Cleanup(func() { stop(); wg.Wait() })
 
-	// α·w from the utilization (paper 003 §III-B): the tier's CPU over a
-	// stretch of the load, with the arrival rate actually achieved.
+	// The tier's own view of its demand, to compare with the basis the
+	// coordinator builds from hostmetrics.
 	time.Sleep(5 * time.Second)
 	c0, t0 := processCPU(t, pid), time.Now()
-	time.Sleep(20 * time.Second)
-	used := (processCPU(t, pid) - c0) / time.Since(t0).Seconds() // cores
-	w := float64(len(load.between(t0, time.Now()))) / time.Since(t0).Seconds()
-	basis := gradient.Basis{Kind: gradient.KindCapacity, Operating: capOperating, FrequencyMHz: capStdMHz,
-		Alpha: used * capStdMHz / w, Workload: w}
-	if err := basis.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("demand %.3f cores at %.1f req/s: α = %.2f megacycles per request (%.2f configured), utilization %.2f of %.2f cores",
-		used, w, basis.Alpha, capBusyMs*capStdMHz/1000, basis.Utilization(), capOperating)
+	time.Sleep(15 * time.Second)
+	used := (processCPU(t, pid) - c0) / time.Since(t0).Seconds()
+	t.Logf("demand from /proc: %.3f cores = %.0f MHz at %.1f req/s (%.1f ms of CPU per request; %.0f configured)",
+		used, used*capStdMHz, capRate, 1000*used/capRate, capBusyMs)
 
-	// Training: M chunks of N bins of k requests, unperturbed.
-	cfg := spectral.TrainConfig{K: 8, N: 64, Chunks: 3, Scale: 30, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
-	trainFrom := time.Now()
-	// A bin is the mean + 3σ of the time k Poisson arrivals take.
-	binGuess := (float64(cfg.K) + 3*math.Sqrt(float64(cfg.K))) / capRate
-	time.Sleep(time.Duration(float64(cfg.Chunks*cfg.N)*binGuess*1.15*float64(time.Second)) + 2*time.Second)
-	plan, err := spectral.Train(load.between(trainFrom, time.Now().Add(-time.Second)), "work", cfg)
-	if err != nil {
+	// The experiment, through the coordinator: training, the adaptive
+	// single cycle, the active square wave of the quota, the result.
+	var ex api.Experiment
+	begun := time.Now()
+	if _, err := sendJSON(hc, "POST", apiBase+api.PathExperiments, api.ExperimentRequest{Element: "capacity:db"}, &ex); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("training: bins of %.3f s, k_d %d of N %d (period %.2f s), A_d %.2f ms, %d chunks; response time %.2f ± %.2f ms",
-		plan.BinSeconds, plan.Kd, plan.N, plan.PeriodSeconds, plan.AmplitudeMs, plan.Chunks, plan.ResponseTime.MeanMs, plan.ResponseTime.StdMs)
-
-	// The active phase: withhold the fraction a of the quota as a square wave
-	// of k_d + 1 cycles; the window is the N bins from its start. a is sized
-	// so that the expected change of response time, α·Δb by the M/G/1/PS
-	// prior, is A_d.
-	prior := basis.Alpha * 1000 // ms per basis unit (α in megacycles)
-	a, err := basis.Knob(plan.AmplitudeMs / prior)
-	if err != nil || !(a > 0) {
-		t.Fatalf("no amplitude for A_d %.2f ms: %v", plan.AmplitudeMs, err)
+	phase := ""
+	for ex.Finished == 0 {
+		if time.Since(begun) > 10*time.Minute {
+			_, _ = sendJSON(hc, "DELETE", apiBase+api.PathExperiments+"/"+ex.ID, nil, nil)
+			t.Fatalf("still %s after 10 min", ex.Phase)
+		}
+		time.Sleep(time.Second)
+		if _, err := sendJSON(hc, "GET", apiBase+api.PathExperiments+"/"+ex.ID, nil, &ex); err != nil {
+			t.Logf("%v", err)
+			continue
+		}
+		if ex.Phase != phase {
+			t.Logf("capacity:db: %6.1fs phase %s %.0f%% eta %.0fs", time.Since(begun).Seconds(), ex.Phase, ex.Percent, ex.ETASeconds)
+			phase = ex.Phase
+		}
 	}
-	a = math.Min(a, 0.3)
-	waveStart := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
-	period := time.Duration(plan.PeriodSeconds * float64(time.Second)).Round(time.Millisecond)
-	var lease struct {
-		ID    string         `json:"id"`
-		State string         `json:"state"`
-		Stats map[string]any `json:"stats"`
-	}
-	req := map[string]any{
-		"kind": "capacity", "target": map[string]any{"cgroup": group},
-		"wave":     map[string]any{"amplitude": a, "period": period.String(), "cycles": plan.Kd + 1, "start": waveStart.UTC()},
-		"duration": (time.Until(waveStart) + time.Duration(plan.Kd+1)*period + 5*time.Second).Round(time.Second).String(),
-	}
-	if _, err := sendJSON(hc, "POST", inj+"/v1/leases", req, &lease); err != nil {
-		t.Fatal(err)
-	}
-	windowEnd := waveStart.Add(time.Duration(float64(plan.N) * plan.BinSeconds * float64(time.Second)))
-	time.Sleep(time.Until(windowEnd) + 2*time.Second)
-	if _, err := sendJSON(hc, "DELETE", inj+"/v1/leases/"+lease.ID, nil, &lease); err != nil {
-		t.Fatal(err)
-	}
+	t.Logf("capacity:db: %s after %v (%s)", ex.Phase, time.Since(begun).Round(time.Second), ex.Reason)
 	quota, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
 	if got := strings.TrimSpace(string(quota)); got != strconv.Itoa(int(capOperating*capPeriodUs)) {
-		t.Errorf("after the lease the quota is %s, want %d restored", got, int(capOperating*capPeriodUs))
+		t.Errorf("after the experiment the quota is %s, want %d restored", got, int(capOperating*capPeriodUs))
 	}
-	t.Logf("lease %s ended %s: withheld %.3f of %.2f cores, stats %v", lease.ID, lease.State, a, capOperating, lease.Stats)
-	m, err := gradient.Measure(plan, load.between(waveStart.Add(-time.Second), windowEnd.Add(time.Second)), gradient.Injection{
-		Start: float64(waveStart.UnixNano()) / 1e9, FrequencyHz: plan.FrequencyHz, AmplitudeMs: a, ActualMeanDelayMs: a,
-		Element: "capacity:" + group, Basis: &basis,
-	})
-	if err != nil {
-		t.Fatal(err)
+	if ex.Phase != "done" || len(ex.Gradients) == 0 {
+		t.Fatalf("experiment ended %s (%s) with %d gradients", ex.Phase, ex.Reason, len(ex.Gradients))
 	}
-	g, ok := m.Transactions["work"]
-	if !ok {
-		t.Fatalf("no gradient: %v", m.Errors)
+	var res gradient.Result
+	if err := json.Unmarshal(ex.Detail, &res); err == nil && len(res.Elements) > 0 {
+		el := res.Elements[0]
+		td := math.NaN()
+		for _, v := range el.TimeDomain {
+			td = v.Gradient
+		}
+		t.Logf("plan: bins %.3f s, k_d %d of N %d, A_d %.2f ms; adaptive A⁰ %.3f (rough %v), active amplitude %.3f of %.2f cores; on/off comparator %.1f",
+			res.Plan.BinSeconds, res.Plan.Kd, res.Plan.N, res.Plan.AmplitudeMs, el.AdaptiveAmplitude, el.Rough != nil && el.Rough.Significant, el.Amplitude, capOperating, td)
 	}
-	td := math.NaN()
-	if g.TimeDomain != nil {
-		td = g.TimeDomain.Gradient
+	g := ex.Gradients[0]
+	if g.Basis == nil || g.Basis.Kind != "capacity" {
+		t.Fatalf("gradient %+v has no capacity basis", g)
 	}
-	t.Logf("capacity gradient %.1f ms per basis unit, ci95 [%.1f, %.1f], snr %.1f (prior α = %.1f); on/off comparator %.1f; perturbation %.2f ms = %.2fσ",
-		g.Gradient, g.CI95[0], g.CI95[1], g.SNR, prior, td, g.PerturbationMs, g.PerturbationMs/plan.ResponseTime.StdMs)
+	basis := gradient.Basis{Kind: gradient.KindCapacity, Operating: g.Basis.Operating, FrequencyMHz: g.Basis.FrequencyMHz, Alpha: g.Basis.Alpha, Workload: g.Basis.Workload}
+	t.Logf("capacity gradient of %s: %.0f ms·MHz, ci95 [%.0f, %.0f], snr %.1f, perturbation %.2f ms; basis α·w %.0f MHz (utilization %.2f of %.2f cores)",
+		g.Transaction, g.Gradient, g.CI95[0], g.CI95[1], g.SNR, g.PerturbationMs, basis.Alpha*basis.Workload, basis.Utilization(), capOperating)
 
 	// Fixed quotas: the measured response time at each against b(c).
 	type level struct{ cores, b, ms, n float64 }
@@ -309,16 +316,18 @@ replication: none
 			baseline = l
 		}
 	}
-	grads := m.Gradients()
 	for _, l := range levels {
 		if !unseen[l.cores] {
 			t.Logf("quota %.2f cores: b %.6f, measured %.2f ms (n=%.0f)", l.cores, l.b, l.ms, l.n)
 			continue
 		}
-		p, err := gradient.Predict("work", baseline.ms, 0, grads, []gradient.Change{{Element: "capacity:" + group, Absolute: true, Value: l.cores}})
-		if err != nil {
-			t.Fatal(err)
+		var pred api.Prediction
+		req := api.PredictRequest{BaselineMs: map[string]float64{g.Transaction: baseline.ms},
+			Changes: []api.Change{{Element: "capacity:db", Delta: l.cores - capOperating}}}
+		if _, err := sendJSON(hc, "POST", apiBase+api.PathPredict, req, &pred); err != nil || len(pred.Transactions) != 1 {
+			t.Fatalf("predict at %.2f cores: %v (%+v)", l.cores, err, pred)
 		}
+		p := pred.Transactions[0]
 		rel := (p.PredictedMs - l.ms) / l.ms
 		t.Logf("quota %.2f cores (unseen): b %.6f, predicted %.2f ms [%.2f, %.2f], measured %.2f ms (n=%.0f): %+.1f%%",
 			l.cores, l.b, p.PredictedMs, p.CI95[0], p.CI95[1], l.ms, l.n, 100*rel)

@@ -402,6 +402,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	hp := func(a fmt.Stringer, port int) string { return fmt.Sprintf("%s:%d", a, port) }
 	app1, app2 := hp(webApp.BAddr, gradApp1Port), hp(webApp.BAddr, gradApp2Port)
 	dbFromApp, dbFromWorker := hp(appDB.BAddr, gradDBPort), hp(webDB.BAddr, gradDBPort)
+	t.Logf("the worker calls db at %s; the coordinator must find it in the traces", dbFromWorker)
 	injA := fmt.Sprintf("http://127.0.0.1:%d", gradInjPort)
 	injB := "http://" + hp(webApp.BAddr, gradInjPort)
 
@@ -440,7 +441,8 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 					"app->db":    map[string]any{"address": dbFromApp, "injector": injB},
 					"web->app-1": map[string]any{"address": app1},
 					"web->app-2": map[string]any{"address": app2},
-					"worker->db": map[string]any{"address": dbFromWorker},
+					// worker->db has no entry: the coordinator takes the
+					// address from the worker's spans (dbFromWorker).
 				},
 			},
 		}},

@@ -110,9 +110,14 @@ type ExperimentsConfig struct {
 	// Token, when set, is sent to the injectors as a bearer token.
 	Token configopaque.String `mapstructure:"token"`
 	// Links gives, per "source->target", the address a delay lease matches
-	// and the injector on the caller's host. A link without an entry can
-	// only be measured when its target is itself host:port.
+	// and the injector on the caller's host. A link without an entry takes
+	// the address its caller's CLIENT spans called the target at most
+	// (server.address and server.port, learned from the traces) and the
+	// default injector; a target that is itself host:port is its address.
 	Links map[string]ExperimentLink `mapstructure:"links"`
+	// Capacities names the cgroups whose CPU capacity "capacity:<name>"
+	// experiments perturb (paper 003 §III-C).
+	Capacities map[string]ExperimentCapacity `mapstructure:"capacities"`
 	// FrontServices are the services whose SERVER spans are the measured
 	// transactions; empty means the root span of every trace.
 	FrontServices []string `mapstructure:"front_services"`
@@ -151,7 +156,53 @@ type ExperimentLink struct {
 	Injector string `mapstructure:"injector"`
 }
 
+// ExperimentCapacity is one node whose CPU capacity can be perturbed: a
+// cgroup the injector's capacity lease withholds a fraction of, and the
+// process inside it whose CPU readings (hostmetrics process.cpu.utilization)
+// give the demand α·w of the basis 1/(c·f − α·w).
+type ExperimentCapacity struct {
+	// Injector overrides experiments.injector for this node.
+	Injector string `mapstructure:"injector"`
+	// Cgroup is the cgroup's path below the injector's cgroup_root.
+	Cgroup string `mapstructure:"cgroup"`
+	// Cores is c, the capacity the cgroup is allotted now, in CPUs.
+	Cores float64 `mapstructure:"cores"`
+	// FrequencyMHz is f, one CPU's speed; default core_mhz.
+	FrequencyMHz float64 `mapstructure:"frequency_mhz"`
+	// Machine and Process name the CPU readings of the process in the
+	// cgroup: its host.name (or host_name) and process.executable.name.
+	Machine string `mapstructure:"machine"`
+	Process string `mapstructure:"process"`
+	// InitialFraction is A⁰, the fraction withheld in the adaptive phase
+	// (default 0.05); MaxFraction caps every amplitude (default 0.3).
+	InitialFraction float64 `mapstructure:"initial_fraction"`
+	MaxFraction     float64 `mapstructure:"max_fraction"`
+}
+
 func (c ExperimentsConfig) validate(bad func(field, format string, args ...any)) {
+	for name, cp := range c.Capacities {
+		f := "experiments.capacities." + name
+		if cp.Injector != "" {
+			if err := checkURL(cp.Injector); err != nil {
+				bad(f+".injector", "%v", err)
+			}
+		}
+		if strings.TrimSpace(cp.Cgroup) == "" {
+			bad(f+".cgroup", "is required")
+		}
+		if !(cp.Cores > 0) {
+			bad(f+".cores", "must be > 0, got %v", cp.Cores)
+		}
+		if cp.FrequencyMHz < 0 {
+			bad(f+".frequency_mhz", "must be ≥ 0, got %v", cp.FrequencyMHz)
+		}
+		if cp.Machine == "" || cp.Process == "" {
+			bad(f, "machine and process are required: their CPU readings give the demand α·w")
+		}
+		if cp.InitialFraction < 0 || cp.InitialFraction >= 1 || cp.MaxFraction < 0 || cp.MaxFraction >= 1 {
+			bad(f, "initial_fraction and max_fraction must be in [0, 1), got %v and %v", cp.InitialFraction, cp.MaxFraction)
+		}
+	}
 	if c.Injector != "" {
 		if err := checkURL(c.Injector); err != nil {
 			bad("experiments.injector", "%v", err)

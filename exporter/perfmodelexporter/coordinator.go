@@ -231,6 +231,41 @@ func (e *engine) abortExperiment(r *http.Request, _ url.Values) (any, error) {
 	return run.snapshot(), nil
 }
 
+// capacityBasis is the basis 1/(c·f − α·w) of a capacity element at its
+// configured operating point, with α·w the demand its process's CPU
+// readings show now: the mean process.cpu.utilization over the open
+// windows (a share of the machine) times the machine's capacity in MHz.
+func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
+	f := cp.FrequencyMHz
+	if f == 0 {
+		f = e.cfg.CoreMHz
+	}
+	if !(f > 0) {
+		return gradient.Basis{}, errors.New("no CPU speed: set frequency_mhz or core_mhz")
+	}
+	key := model.ProcessKey(cp.Machine, cp.Process)
+	var share, machine model.CPUStats
+	e.mu.Lock()
+	for _, w := range e.windows {
+		if c, ok := w.CPU[key]; ok {
+			share.Merge(c)
+		}
+		if c, ok := w.CPU[cp.Machine]; ok {
+			machine.Merge(c)
+		}
+	}
+	e.mu.Unlock()
+	if share.Samples == 0 {
+		return gradient.Basis{}, fmt.Errorf("no process.cpu.utilization readings of %q on %q in the open windows: the demand α·w is unknown", cp.Process, cp.Machine)
+	}
+	machineMHz := e.capacity(cp.Machine, &machine)
+	if !(machineMHz > 0) {
+		return gradient.Basis{}, fmt.Errorf("no capacity for machine %q: set machine_capacity_mhz or capacity_mhz (frequency × logical CPUs)", cp.Machine)
+	}
+	b := gradient.Basis{Kind: gradient.KindCapacity, Operating: cp.Cores, FrequencyMHz: f, Alpha: share.Mean() * machineMHz, Workload: 1}
+	return b, b.Validate()
+}
+
 // linkTarget is where a link's delay lease applies and which injector runs it.
 type linkTarget struct {
 	proto, host string
@@ -245,20 +280,56 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	if !ok || name == "" {
 		return nil, badf("element: want link:<source>-><target>, frequency:<machine> or capacity:<machine>, got %q", req.Element)
 	}
-	if kind != "link" {
-		return nil, badf("element: %q: only link elements can be measured by this coordinator", req.Element)
+	var (
+		element gradient.Element
+		target  injTarget
+		injURL  string
+	)
+	switch kind {
+	case "link":
+		src, dst, ok := strings.Cut(name, "->")
+		if !ok || src == "" || dst == "" {
+			return nil, badf("element: want link:<source>-><target>, got %q", req.Element)
+		}
+		e.mu.Lock()
+		discovered := e.links.addresses(src, dst)
+		known := e.links.names()
+		e.mu.Unlock()
+		lt, err := xc.linkTarget(name, dst, discovered, known)
+		if err != nil {
+			return nil, badf("element %q: %v", req.Element, err)
+		}
+		injURL = firstNonEmpty(req.Injector, lt.injector, xc.Injector)
+		target = injTarget{Link: &injLink{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
+		element = gradient.Element{
+			ID: req.Element, Basis: gradient.Link(),
+			MinAmplitude: float64(xc.MinDelay) / float64(time.Millisecond),
+			MaxAmplitude: float64(xc.MaxDelay) / float64(time.Millisecond),
+		}
+	case "capacity":
+		cp, ok := xc.Capacities[name]
+		if !ok {
+			return nil, badf("element %q: no experiments.capacities[%q] names its cgroup and process", req.Element, name)
+		}
+		basis, err := e.capacityBasis(cp)
+		if err != nil {
+			return nil, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", req.Element, err)}
+		}
+		injURL = firstNonEmpty(req.Injector, cp.Injector, xc.Injector)
+		target = injTarget{Cgroup: cp.Cgroup}
+		a0, maxA := cp.InitialFraction, cp.MaxFraction
+		if a0 == 0 {
+			a0 = 0.05
+		}
+		if maxA == 0 {
+			maxA = 0.3
+		}
+		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: min(a0, maxA), MinAmplitude: 0.01, MaxAmplitude: maxA}
+	default:
+		return nil, badf("element: %q: the coordinator measures link:<source>-><target> and capacity:<name> elements", req.Element)
 	}
-	src, dst, ok := strings.Cut(name, "->")
-	if !ok || src == "" || dst == "" {
-		return nil, badf("element: want link:<source>-><target>, got %q", req.Element)
-	}
-	target, err := xc.linkTarget(name, dst)
-	if err != nil {
-		return nil, badf("element %q: %v", req.Element, err)
-	}
-	injURL := firstNonEmpty(req.Injector, target.injector, xc.Injector)
 	if injURL == "" {
-		return nil, badf("injector: no injector URL in the request, experiments.links[%q] or experiments.injector", name)
+		return nil, badf("injector: no injector URL in the request, the element's configuration or experiments.injector")
 	}
 	if err := checkURL(injURL); err != nil {
 		return nil, badf("injector: %v", err)
@@ -291,19 +362,15 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	}
 	id := newExperimentID()
 	gcfg := gradient.Config{
-		ID:    id,
-		Train: train,
-		Elements: []gradient.Element{{
-			ID: req.Element, Basis: gradient.Link(),
-			MinAmplitude: float64(xc.MinDelay) / float64(time.Millisecond),
-			MaxAmplitude: float64(xc.MaxDelay) / float64(time.Millisecond),
-		}},
+		ID:       id,
+		Train:    train,
+		Elements: []gradient.Element{element},
 		Lateness: lateness,
 		Guard:    gradient.Guard{P99Ms: p99},
 	}
 	now := time.Now()
 	run := &runner{
-		x: e.experiments, id: id, element: req.Element, link: target, gcfg: gcfg,
+		x: e.experiments, id: id, element: req.Element, target: target, gcfg: gcfg,
 		inj:     newInjectorClient(injURL, string(xc.Token), xc.RequestTimeout),
 		samples: make(chan spectral.Sample, xc.SampleBuffer),
 		stopCh:  make(chan struct{}),
@@ -315,14 +382,21 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	return run, nil
 }
 
-func (c ExperimentsConfig) linkTarget(link, dst string) (linkTarget, error) {
+func (c ExperimentsConfig) linkTarget(link, dst string, discovered, known []string) (linkTarget, error) {
 	addr, inj := dst, ""
 	if l, ok := c.Links[link]; ok {
 		addr, inj = l.Address, l.Injector
+	} else if len(discovered) > 0 {
+		// The address the caller's spans called the callee at most often.
+		addr = discovered[0]
 	}
 	t, err := parseLinkAddress(addr)
 	if err != nil {
-		return t, fmt.Errorf("no address for the link: set experiments.links[%q].address (%v)", link, err)
+		if len(known) > 20 {
+			known = append(known[:20:20], "…")
+		}
+		return t, fmt.Errorf("no address for the link: the traces show no call on it with server.address and server.port (links seen: %s), and experiments.links[%q].address is not set (%v)",
+			strings.Join(known, ", "), link, err)
 	}
 	t.injector = inj
 	return t, nil
@@ -388,7 +462,7 @@ type runner struct {
 	x       *experiments
 	id      string
 	element string
-	link    linkTarget
+	target  injTarget // what the element's leases perturb
 	gcfg    gradient.Config
 	inj     *injectorClient
 	samples chan spectral.Sample
@@ -557,7 +631,8 @@ type injLeaseRequest struct {
 }
 
 type injTarget struct {
-	Link *injLink `json:"link,omitempty"`
+	Link   *injLink `json:"link,omitempty"`
+	Cgroup string   `json:"cgroup,omitempty"`
 }
 
 type injLink struct {
@@ -600,7 +675,7 @@ type injPhase struct {
 func (r *runner) startLease(a gradient.Action) error {
 	body := injLeaseRequest{
 		Kind:   a.LeaseKind,
-		Target: injTarget{Link: &injLink{Proto: r.link.proto, Dst: r.link.host, DstPort: r.link.port, Direction: "out"}},
+		Target: r.target,
 		Wave: injWave{Amplitude: a.Amplitude, Period: a.Period.String(), Cycles: a.Cycles,
 			Start: a.Start.UTC(), Single: a.Single},
 		Duration: a.Duration.Round(time.Millisecond).String(),
@@ -731,12 +806,16 @@ func gradientsOf(id string, res gradient.Result) []api.Gradient {
 		if el.Status != "done" {
 			continue
 		}
+		var basis *api.Basis
+		if b := el.Basis; b.Kind != gradient.KindLink {
+			basis = &api.Basis{Kind: string(b.Kind), Operating: b.Operating, FrequencyMHz: b.FrequencyMHz, Alpha: b.Alpha, Workload: b.Workload}
+		}
 		for _, tx := range sortedKeys(el.Transactions) {
 			est := el.Transactions[tx]
 			out = append(out, api.Gradient{
 				Element: el.Element, Transaction: tx, Gradient: est.Gradient, CI95: est.CI95,
 				SNR: est.SNR, Bins: est.Bins, PerturbationMs: est.PerturbationMs,
-				Experiment: id, Measured: el.WindowEnd.Unix(),
+				Experiment: id, Measured: el.WindowEnd.Unix(), Basis: basis,
 			})
 		}
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/injector"
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/model"
 )
 
 func TestExperimentsConfigLoads(t *testing.T) {
@@ -419,4 +420,38 @@ func TestInjectedDelayFromPhaseSplit(t *testing.T) {
 	if !ok || math.Abs(mean-0.26*0.25/0.13) > 1e-9 {
 		t.Errorf("no split: got %v (%v)", mean, ok)
 	}
+}
+
+// A capacity element needs its cgroup configured and its process's CPU
+// readings: without them the request is refused with the reason, and with
+// them the basis is 1/(c·f − α·w) with α·w = the process's share of the
+// machine times the machine's capacity.
+func TestCapacityElementBasis(t *testing.T) {
+	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
+		c.CapacityMHz = 4000 // 2 CPUs of 2000 MHz
+		c.CoreMHz = 2000
+		c.Experiments.Injector = "http://127.0.0.1:1"
+		c.Experiments.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "tierscope/db", Cores: 0.5, Machine: "m1", Process: "tbdb"}}
+	})
+	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"capacity:nope"}`, nil))
+	require.Equal(t, http.StatusUnprocessableEntity, te.send("POST", api.PathExperiments, `{"element":"capacity:db"}`, nil))
+	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"frequency:m1"}`, nil))
+
+	te.mu.Lock()
+	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.1, 0, 0) // 0.1 of 4000 MHz
+	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.2, 0, 0)
+	te.mu.Unlock()
+	b, err := te.capacityBasis(te.cfg.Experiments.Capacities["db"])
+	require.NoError(t, err)
+	require.InDelta(t, 600, b.Alpha*b.Workload, 1e-9) // 0.15 · 4000 MHz
+	require.InDelta(t, 0.5, b.Operating, 0)
+	require.InDelta(t, 2000, b.FrequencyMHz, 0)
+	require.InDelta(t, 0.6, b.Utilization(), 1e-9) // 600 of 0.5 · 2000 MHz
+
+	// Past saturation there is no basis.
+	te.mu.Lock()
+	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.9, 0, 0)
+	te.mu.Unlock()
+	_, err = te.capacityBasis(te.cfg.Experiments.Capacities["db"])
+	require.ErrorContains(t, err, "saturates")
 }

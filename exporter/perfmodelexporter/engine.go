@@ -44,6 +44,7 @@ type engine struct {
 	lastEarly    int64
 	lastDropped  int64
 	book         *stitch.AddressBook // address → service, learned from answered calls
+	links        *linkBook           // caller→callee → addresses, for link experiments
 	byID         map[uint64]int32    // scratch for resolvePeers
 	answered     []bool              // scratch for resolvePeers
 	openReported int64
@@ -81,6 +82,7 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 		asm:     model.NewAssembler(int64(cfg.TraceWait), cfg.MaxOpenTraces, cfg.MaxSpansPerTrace),
 		windows: map[int64]*model.Window{},
 		book:    stitch.NewAddressBook(10000),
+		links:   newLinkBook(),
 		byID:    map[uint64]int32{},
 	}
 	e.experiments = newExperiments(e)
@@ -324,17 +326,21 @@ func (e *engine) resolvePeers(spans []model.Span) {
 		}
 		if p, ok := e.byID[s.ParentID]; ok && spans[p].Kind == model.KindClient {
 			e.book.Learn(spans[p].PeerAddress, s.Service)
+			e.links.learn(spans[p].Service, s.Service, spans[p].PeerAddress)
 			answered[p] = true
 		}
 	}
 	for i := range spans {
 		s := &spans[i]
-		if s.Kind != model.KindClient || s.Database || s.PeerAddress == "" || answered[i] {
+		if s.Kind != model.KindClient || s.PeerAddress == "" || answered[i] {
 			continue
 		}
-		if svc := e.book.Resolve(s.PeerAddress); svc != "" {
-			s.Peer = svc
+		if !s.Database {
+			if svc := e.book.Resolve(s.PeerAddress); svc != "" {
+				s.Peer = svc
+			}
 		}
+		e.links.learn(s.Service, s.Peer, s.PeerAddress)
 	}
 }
 

@@ -2,7 +2,6 @@ package perfmodelexporter
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -112,16 +111,21 @@ func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
 	}
 	var grads []gradient.Gradient
 	for _, g := range stored {
-		if !strings.HasPrefix(g.Element, "link:") {
-			continue // frequency and capacity bases need their operating point, not stored yet
+		basis := gradient.Link()
+		if g.Basis != nil {
+			basis = gradient.Basis{Kind: gradient.Kind(g.Basis.Kind), Operating: g.Basis.Operating, FrequencyMHz: g.Basis.FrequencyMHz,
+				Alpha: g.Basis.Alpha, Workload: g.Basis.Workload}
 		}
-		grads = append(grads, gradient.Gradient{Element: g.Element, Transaction: g.Transaction, Basis: gradient.Basis{Kind: gradient.KindLink},
+		if basis.Validate() != nil {
+			continue
+		}
+		grads = append(grads, gradient.Gradient{Element: g.Element, Transaction: g.Transaction, Basis: basis,
 			Gradient: g.Gradient, StdErr: (g.CI95[1] - g.CI95[0]) / (2 * 1.959964)})
 	}
 	changes := make([]gradient.Change, len(req.Changes))
 	for i, c := range req.Changes {
-		if !strings.HasPrefix(c.Element, "link:") {
-			return nil, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("change %q: only link elements can be predicted from stored gradients", c.Element)}
+		if !(c.Delta == c.Delta) || math.IsInf(c.Delta, 0) {
+			return nil, badf("changes[%d].delta: must be a number, got %v", i, c.Delta)
 		}
 		changes[i] = gradient.Change{Element: c.Element, Delta: c.Delta}
 	}

@@ -239,6 +239,20 @@ type Gradient struct {
 	PerturbationMs float64    `json:"perturbation_ms"`
 	Experiment     string     `json:"experiment,omitempty"`
 	Measured       int64      `json:"measured"` // unix seconds
+	// Basis is what the gradient is with respect to: absent for a link (ms
+	// of latency); for capacity, 1/(c·f − α·w) at the operating point c.
+	Basis *Basis `json:"basis,omitempty"`
+}
+
+// Basis is a gradient's basis function and its operating point (paper 003
+// §III): kind cpufreq is 1/(f − α·w), kind capacity 1/(c·f − α·w), with
+// α·w = alpha·workload the demand in MHz.
+type Basis struct {
+	Kind         string  `json:"kind"`
+	Operating    float64 `json:"operating"`
+	FrequencyMHz float64 `json:"frequency_mhz,omitempty"`
+	Alpha        float64 `json:"alpha"`
+	Workload     float64 `json:"workload"`
 }
 
 // PredictRequest is POST /api/v1/predict (also GET with repeated `change`
