@@ -366,6 +366,7 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		Train:    train,
 		Elements: []gradient.Element{element},
 		Lateness: lateness,
+		MinSNR:   xc.MinSNR,
 		Guard:    gradient.Guard{P99Ms: p99},
 	}
 	now := time.Now()

@@ -48,7 +48,7 @@ func createDefaultConfig() component.Config {
 		},
 		Experiments: ExperimentsConfig{
 			K: spectral.DefaultK, N: spectral.DefaultN, Chunks: spectral.DefaultChunks, Scale: spectral.DefaultScale,
-			MaxDelay: 100 * time.Millisecond, MinDelay: time.Millisecond, MaxConcurrent: 1,
+			MaxDelay: 100 * time.Millisecond, MinDelay: time.Millisecond, MinSNR: 6, MaxConcurrent: 1,
 			RequestTimeout: 5 * time.Second, SampleBuffer: 1 << 16,
 		},
 	}

@@ -140,7 +140,18 @@ type Config struct {
 	GradientFloor float64
 	// MaxGrowth bounds the active amplitude to MaxGrowth·A⁰ (default 20).
 	MaxGrowth float64
-	Guard     Guard
+	// MinSNR, when > 0, is the least SNR the target transaction's spike
+	// must reach in the active phase. Below it the element is measured once
+	// more, its amplitude scaled by the shortfall (at most RemeasureGrowth
+	// times, within the element's bounds), and the new window's result
+	// replaces the first. The rough gradient of one cycle can be far off in
+	// noise that is not white, and then A_d/g′ leaves the spike in the
+	// noise; the active window's own SNR tells.
+	MinSNR float64
+	// RemeasureGrowth bounds the remeasured amplitude to this many times
+	// the first (default 3).
+	RemeasureGrowth float64
+	Guard           Guard
 	// MaxTransactions bounds the series kept (default 64); samples of
 	// further transactions are counted and dropped.
 	MaxTransactions int
@@ -172,6 +183,9 @@ func (c *Config) defaults() {
 	}
 	if c.GradientFloor == 0 {
 		c.GradientFloor = 0.1
+	}
+	if c.RemeasureGrowth == 0 {
+		c.RemeasureGrowth = 3
 	}
 	if c.MaxGrowth == 0 {
 		c.MaxGrowth = 20
@@ -225,6 +239,8 @@ func (c Config) Validate() error {
 		return errors.New("experiment: durations must be ≥ 0 (lease margin > 0)")
 	case !(c.AdaptiveFraction > 0) || !(c.GradientFloor > 0) || !(c.MaxGrowth >= 1):
 		return errors.New("experiment: adaptive fraction and gradient floor must be > 0, max growth ≥ 1")
+	case !(c.MinSNR >= 0) || !(c.RemeasureGrowth >= 1):
+		return errors.New("experiment: min SNR must be ≥ 0 and remeasure growth ≥ 1")
 	case c.Guard.P99Ms < 0 || c.Guard.Window <= 0 || c.Guard.MinSamples < 1:
 		return errors.New("experiment: guard needs p99 ≥ 0, a window > 0 and min samples ≥ 1")
 	}
@@ -350,10 +366,11 @@ type Experiment struct {
 	plan      *spectral.Plan
 
 	// Elements.
-	idx     int
-	cur     *run
-	results []ElementResult
-	seq     int
+	idx        int
+	cur        *run
+	results    []ElementResult
+	seq        int
+	remeasured bool // the current element's active phase ran twice
 
 	guard   guardWindow
 	dropped int
@@ -503,6 +520,9 @@ func (x *Experiment) step(t float64) ([]Action, bool) {
 			return append(acts, x.finishAdaptive(t)...), true
 		}
 		x.finishActive()
+		if more, ok := x.remeasure(t); ok {
+			return append(acts, more...), true
+		}
 		return append(acts, x.nextElement(t)...), true
 	}
 	return acts, false
@@ -798,8 +818,33 @@ func (x *Experiment) failElement(t float64, msg string) []Action {
 	return x.nextElement(t)
 }
 
+// remeasure starts a second active phase when the target's spike stayed
+// under MinSNR (see Config.MinSNR), once per element.
+func (x *Experiment) remeasure(t float64) ([]Action, bool) {
+	res := &x.results[x.idx]
+	est, ok := res.Transactions[x.cfg.Target]
+	if x.cfg.MinSNR <= 0 || x.remeasured || res.Status != "done" || !ok || est.SNR >= x.cfg.MinSNR {
+		return nil, false
+	}
+	e := x.cfg.Elements[x.idx]
+	first := res.Amplitude
+	// SNR grows with the amplitude: aim a quarter above the bound.
+	growth := math.Min(x.cfg.RemeasureGrowth, 1.25*x.cfg.MinSNR/math.Max(est.SNR, 0.1))
+	a := x.clampAmplitude(e, first*growth, math.Inf(1))
+	if !(a > 1.05*first) {
+		res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f, but the amplitude %.4g cannot grow", est.SNR, x.cfg.MinSNR, first))
+		return nil, false
+	}
+	x.remeasured = true
+	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f at amplitude %.4g (gradient %.3f); measured again at %.4g",
+		est.SNR, x.cfg.MinSNR, first, est.Gradient, a))
+	res.Status, res.Transactions, res.TimeDomain, res.Errors = "pending", nil, nil, nil
+	return x.startActive(t, a), true
+}
+
 func (x *Experiment) nextElement(t float64) []Action {
 	x.cur = nil
+	x.remeasured = false
 	x.idx++
 	return x.startElement(t)
 }

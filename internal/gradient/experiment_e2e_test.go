@@ -424,3 +424,23 @@ func TestExperimentConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A target spike under MinSNR is measured once more at a larger amplitude,
+// and the second window's estimate is the result.
+func TestExperimentRemeasuresLowSNR(t *testing.T) {
+	s, err := sim.New(sim.Patterns(3, 0.1, 0.03))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A tiny fixed amplitude leaves the spike in the noise.
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 8,
+		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100}}})
+	run(t, &sim.Driver{Sim: s, X: x}, 30000)
+	el := x.Result().Elements[0]
+	e := el.Transactions["Sync"]
+	if len(el.Notes) != 1 || !strings.Contains(el.Notes[0], "measured again") || el.Amplitude <= 2 || el.Amplitude > 6 {
+		t.Fatalf("notes %v, amplitude %v: want one remeasure at up to 3× the first", el.Notes, el.Amplitude)
+	}
+	t.Logf("%v; gradient %.3f, SNR %.1f", el.Notes, e.Gradient, e.SNR)
+	within(t, "Sync after remeasuring", e.Gradient, 1, 0.15)
+}
