@@ -139,8 +139,9 @@ type ExperimentsConfig struct {
 	// that small is lost in the response time's noise.
 	MinDelay time.Duration `mapstructure:"min_delay"`
 	// MinSNR is the least SNR of the target transaction's spike; below it
-	// an element is measured once more with up to 3 times the amplitude
-	// (0 turns it off). At SNR 6 the estimate's standard error is ~12%.
+	// an element is measured once more with up to 3 times the amplitude and
+	// the two windows' estimates are combined (0 turns it off). At SNR 6 the
+	// estimate's standard error is ~12%.
 	MinSNR float64 `mapstructure:"min_snr"`
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`

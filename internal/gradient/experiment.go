@@ -143,10 +143,10 @@ type Config struct {
 	// MinSNR, when > 0, is the least SNR the target transaction's spike
 	// must reach in the active phase. Below it the element is measured once
 	// more, its amplitude scaled by the shortfall (at most RemeasureGrowth
-	// times, within the element's bounds), and the new window's result
-	// replaces the first. The rough gradient of one cycle can be far off in
-	// noise that is not white, and then A_d/g′ leaves the spike in the
-	// noise; the active window's own SNR tells.
+	// times, within the element's bounds), and each transaction's two
+	// estimates are combined by inverse variance. The rough gradient of one
+	// cycle can be far off in noise that is not white, and then A_d/g′
+	// leaves the spike in the noise; the active window's own SNR tells.
 	MinSNR float64
 	// RemeasureGrowth bounds the remeasured amplitude to this many times
 	// the first (default 3).
@@ -370,7 +370,8 @@ type Experiment struct {
 	cur        *run
 	results    []ElementResult
 	seq        int
-	remeasured bool // the current element's active phase ran twice
+	remeasured bool                         // the current element's active phase ran twice
+	first      map[string]spectral.Estimate // its first window's estimates
 
 	guard   guardWindow
 	dropped int
@@ -797,6 +798,9 @@ func (x *Experiment) finishActive() {
 		if sd := x.plan.Transactions[tx].StdMs; sd > 0 {
 			est.PerturbationOverStd = est.PerturbationMs / sd
 		}
+		if f, ok := x.first[tx]; ok {
+			est = combine(f, est)
+		}
 		res.Transactions[tx] = est
 		if td, err := spectral.OnOffBins(b, r.waveStart, r.period, delta); err == nil {
 			res.TimeDomain[tx] = td
@@ -818,6 +822,24 @@ func (x *Experiment) failElement(t float64, msg string) []Action {
 	return x.nextElement(t)
 }
 
+// combine merges a transaction's estimates from two active windows by
+// inverse variance: the gradient, its standard error and interval are
+// combined, the SNRs add in quadrature, and the rest is the second window's.
+func combine(a, b spectral.Estimate) spectral.Estimate {
+	if !(a.StdErr > 0) || !(b.StdErr > 0) {
+		return b
+	}
+	wa, wb := 1/(a.StdErr*a.StdErr), 1/(b.StdErr*b.StdErr)
+	out := b
+	out.Gradient = (wa*a.Gradient + wb*b.Gradient) / (wa + wb)
+	out.StdErr = 1 / math.Sqrt(wa+wb)
+	out.SNR = math.Hypot(a.SNR, b.SNR)
+	out.Significant = out.SNR >= spectral.SignificantSNR
+	out.CI95 = [2]float64{math.Max(0, out.Gradient-z95*out.StdErr), out.Gradient + z95*out.StdErr}
+	out.Samples = a.Samples + b.Samples
+	return out
+}
+
 // remeasure starts a second active phase when the target's spike stayed
 // under MinSNR (see Config.MinSNR), once per element.
 func (x *Experiment) remeasure(t float64) ([]Action, bool) {
@@ -836,6 +858,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		return nil, false
 	}
 	x.remeasured = true
+	x.first = res.Transactions
 	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f at amplitude %.4g (gradient %.3f); measured again at %.4g",
 		est.SNR, x.cfg.MinSNR, first, est.Gradient, a))
 	res.Status, res.Transactions, res.TimeDomain, res.Errors = "pending", nil, nil, nil
@@ -844,7 +867,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 
 func (x *Experiment) nextElement(t float64) []Action {
 	x.cur = nil
-	x.remeasured = false
+	x.remeasured, x.first = false, nil
 	x.idx++
 	return x.startElement(t)
 }

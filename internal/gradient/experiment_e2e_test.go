@@ -426,7 +426,7 @@ func TestExperimentConfigErrors(t *testing.T) {
 }
 
 // A target spike under MinSNR is measured once more at a larger amplitude,
-// and the second window's estimate is the result.
+// and the two windows' estimates are combined by inverse variance.
 func TestExperimentRemeasuresLowSNR(t *testing.T) {
 	s, err := sim.New(sim.Patterns(3, 0.1, 0.03))
 	if err != nil {
@@ -442,5 +442,8 @@ func TestExperimentRemeasuresLowSNR(t *testing.T) {
 		t.Fatalf("notes %v, amplitude %v: want one remeasure at up to 3× the first", el.Notes, el.Amplitude)
 	}
 	t.Logf("%v; gradient %.3f, SNR %.1f", el.Notes, e.Gradient, e.SNR)
+	if e.SNR <= 2 || e.Samples < 2*e.Bins {
+		t.Errorf("combined estimate: SNR %.1f, %d samples over %d bins: want both windows", e.SNR, e.Samples, e.Bins)
+	}
 	within(t, "Sync after remeasuring", e.Gradient, 1, 0.15)
 }
