@@ -849,6 +849,11 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		return nil, false
 	}
 	e := x.cfg.Elements[x.idx]
+	if e.Basis.Kind == KindLink && est.CI95[1] < x.cfg.GradientFloor {
+		// The link does not matter to the target (an asynchronous hop, say):
+		// its gradient is pinned near 0, which no amplitude would sharpen.
+		return nil, false
+	}
 	first := res.Amplitude
 	// SNR grows with the amplitude: aim a quarter above the bound.
 	growth := math.Min(x.cfg.RemeasureGrowth, 1.25*x.cfg.MinSNR/math.Max(est.SNR, 0.1))

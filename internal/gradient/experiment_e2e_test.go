@@ -447,3 +447,19 @@ func TestExperimentRemeasuresLowSNR(t *testing.T) {
 	}
 	within(t, "Sync after remeasuring", e.Gradient, 1, 0.15)
 }
+
+// A link whose gradient is pinned near 0 is not measured again, however low
+// the SNR of a spike that is not there.
+func TestExperimentNoRemeasureForZeroGradient(t *testing.T) {
+	s, err := sim.New(sim.Patterns(5, 0.1, 0.03))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExperiment(t, gradient.Config{Target: "Async", Train: precise(), MinSNR: 8,
+		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 20, MaxAmplitude: 100}}})
+	run(t, &sim.Driver{Sim: s, X: x}, 30000)
+	el := x.Result().Elements[0]
+	if e := el.Transactions["Async"]; len(el.Notes) != 0 || el.Amplitude != 20 || e.CI95[1] >= 0.1 {
+		t.Errorf("notes %v, amplitude %v, interval %v: want one window at 20 ms with an interval under 0.1", el.Notes, el.Amplitude, e.CI95)
+	}
+}
