@@ -84,10 +84,16 @@ func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.workFactorsWith(r.Context(), q, tr, nil)
+}
+
+// workFactorsWith estimates the work factors of tr. sigs, when not nil, are
+// the range's signatures already computed, which the cross-check reuses.
+func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeRange, sigs []signature.AppSignature) (api.WorkFactors, error) {
 	only := q.Get("machine")
-	wins, err := e.inputs(r.Context(), tr, true, false)
+	wins, err := e.inputs(ctx, tr, true, false)
 	if err != nil {
-		return nil, err
+		return api.WorkFactors{}, err
 	}
 	// Per-process readings (paper 002 §4.6) are far less noisy than the
 	// machine's, which include everything else the machine runs: use them
@@ -104,7 +110,7 @@ func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
 	wcfg.PerProcess = perProcess
 	est, err := workfactor.New(wcfg)
 	if err != nil {
-		return nil, err
+		return api.WorkFactors{}, err
 	}
 	out := api.WorkFactors{TimeRange: tr, Machines: []api.MachineWorkFactors{}}
 	series := map[string]*api.WorkFactorSeries{}
@@ -141,7 +147,7 @@ func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
 		}
 		est2, err := est.AddPeriod(int64(i+1), obs)
 		if err != nil {
-			return nil, err
+			return api.WorkFactors{}, err
 		}
 		last = est2
 		for _, f := range est2.Flows {
@@ -168,9 +174,9 @@ func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
 	if last.MSE != nil {
 		mw.MSE = *last.MSE
 	}
-	services, err := e.serviceTimes(r.Context(), tr)
+	services, err := e.serviceTimes(ctx, tr, sigs)
 	if err != nil {
-		return nil, err
+		return api.WorkFactors{}, err
 	}
 	for _, f := range last.Flows {
 		fw := api.FlowWorkFactor{Flow: f.Flow, Combined: f.Combined}
@@ -253,11 +259,14 @@ func (e *engine) appSignatures(ctx context.Context, tr api.TimeRange) ([]signatu
 }
 
 // serviceTimes maps flow names (service and transaction) to the newest
-// version's service time, for the work-factor cross-check.
-func (e *engine) serviceTimes(ctx context.Context, tr api.TimeRange) (map[string]float64, error) {
-	sigs, err := e.appSignatures(ctx, tr)
-	if err != nil {
-		return nil, err
+// version's service time, for the work-factor cross-check; sigs are
+// computed when nil.
+func (e *engine) serviceTimes(ctx context.Context, tr api.TimeRange, sigs []signature.AppSignature) (map[string]float64, error) {
+	if sigs == nil {
+		var err error
+		if sigs, err = e.appSignatures(ctx, tr); err != nil {
+			return nil, err
+		}
 	}
 	out := map[string]float64{}
 	for _, a := range sigs {

@@ -76,22 +76,31 @@ var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 func escapeLabel(s string) string { return labelEscaper.Replace(s) }
 
-// modelGauges adds the work factors and service times of the last hour.
+// modelGauges adds the work factors and service times of the last hour. The
+// signatures are computed once: the work factors' cross-check reuses them.
 func (e *engine) modelGauges(r *http.Request, b *strings.Builder) {
 	q := url.Values{}
-	if v, err := e.workFactors(r, q); err == nil {
+	tr, err := e.timeRange(q)
+	if err != nil {
+		return
+	}
+	sigs, sigErr := e.appSignatures(r.Context(), tr)
+	if sigErr != nil {
+		sigs = nil // the work factors then try on their own
+	}
+	if v, err := e.workFactorsWith(r.Context(), q, tr, sigs); err == nil {
 		b.WriteString("# HELP tierscope_work_factor_megacycles CPU work factor of each flow over the last hour (paper 002), standard megacycles per request.\n# TYPE tierscope_work_factor_megacycles gauge\n")
-		for _, m := range v.(api.WorkFactors).Machines {
+		for _, m := range v.Machines {
 			for _, f := range m.Flows {
 				fmt.Fprintf(b, "tierscope_work_factor_megacycles{flow=\"%s\"} %g\n", escapeLabel(f.Flow), f.WorkFactor)
 			}
 		}
 	}
-	if v, err := e.signatures(r, q); err == nil {
+	if sigErr == nil {
 		b.WriteString("# HELP tierscope_service_time_ms Load-independent service time of each transaction over the last hour (paper 004).\n# TYPE tierscope_service_time_ms gauge\n")
-		for _, s := range v.(api.Signatures).Signatures {
+		for _, s := range sigs {
 			for _, t := range s.Transactions {
-				if t.ServiceTimeMs != nil {
+				if t.OK() {
 					fmt.Fprintf(b, "tierscope_service_time_ms{service=\"%s\",version=\"%s\",transaction=\"%s\"} %g\n",
 						escapeLabel(s.Service), escapeLabel(s.Version), escapeLabel(t.Transaction), *t.ServiceTimeMs)
 				}
