@@ -202,8 +202,11 @@ type Delayer struct {
 	lastDue  time.Time
 	stopping bool
 	// measurements
-	all, on, off      phaseAcc // every measured packet, and by phase
+	n                 int
+	mean, m2          float64 // Welford, ns
 	min, max          time.Duration
+	reqSum            float64
+	on, off           phaseAcc
 	errSum            float64
 	actual, errs      *stats.LogHistogram
 	errMax            time.Duration
@@ -559,13 +562,18 @@ func (d *Delayer) flush() {
 }
 
 func (d *Delayer) add(x, req time.Duration) { // d.mu held
-	d.all.add(x, req)
-	if d.all.n == 1 || x < d.min {
+	d.n++
+	f := float64(x)
+	delta := f - d.mean
+	d.mean += delta / float64(d.n)
+	d.m2 += delta * (f - d.mean)
+	if d.n == 1 || x < d.min {
 		d.min = x
 	}
 	if x > d.max {
 		d.max = x
 	}
+	d.reqSum += float64(req)
 	if req > 0 {
 		d.on.add(x, req)
 	} else {
@@ -589,17 +597,19 @@ func (d *Delayer) Stats() Stats {
 	defer d.mu.Unlock()
 	us := func(v float64) time.Duration { return time.Duration(v * 1e3) }
 	s := Stats{
-		Min: d.min, Max: d.max,
+		Count: d.n, Mean: time.Duration(d.mean), Min: d.min, Max: d.max,
 		P50: us(d.actual.Quantile(0.5)), P90: us(d.actual.Quantile(0.9)), P99: us(d.actual.Quantile(0.99)),
 		ErrP99: us(d.errs.Quantile(0.99)), ErrMax: d.errMax,
 		HeldForOrder: d.heldForOrder, Flushed: d.flushed, Batches: d.batches,
 		Errors: d.nerr, LastError: d.lastErr, SchedulerCPU: time.Duration(d.schedCPU.Load()),
 		On: d.on.stats(), Off: d.off.stats(),
 	}
-	all := d.all.stats()
-	s.Count, s.Mean, s.Std, s.RequestedMean = all.Count, all.Mean, all.Std, all.RequestedMean
-	if all.Count > 0 {
-		s.ErrMean = time.Duration(d.errSum / float64(all.Count))
+	if d.n > 0 {
+		s.RequestedMean = time.Duration(d.reqSum / float64(d.n))
+		s.ErrMean = time.Duration(d.errSum / float64(d.n))
+	}
+	if d.n > 1 {
+		s.Std = time.Duration(math.Sqrt(d.m2 / float64(d.n-1)))
 	}
 	return s
 }
