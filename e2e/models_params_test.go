@@ -11,13 +11,14 @@ const (
 	// 70 whole periods of 5 s: with 34 (3 minutes) the app tier's six flows
 	// over two processes were often combined and shared one estimate.
 	wfDuration = 6 * time.Minute
-	// Measured with testbed-workfactors.yaml on 2 shared cores: the flows
-	// ≥ 5% of CPU other than db search_items within 11.2% (3 minutes) and
-	// 14.3% (6 minutes, R² 0.980); db search_items read +21%, +30% and +44%
-	// in three runs although its own unburned cost, calibrated alone, is in
-	// line with the other queries'. It is the one flow reached by parallel
-	// calls (Search calls app twice at once). The issue targets 15%.
-	wfTolerance = 0.30
+	// The issue's bound for flows ≥ 5% of CPU. Earlier runs missed it on db
+	// search_items (+21% to +44%): the exporter aged its data with h = 10
+	// periods of this test's 5 s windows (about a minute of data), and
+	// weighed each process's rows by f(its own share). Half-lives are now
+	// durations (10 min, the paper's 10 periods of a minute) and per-process
+	// rows are not discounted; replayed offline on the same samples, every
+	// flow ≥ 5% came within 12%.
+	wfTolerance = 0.15
 	sigUsers    = 4
 	sigDuration = 2 * time.Minute // per version
 )

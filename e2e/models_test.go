@@ -159,8 +159,16 @@ func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, 
 	if fail != nil {
 		t.Fatal(fail)
 	}
-	if errs > 0 {
-		t.Fatalf("the load had %d errors (%v)", errs, counts)
+	var total int64
+	for _, n := range counts {
+		total += n
+	}
+	// A failed request may have burned part of its CPU: one in a thousand
+	// moves the truth by less than 0.1%, more means the testbed is broken.
+	if errs > total/1000 {
+		t.Fatalf("the load had %d errors in %d requests (%v)", errs, total, counts)
+	} else if errs > 0 {
+		t.Logf("the load had %d errors in %d requests (tolerated up to 0.1%%)", errs, total)
 	}
 	return counts
 }
@@ -359,6 +367,12 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 		}
 		return worst, errs
 	}
+	// The regression's inputs, to replay offline (tierscope workfactor --in).
+	if out := os.Getenv("WORKFACTOR_SAMPLES_DIR"); out != "" {
+		for name, apiAddr := range map[string]string{"process": procAPI, "machine": machAPI} {
+			saveSamples(t, fmt.Sprintf("http://%s%s?from=%d&to=%d", apiAddr, api.PathWorkFactorSamples, from, to), filepath.Join(out, "workfactor-samples-"+name+".csv"))
+		}
+	}
 	worstProc, procErrs := check(procAPI, "per process")
 	worstMach, _ := check(machAPI, "machine level (reported, not asserted)")
 	t.Logf("worst error on flows ≥ 5%% of CPU: per process %.1f%%, machine level %.1f%%", 100*worstProc, 100*worstMach)
@@ -370,6 +384,24 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 			t.Errorf("%s: work factor off by %+.1f%%, want within ±%.0f%%", k, 100*e, 100*wfTolerance)
 		}
 	}
+}
+
+// saveSamples writes the CSV at url to path.
+func saveSamples(t *testing.T, url, path string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("work-factor samples: %s", path)
 }
 
 // calibrateQueries measures, per db query, the CPU a request costs beyond its

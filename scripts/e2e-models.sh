@@ -6,6 +6,7 @@
 #
 #   scripts/e2e-models.sh                 # both
 #   RUN=TestWorkFactorsOnTestbed scripts/e2e-models.sh
+#   WORKFACTOR_SAMPLES_DIR=/tmp/wf scripts/e2e-models.sh   # also saves the regression's inputs (CSV)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"

@@ -3,11 +3,13 @@ package perfmodelexporter
 import (
 	"cmp"
 	"context"
+	"encoding/csv"
 	"fmt"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -91,23 +93,17 @@ func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
 // the range's signatures already computed, which the cross-check reuses.
 func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeRange, sigs []signature.AppSignature) (api.WorkFactors, error) {
 	only := q.Get("machine")
-	wins, err := e.inputs(ctx, tr, true, false)
+	perProcess, periods, err := e.workFactorPeriods(ctx, tr, only)
 	if err != nil {
 		return api.WorkFactors{}, err
 	}
-	// Per-process readings (paper 002 §4.6) are far less noisy than the
-	// machine's, which include everything else the machine runs: use them
-	// when spans and process.cpu.utilization both name processes.
-	perProcess := false
-	for _, w := range wins {
-		for key := range w.flows {
-			if strings.Contains(key, "/") && w.cpu[key] != nil {
-				perProcess = true
-			}
-		}
-	}
 	wcfg := workfactor.DefaultConfig()
 	wcfg.PerProcess = perProcess
+	wcfg.HalfLife = float64(e.cfg.WorkFactors.HalfLife) / float64(e.cfg.Window)
+	wcfg.SmoothHalfLife = float64(e.cfg.WorkFactors.SmoothingHalfLife) / float64(e.cfg.Window)
+	if wcfg.Method, err = workfactor.ParseMethod(e.cfg.WorkFactors.Method); err != nil {
+		return api.WorkFactors{}, err
+	}
 	est, err := workfactor.New(wcfg)
 	if err != nil {
 		return api.WorkFactors{}, err
@@ -116,36 +112,15 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 	series := map[string]*api.WorkFactorSeries{}
 	var last *workfactor.Estimate
 	machines := map[string]bool{}
-	for i, w := range wins {
-		var obs []workfactor.Observation
-		for key, fc := range w.flows {
-			machine, process, isProcess := strings.Cut(key, "/")
-			if isProcess != perProcess || (only != "" && machine != only) {
-				continue
+	for _, p := range periods {
+		for _, o := range p.obs {
+			if o.Process != "" {
+				machines[model.ProcessKey(o.Machine, o.Process)] = true
+			} else {
+				machines[o.Machine] = true
 			}
-			c := w.cpu[key]
-			if c == nil || c.Mean() < 0 {
-				continue // no utilization for this machine in this window
-			}
-			mc := w.cpu[machine]
-			if mc == nil {
-				mc = c
-			}
-			omega := e.capacity(machine, mc)
-			if !(omega > 0) {
-				continue
-			}
-			rates := make(map[string]float64, len(fc.Counts))
-			for f, n := range fc.Counts {
-				rates[f] = float64(n) / float64(e.window)
-			}
-			obs = append(obs, workfactor.Observation{Machine: machine, Process: process, CapacityMHz: omega, Utilization: c.Mean(), Rates: rates})
-			machines[key] = true
 		}
-		if len(obs) == 0 {
-			continue
-		}
-		est2, err := est.AddPeriod(int64(i+1), obs)
+		est2, err := est.AddPeriod(p.number, p.obs)
 		if err != nil {
 			return api.WorkFactors{}, err
 		}
@@ -159,7 +134,7 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 				s = &api.WorkFactorSeries{Flow: f.Flow}
 				series[f.Flow] = s
 			}
-			s.Times = append(s.Times, w.start+e.window)
+			s.Times = append(s.Times, p.start+e.window)
 			s.Values = append(s.Values, *f.WorkFactor)
 		}
 	}
@@ -204,6 +179,112 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 	}
 	out.Machines = append(out.Machines, mw)
 	return out, nil
+}
+
+// workFactorPeriod is one window's observations for the work-factor model.
+type workFactorPeriod struct {
+	number int64 // the window's number in the range, from 1: gaps are missing periods
+	start  int64
+	obs    []workfactor.Observation
+}
+
+// workFactorPeriods turns the range's windows into the regression's periods:
+// λ from the SERVER spans per flow, ρ and Ω per machine, or per process when
+// spans and process.cpu.utilization both name processes (paper 002 §4.6: those
+// readings are far less noisy than the machine's, which include everything
+// else the machine runs). Windows without a reading are left out.
+func (e *engine) workFactorPeriods(ctx context.Context, tr api.TimeRange, only string) (bool, []workFactorPeriod, error) {
+	wins, err := e.inputs(ctx, tr, true, false)
+	if err != nil {
+		return false, nil, err
+	}
+	perProcess := false
+	for _, w := range wins {
+		for key := range w.flows {
+			if strings.Contains(key, "/") && w.cpu[key] != nil {
+				perProcess = true
+			}
+		}
+	}
+	var out []workFactorPeriod
+	for i, w := range wins {
+		var obs []workfactor.Observation
+		for _, key := range sortedKeys(w.flows) {
+			fc := w.flows[key]
+			machine, process, isProcess := strings.Cut(key, "/")
+			if isProcess != perProcess || (only != "" && machine != only) {
+				continue
+			}
+			c := w.cpu[key]
+			if c == nil || c.Mean() < 0 {
+				continue // no utilization for this machine in this window
+			}
+			mc := w.cpu[machine]
+			if mc == nil {
+				mc = c
+			}
+			omega := e.capacity(machine, mc)
+			if !(omega > 0) {
+				continue
+			}
+			rates := make(map[string]float64, len(fc.Counts))
+			for f, n := range fc.Counts {
+				rates[f] = float64(n) / float64(e.window)
+			}
+			obs = append(obs, workfactor.Observation{Machine: machine, Process: process, CapacityMHz: omega, Utilization: c.Mean(), Rates: rates})
+		}
+		if len(obs) > 0 {
+			out = append(out, workFactorPeriod{number: int64(i + 1), start: w.start, obs: obs})
+		}
+	}
+	return perProcess, out, nil
+}
+
+// workFactorSamples answers GET /api/v1/workfactors/samples: the regression's
+// inputs over the range as FORMATS.md §5 CSV, so that a model can be replayed
+// and tuned offline with tierscope workfactor. period is the window's number
+// in the range, from 1, as the API's model numbers it: the estimator ages
+// its data over the gaps of windows without readings.
+func (e *engine) workFactorSamples(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "from" && k != "to" && k != "machine" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q (allowed: from, to, machine)", k))
+			return
+		}
+	}
+	tr, err := e.timeRange(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	perProcess, periods, err := e.workFactorPeriods(r.Context(), tr, q.Get("machine"))
+	if err != nil {
+		e.set.Logger.Warn("perfmodel API: " + err.Error())
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	cw := csv.NewWriter(w)
+	header := []string{"period", "machine", "capacity_mhz", "cpu_utilization", "flow", "rate"}
+	if perProcess {
+		header = append(header, "process")
+	}
+	_ = cw.Write(header)
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	for _, p := range periods {
+		period := strconv.FormatInt(p.number, 10)
+		for _, o := range p.obs {
+			for _, flow := range sortedKeys(o.Rates) {
+				row := []string{period, o.Machine, num(o.CapacityMHz), num(o.Utilization), flow, num(o.Rates[flow])}
+				if perProcess {
+					row = append(row, o.Process)
+				}
+				_ = cw.Write(row)
+			}
+		}
+	}
+	cw.Flush()
 }
 
 func deref(p *float64) float64 {

@@ -2,11 +2,13 @@ package perfmodelexporter
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
 // One machine of 1000 MHz serves two flows with known CPU costs (20 and 50
@@ -193,4 +196,41 @@ func TestWorkFactorsPerProcess(t *testing.T) {
 	t.Logf("per-process work factors: %v (true 20 and 50)", got)
 	require.InDelta(t, 20, got["web GET /a"], 2)
 	require.InDelta(t, 50, got["web GET /b"], 5)
+
+	// The samples endpoint serves the regression's inputs: replayed through
+	// the estimator, they give the API's work factors exactly.
+	resp, err := http.Get(te.url + api.PathWorkFactorSamples + rng)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "text/csv; charset=utf-8", resp.Header.Get("Content-Type"))
+	rows, err := csv.NewReader(resp.Body).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, []string{"period", "machine", "capacity_mhz", "cpu_utilization", "flow", "rate", "process"}, rows[0])
+	require.Len(t, rows, 1+2*windows, "two flows per window")
+	cfg := workfactor.DefaultConfig()
+	cfg.PerProcess = true
+	est, err := workfactor.New(cfg)
+	require.NoError(t, err)
+	var last *workfactor.Estimate
+	for i := 1; i < len(rows); i += 2 {
+		obs := workfactor.Observation{Machine: rows[i][1], Process: rows[i][6], Rates: map[string]float64{}}
+		obs.CapacityMHz, _ = strconv.ParseFloat(rows[i][2], 64)
+		obs.Utilization, _ = strconv.ParseFloat(rows[i][3], 64)
+		for _, r := range rows[i : i+2] {
+			require.Equal(t, rows[i][0], r[0], "one window's rows are adjacent")
+			obs.Rates[r[4]], _ = strconv.ParseFloat(r[5], 64)
+		}
+		period, err := strconv.ParseInt(rows[i][0], 10, 64)
+		require.NoError(t, err)
+		last, err = est.AddPeriod(period, []workfactor.Observation{obs})
+		require.NoError(t, err)
+	}
+	for _, f := range last.Flows {
+		require.Equal(t, got[f.Flow], *f.WorkFactor, f.Flow)
+	}
+
+	var er api.ErrorResponse
+	require.Equal(t, 400, te.get(api.PathWorkFactorSamples+rng+"&flow=x", &er))
+	require.Contains(t, er.Error, "unknown query parameter")
 }

@@ -68,6 +68,7 @@ func (e *engine) handler() http.Handler {
 	mux.HandleFunc("POST "+api.PathPredict, func(w http.ResponseWriter, r *http.Request) {
 		e.answer(w, r, nil, e.predictPost)
 	})
+	mux.HandleFunc("GET "+api.PathWorkFactorSamples, e.workFactorSamples)
 	mux.HandleFunc("GET "+api.PathOpenAPI, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(openapiDoc)

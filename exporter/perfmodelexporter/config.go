@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 
 	"github.com/tierscope/tierscope/internal/spectral"
+	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
 // Config is the perfmodel exporter's configuration.
@@ -64,11 +65,31 @@ type Config struct {
 	// (disagreement beyond 25% is flagged). 0 disables the check.
 	CoreMHz float64 `mapstructure:"core_mhz"`
 
+	// WorkFactors tunes the work-factor regression (paper 002).
+	WorkFactors WorkFactorsConfig `mapstructure:"work_factors"`
+
 	// Experiments configures the gradient experiment coordinator.
 	Experiments ExperimentsConfig `mapstructure:"experiments"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
+}
+
+// WorkFactorsConfig tunes the work-factor regression. Its time constants are
+// durations, not periods: one period is one window, and the paper's h = 10
+// and t = 15 periods are of one minute. Expressed as time, they keep their
+// meaning whatever window is chosen.
+type WorkFactorsConfig struct {
+	// HalfLife is the half-life h of the data's geometric aging (§3.4). A
+	// longer one averages more periods (less noise) and follows changes of
+	// demand more slowly. Default 10m.
+	HalfLife time.Duration `mapstructure:"half_life"`
+	// SmoothingHalfLife is the half-life t of the estimates' smoothing
+	// (§4.4). Default 15m.
+	SmoothingHalfLife time.Duration `mapstructure:"smoothing_half_life"`
+	// Method is the solver: plain (the paper's least squares), ridge or nnls
+	// (for collinear flows, §5.5). Default plain.
+	Method string `mapstructure:"method"`
 }
 
 // LimitsConfig bounds a window's service graph and patterns.
@@ -285,6 +306,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxServices < 1 || c.Limits.MaxEdges < 1 || c.Limits.MaxPatterns < 1 {
 		bad("limits", "max_services, max_edges and max_patterns must be ≥ 1, got %+v", c.Limits)
+	}
+	if c.WorkFactors.HalfLife < c.Window {
+		bad("work_factors.half_life", "must be at least one window (%v), got %v", c.Window, c.WorkFactors.HalfLife)
+	}
+	if c.WorkFactors.SmoothingHalfLife < c.Window {
+		bad("work_factors.smoothing_half_life", "must be at least one window (%v), got %v", c.Window, c.WorkFactors.SmoothingHalfLife)
+	}
+	if _, err := workfactor.ParseMethod(c.WorkFactors.Method); err != nil {
+		bad("work_factors.method", "%v", err)
 	}
 	if c.Async.Quantum <= 0 || c.Async.Quantum > c.Window {
 		bad("async.quantum", "must be > 0 and at most window, got %v", c.Async.Quantum)

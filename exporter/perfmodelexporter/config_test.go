@@ -21,6 +21,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, DefaultEndpoint, c.NetAddr.Endpoint)
 			require.Equal(t, time.Minute, c.Window)
 			require.Equal(t, "sqlite://perfmodel.db", c.Storage.DSN)
+			require.Equal(t, WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"}, c.WorkFactors)
 		},
 		"custom": func(c *Config) {
 			require.Equal(t, 30*time.Second, c.Window)
@@ -28,6 +29,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, "analyzer-1", c.Storage.Shard)
 			require.Equal(t, 12*time.Hour, c.Storage.DownsampleAfter)
 			require.Equal(t, 9170.0, c.MachineCapacityMHz["xd008"])
+			require.Equal(t, WorkFactorsConfig{HalfLife: time.Hour, SmoothingHalfLife: 15 * time.Minute, Method: "ridge"}, c.WorkFactors)
 		},
 	} {
 		cfg := createDefaultConfig()
@@ -41,17 +43,20 @@ func TestLoadConfig(t *testing.T) {
 
 func TestValidateNamesField(t *testing.T) {
 	for field, mutate := range map[string]func(*Config){
-		"endpoint":                func(c *Config) { c.NetAddr.Endpoint = "" },
-		"window":                  func(c *Config) { c.Window = 1500 * time.Millisecond },
-		"flush_interval":          func(c *Config) { c.FlushInterval = 0 },
-		"open_windows":            func(c *Config) { c.OpenWindows = 0 },
-		"trace_wait":              func(c *Config) { c.TraceWait = -1 },
-		"max_open_traces":         func(c *Config) { c.MaxOpenTraces = 0 },
-		"limits":                  func(c *Config) { c.Limits.MaxEdges = 0 },
-		"storage.dsn":             func(c *Config) { c.Storage.DSN = " " },
-		"storage.downsample_to":   func(c *Config) { c.Storage.DownsampleTo = 90 * time.Second },
-		"storage.retention":       func(c *Config) { c.Storage.Retention = time.Hour },
-		"machine_capacity_mhz.x1": func(c *Config) { c.MachineCapacityMHz = map[string]float64{"x1": 0} },
+		"endpoint":                         func(c *Config) { c.NetAddr.Endpoint = "" },
+		"window":                           func(c *Config) { c.Window = 1500 * time.Millisecond },
+		"flush_interval":                   func(c *Config) { c.FlushInterval = 0 },
+		"open_windows":                     func(c *Config) { c.OpenWindows = 0 },
+		"trace_wait":                       func(c *Config) { c.TraceWait = -1 },
+		"max_open_traces":                  func(c *Config) { c.MaxOpenTraces = 0 },
+		"limits":                           func(c *Config) { c.Limits.MaxEdges = 0 },
+		"storage.dsn":                      func(c *Config) { c.Storage.DSN = " " },
+		"storage.downsample_to":            func(c *Config) { c.Storage.DownsampleTo = 90 * time.Second },
+		"storage.retention":                func(c *Config) { c.Storage.Retention = time.Hour },
+		"machine_capacity_mhz.x1":          func(c *Config) { c.MachineCapacityMHz = map[string]float64{"x1": 0} },
+		"work_factors.half_life":           func(c *Config) { c.WorkFactors.HalfLife = 30 * time.Second },
+		"work_factors.smoothing_half_life": func(c *Config) { c.WorkFactors.SmoothingHalfLife = 0 },
+		"work_factors.method":              func(c *Config) { c.WorkFactors.Method = "lasso" },
 	} {
 		cfg := createDefaultConfig().(*Config)
 		mutate(cfg)

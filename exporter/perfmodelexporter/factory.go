@@ -46,6 +46,7 @@ func createDefaultConfig() component.Config {
 			DownsampleAfter: 24 * time.Hour,
 			DownsampleTo:    time.Hour,
 		},
+		WorkFactors: WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"},
 		Experiments: ExperimentsConfig{
 			K: spectral.DefaultK, N: spectral.DefaultN, Chunks: spectral.DefaultChunks, Scale: spectral.DefaultScale,
 			MaxDelay: 100 * time.Millisecond, MinDelay: time.Millisecond, MinSNR: 6, MaxConcurrent: 1,

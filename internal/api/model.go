@@ -14,13 +14,16 @@ const (
 	PathGraph       = "/api/v1/graph"
 	PathCatalog     = "/api/v1/catalog"
 	PathWorkFactors = "/api/v1/workfactors"
-	PathSignatures  = "/api/v1/signatures"
-	PathCompare     = "/api/v1/signatures/compare"
-	PathExperiments = "/api/v1/experiments"
-	PathGradients   = "/api/v1/gradients"
-	PathPredict     = "/api/v1/predict"
-	PathOpenAPI     = "/api/v1/openapi.yaml"
-	PathMetrics     = "/metrics"
+	// PathWorkFactorSamples serves the work-factor regression's inputs as
+	// FORMATS.md §5 CSV, for replaying a model offline.
+	PathWorkFactorSamples = "/api/v1/workfactors/samples"
+	PathSignatures        = "/api/v1/signatures"
+	PathCompare           = "/api/v1/signatures/compare"
+	PathExperiments       = "/api/v1/experiments"
+	PathGradients         = "/api/v1/gradients"
+	PathPredict           = "/api/v1/predict"
+	PathOpenAPI           = "/api/v1/openapi.yaml"
+	PathMetrics           = "/metrics"
 )
 
 // ErrorResponse is the body of every failed request.

@@ -108,7 +108,8 @@ type Config struct {
 	// flows. Default 1 (the text's "X̄_j ≤ ‖X̄‖" read as ‖X̄‖/K; see the package
 	// documentation).
 	CombineThreshold float64
-	// NoDiscount disables the utilization discounting f(ρ) of §4.2.
+	// NoDiscount disables the utilization discounting f(ρ) of §4.2 (machine
+	// mode; per-process mode never discounts).
 	NoDiscount bool
 	// PerProcess selects the per-process mode of §4.6: observations carry a
 	// process and that process's utilization. Observations without a process are

@@ -236,7 +236,10 @@ func (e *Estimator) validate(obs []Observation) []row {
 		}
 		rho = min(max(rho, 0), 1)
 		r := row{key: o.key(), machine: o.Machine, process: o.Process, y: rho * o.CapacityMHz, capacity: o.CapacityMHz, v: 1}
-		if !e.cfg.NoDiscount {
+		// §4.2 discounts an idle machine's noisy reading. A process's own
+		// share is not noisier for being small, and weighing rows by a steep
+		// function of the regressand biases the fit (package documentation).
+		if !e.cfg.NoDiscount && !e.cfg.PerProcess {
 			r.v = Discount(rho)
 		}
 		bad, nonzero := false, false

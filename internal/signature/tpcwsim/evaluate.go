@@ -41,6 +41,35 @@ type Study struct {
 	ContentionChanged  []string
 }
 
+// Stability is, per transaction, the largest relative difference of the
+// service time between two of the signatures, |S_a − S_b| / ((S_a + S_b)/2)
+// (NaN when one has insufficient data), and the largest over transactions.
+func Stability(sigs []signature.AppSignature) (map[string]float64, float64) {
+	out := map[string]float64{}
+	maxAll := 0.0
+	for _, T := range Transactions {
+		worst := 0.0
+		for i := range sigs {
+			for j := i + 1; j < len(sigs); j++ {
+				ta, tb := sigs[i].Transaction(T.Name), sigs[j].Transaction(T.Name)
+				if ta == nil || tb == nil || !ta.OK() || !tb.OK() {
+					worst = math.NaN()
+					continue
+				}
+				sa, sb := *ta.ServiceTimeMs, *tb.ServiceTimeMs
+				if d := math.Abs(sa-sb) / ((sa + sb) / 2); d > worst {
+					worst = d
+				}
+			}
+		}
+		out[T.Name] = worst
+		if math.IsNaN(worst) || worst > maxAll {
+			maxAll = worst
+		}
+	}
+	return out, maxAll
+}
+
 // Evaluate builds the signatures of the case study's runs and measures them.
 // exps and results are CaseStudy's runs and RunAll's results.
 func Evaluate(exps []Experiment, results []Result, opts signature.Options, copts signature.CompareOptions) (*Study, error) {
@@ -70,28 +99,12 @@ func Evaluate(exps []Experiment, results []Result, opts signature.Options, copts
 	}
 
 	// Stability across the three workloads.
-	for _, T := range Transactions {
-		worst := 0.0
-		for i := range Mixes {
-			for j := i + 1; j < len(Mixes); j++ {
-				a, _ := get("v1", Mixes[i])
-				b, _ := get("v1", Mixes[j])
-				ta, tb := a.Transaction(T.Name), b.Transaction(T.Name)
-				if ta == nil || tb == nil || !ta.OK() || !tb.OK() {
-					worst = math.NaN()
-					continue
-				}
-				sa, sb := *ta.ServiceTimeMs, *tb.ServiceTimeMs
-				if d := math.Abs(sa-sb) / ((sa + sb) / 2); d > worst {
-					worst = d
-				}
-			}
-		}
-		s.Stability[T.Name] = worst
-		if math.IsNaN(worst) || worst > s.MaxStability {
-			s.MaxStability = worst
-		}
+	var v1 []signature.AppSignature
+	for _, w := range Mixes {
+		a, _ := get("v1", w)
+		v1 = append(v1, a)
 	}
+	s.Stability, s.MaxStability = Stability(v1)
 
 	falseAlarm := func(c signature.AppComparison, changedTx string) {
 		for _, t := range c.Transactions {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/tierscope/tierscope/internal/signature"
 )
@@ -57,6 +58,19 @@ func CaseStudy(seed uint64) []Experiment {
 	add(MixII, 1)
 	add(MixIII, 1)
 	add(MixHeavy, 0)
+	return out
+}
+
+// MixRuns returns v1 under each Table III workload, observed for d each: the
+// stability check with more data per signature than the paper's three hours.
+// Seeds are derived from seed and distinct from CaseStudy's.
+func MixRuns(seed uint64, d time.Duration) []Experiment {
+	var out []Experiment
+	for i, w := range Mixes {
+		cfg := DefaultConfig(w, seed*1000+500+uint64(i))
+		cfg.Duration = d
+		out = append(out, Experiment{Name: RunName(cfg.Version, w), Config: cfg})
+	}
 	return out
 }
 
