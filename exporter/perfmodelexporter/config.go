@@ -134,8 +134,9 @@ type ExperimentsConfig struct {
 	// Links gives, per "source->target", the address a delay lease matches
 	// and the injector on the caller's host. A link without an entry takes
 	// the address its caller's CLIENT spans called the target at most
-	// (server.address and server.port, learned from the traces) and the
-	// default injector; a target that is itself host:port is its address.
+	// (server.address and server.port, learned from the traces) or the
+	// connection inventory shows open connections to, and the default
+	// injector; a target that is itself host:port is its address.
 	Links map[string]ExperimentLink `mapstructure:"links"`
 	// Capacities names the cgroups whose CPU capacity "capacity:<name>"
 	// experiments perturb (paper 003 §III-C).

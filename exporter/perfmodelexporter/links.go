@@ -16,7 +16,7 @@ type linkKey struct{ caller, callee string }
 
 // linkBook remembers, per caller→callee link of the service graph, the
 // addresses the caller's CLIENT spans called it at (server.address and
-// server.port), so that a link experiment needs no address in the
+// server.port) and those of the connection inventory, so that a link experiment needs no address in the
 // configuration: the delay goes on packets to that address. It is bounded;
 // links and addresses past the bounds are counted, not kept.
 type linkBook struct {
@@ -28,7 +28,10 @@ func newLinkBook() *linkBook { return &linkBook{links: map[linkKey]map[string]in
 
 // learn counts one call from caller to callee at address (e.mu held; no
 // allocation once the link and address are known).
-func (b *linkBook) learn(caller, callee, address string) {
+func (b *linkBook) learn(caller, callee, address string) { b.learnN(caller, callee, address, 1) }
+
+// learnN counts n uses (calls, or open connections from the inventory).
+func (b *linkBook) learnN(caller, callee, address string, n int64) {
 	if caller == "" || callee == "" || address == "" || caller == callee ||
 		strings.HasPrefix(address, "rpc:") || strings.HasPrefix(address, "msg:") { // no host:port to delay
 		return
@@ -47,7 +50,7 @@ func (b *linkBook) learn(caller, callee, address string) {
 		b.overflow++
 		return
 	}
-	addrs[address]++
+	addrs[address] += n
 }
 
 // addresses returns the addresses of caller→callee, the most called first.

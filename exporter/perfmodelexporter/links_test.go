@@ -1,9 +1,15 @@
 package perfmodelexporter
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 func TestLinkBookDiscoversAddresses(t *testing.T) {
@@ -46,4 +52,50 @@ func TestLinkBookDiscoversAddresses(t *testing.T) {
 	if _, err := xc.linkTarget("web->nowhere", "nowhere", nil, []string{"app->db"}); err == nil || !strings.Contains(err.Error(), "links seen: app->db") {
 		t.Errorf("unknown link: %v", err)
 	}
+}
+
+// The connection inventory teaches the link book the links between named
+// services, weighted by their open connections; links with an unnamed end
+// or no port are not learned.
+func TestInventoryTeachesLinkAddresses(t *testing.T) {
+	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", loadStart, nil)
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("host.name", "h1")
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("tierscope.link.connections")
+	dps := m.SetEmptyGauge().DataPoints()
+	add := func(src, dst, addr string, port, n int64) {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(loadStart))
+		dp.SetIntValue(n)
+		a := dp.Attributes()
+		if src != "" {
+			a.PutStr("tierscope.source.service", src)
+		}
+		if dst != "" {
+			a.PutStr("tierscope.destination.service", dst)
+		}
+		a.PutStr("destination.address", addr)
+		a.PutInt("destination.port", port)
+	}
+	add("app", "db", "10.0.0.6", 5432, 2)
+	add("app", "db", "10.0.0.7", 5432, 5)
+	add("app", "cache", "fd00::7", 6379, 1)
+	add("", "db", "10.0.0.6", 5432, 9)      // caller unknown
+	add("app", "", "10.0.0.9", 8080, 9)     // callee unknown
+	add("batch", "db", "10.0.0.6", 0, 3)    // no port
+	add("batch", "db", "10.0.0.6", 5432, 0) // no open connection
+	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	require.Equal(t, []string{"10.0.0.7:5432", "10.0.0.6:5432"}, te.links.addresses("app", "db"))
+	require.Equal(t, []string{"[fd00::7]:6379"}, te.links.addresses("app", "cache"))
+	require.Equal(t, []string{"app->cache", "app->db"}, te.links.names())
+	var xc ExperimentsConfig
+	lt, err := xc.linkTarget("app->cache", "cache", te.links.addresses("app", "cache"), nil)
+	require.NoError(t, err)
+	require.Equal(t, "fd00::7", lt.host)
+	require.EqualValues(t, 6379, lt.port)
 }

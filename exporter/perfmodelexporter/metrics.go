@@ -2,6 +2,8 @@ package perfmodelexporter
 
 import (
 	"context"
+	"net"
+	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -15,6 +17,10 @@ import (
 //   - process.cpu.utilization (hostmetrics process scraper): the sum over
 //     states, per host.name/process.executable.name (paper 002 §4.6);
 //   - system.cpu.frequency × the logical CPUs, when present, is the capacity Ω.
+//
+// It also takes the connection inventory (the blackbox receiver's
+// tierscope.link.connections): links whose both ends are named services give
+// link experiments the callee's address, as CLIENT spans do.
 //
 // Other metrics are ignored.
 func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
@@ -55,6 +61,8 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 				}
 				ts := int64(dps.At(0).Timestamp())
 				switch m.Name() {
+				case "tierscope.link.connections":
+					e.learnInventory(dps)
 				case "system.cpu.utilization":
 					idle, cpus := 0.0, map[string]struct{}{}
 					for d := 0; d < dps.Len(); d++ {
@@ -97,6 +105,23 @@ func (e *engine) addCPU(ts int64, machine string, u, capacity float64, logicalCP
 		e.windows[start] = w
 	}
 	w.AddCPU(machine, u, capacity, logicalCPUs)
+}
+
+// learnInventory puts the inventory's links between named services in the
+// link book, weighted by their open connections (e.mu held).
+func (e *engine) learnInventory(dps pmetric.NumberDataPointSlice) {
+	for d := 0; d < dps.Len(); d++ {
+		dp := dps.At(d)
+		a := dp.Attributes()
+		caller, callee := attrString(a, "tierscope.source.service"), attrString(a, "tierscope.destination.service")
+		host := attrString(a, "destination.address")
+		port, ok := a.Get("destination.port")
+		n := int64(value(dp))
+		if caller == "" || callee == "" || host == "" || !ok || port.Int() <= 0 || n <= 0 {
+			continue
+		}
+		e.links.learnN(caller, callee, net.JoinHostPort(host, strconv.FormatInt(port.Int(), 10)), n)
+	}
 }
 
 func value(dp pmetric.NumberDataPoint) float64 {
