@@ -361,8 +361,10 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// perturbation is about d/(2√n) of a transaction's natural σ for
 	// n ≈ 1.3·N·k target requests in the window: d = 45 over k = 16 and
 	// N = 128 at ~100 req/s (40 users) moved ViewItem, the most perturbed,
-	// by 0.5σ at SNR 6. min_snr 9 has the coordinator measure once more, its
-	// amplitude scaled to reach it, when the spike is weaker than that. With 80
+	// by 0.5σ at SNR 6. min_snr 9 has the coordinator measure once more when
+	// the spike is weaker than that, its amplitude scaled towards it but kept
+	// to 1σ of perturbation (max_perturbation's default), and the two windows
+	// combined. With 80
 	// users and d = 100 the training chose a low frequency whose noise it had
 	// underrated and the rough gradient came out 2.4 for a true 1. One
 	// element takes (M+1)·N·k/(0.4·users)·1.3 s plus a minute or two.

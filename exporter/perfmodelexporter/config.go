@@ -165,6 +165,11 @@ type ExperimentsConfig struct {
 	// the two windows' estimates are combined (0 turns it off). At SNR 6 the
 	// estimate's standard error is ~12%.
 	MinSNR float64 `mapstructure:"min_snr"`
+	// MaxPerturbation bounds that second window's perturbation of each
+	// transaction's response time, in standard deviations of its natural
+	// noise (paper 000 Table 3 keeps it under 1): past it the window is
+	// taken at the same amplitude. 0 lifts the bound.
+	MaxPerturbation float64 `mapstructure:"max_perturbation"`
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`
 	// Lateness is how long after a bin ends its samples may still arrive;
@@ -255,6 +260,9 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 	}
 	if !(c.MinSNR >= 0) || math.IsInf(c.MinSNR, 0) {
 		bad("experiments.min_snr", "must be ≥ 0, got %v", c.MinSNR)
+	}
+	if !(c.MaxPerturbation >= 0) || math.IsInf(c.MaxPerturbation, 0) {
+		bad("experiments.max_perturbation", "must be ≥ 0, got %v", c.MaxPerturbation)
 	}
 	if c.MinDelay < 0 || c.MinDelay > c.MaxDelay {
 		bad("experiments.min_delay", "must be in [0, max_delay %v], got %v", c.MaxDelay, c.MinDelay)

@@ -362,12 +362,13 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	}
 	id := newExperimentID()
 	gcfg := gradient.Config{
-		ID:       id,
-		Train:    train,
-		Elements: []gradient.Element{element},
-		Lateness: lateness,
-		MinSNR:   xc.MinSNR,
-		Guard:    gradient.Guard{P99Ms: p99},
+		ID:              id,
+		Train:           train,
+		Elements:        []gradient.Element{element},
+		Lateness:        lateness,
+		MinSNR:          xc.MinSNR,
+		MaxPerturbation: xc.MaxPerturbation,
+		Guard:           gradient.Guard{P99Ms: p99},
 	}
 	now := time.Now()
 	run := &runner{

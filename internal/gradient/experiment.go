@@ -151,6 +151,14 @@ type Config struct {
 	// RemeasureGrowth bounds the remeasured amplitude to this many times
 	// the first (default 3).
 	RemeasureGrowth float64
+	// MaxPerturbation, when > 0, bounds the remeasured window's perturbation
+	// of every transaction's response time, in standard deviations of its
+	// natural noise (paper 000 Table 3 keeps it under 1): the amplitude grows
+	// at most to where the first window's largest perturbation (target and
+	// significant transactions) would reach it. When it cannot grow, the
+	// second window is taken at the same amplitude; combined, the two still
+	// halve the variance.
+	MaxPerturbation float64
 	Guard           Guard
 	// MaxTransactions bounds the series kept (default 64); samples of
 	// further transactions are counted and dropped.
@@ -239,8 +247,8 @@ func (c Config) Validate() error {
 		return errors.New("experiment: durations must be ≥ 0 (lease margin > 0)")
 	case !(c.AdaptiveFraction > 0) || !(c.GradientFloor > 0) || !(c.MaxGrowth >= 1):
 		return errors.New("experiment: adaptive fraction and gradient floor must be > 0, max growth ≥ 1")
-	case !(c.MinSNR >= 0) || !(c.RemeasureGrowth >= 1):
-		return errors.New("experiment: min SNR must be ≥ 0 and remeasure growth ≥ 1")
+	case !(c.MinSNR >= 0) || !(c.RemeasureGrowth >= 1) || !(c.MaxPerturbation >= 0):
+		return errors.New("experiment: min SNR and max perturbation must be ≥ 0, remeasure growth ≥ 1")
 	case c.Guard.P99Ms < 0 || c.Guard.Window <= 0 || c.Guard.MinSamples < 1:
 		return errors.New("experiment: guard needs p99 ≥ 0, a window > 0 and min samples ≥ 1")
 	}
@@ -857,15 +865,31 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 	first := res.Amplitude
 	// SNR grows with the amplitude: aim a quarter above the bound.
 	growth := math.Min(x.cfg.RemeasureGrowth, 1.25*x.cfg.MinSNR/math.Max(est.SNR, 0.1))
+	bound := ""
+	if x.cfg.MaxPerturbation > 0 {
+		worst := 0.0
+		for tx, te := range res.Transactions {
+			if tx == x.cfg.Target || te.Significant {
+				worst = math.Max(worst, te.PerturbationOverStd)
+			}
+		}
+		if worst > 0 && x.cfg.MaxPerturbation/worst < growth {
+			growth = math.Max(1, x.cfg.MaxPerturbation/worst)
+			bound = fmt.Sprintf(", kept to %.3gσ of perturbation (%.2fσ in the first)", x.cfg.MaxPerturbation, worst)
+		}
+	}
 	a := x.clampAmplitude(e, first*growth, math.Inf(1))
 	if !(a > 1.05*first) {
-		res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f, but the amplitude %.4g cannot grow", est.SNR, x.cfg.MinSNR, first))
-		return nil, false
+		if x.cfg.MaxPerturbation <= 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f, but the amplitude %.4g cannot grow", est.SNR, x.cfg.MinSNR, first))
+			return nil, false
+		}
+		a = first // a second window at the same amplitude still halves the variance
 	}
 	x.remeasured = true
 	x.first = res.Transactions
-	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f at amplitude %.4g (gradient %.3f); measured again at %.4g",
-		est.SNR, x.cfg.MinSNR, first, est.Gradient, a))
+	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f at amplitude %.4g (gradient %.3f); measured again at %.4g%s",
+		est.SNR, x.cfg.MinSNR, first, est.Gradient, a, bound))
 	res.Status, res.Transactions, res.TimeDomain, res.Errors = "pending", nil, nil, nil
 	return x.startActive(t, a), true
 }

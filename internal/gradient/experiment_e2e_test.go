@@ -448,6 +448,39 @@ func TestExperimentRemeasuresLowSNR(t *testing.T) {
 	within(t, "Sync after remeasuring", e.Gradient, 1, 0.15)
 }
 
+// With a perturbation bound the second window's amplitude grows only as far
+// as the first window's perturbation allows, and at the bound it is taken at
+// the same amplitude; the two windows still combine.
+func TestExperimentRemeasureKeepsPerturbationBound(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxPert    float64
+		wantGrowth bool
+	}{{"room to grow", 100, true}, {"at the bound", 1e-3, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sim.New(sim.Patterns(3, 0.1, 0.03))
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 8, MaxPerturbation: tc.maxPert,
+				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100}}})
+			run(t, &sim.Driver{Sim: s, X: x}, 30000)
+			el := x.Result().Elements[0]
+			e := el.Transactions["Sync"]
+			if len(el.Notes) != 1 || !strings.Contains(el.Notes[0], "measured again") || e.Samples < 2*e.Bins {
+				t.Fatalf("notes %v, %d samples over %d bins: want a second window, combined", el.Notes, e.Samples, e.Bins)
+			}
+			if grew := el.Amplitude > 2; grew != tc.wantGrowth {
+				t.Errorf("amplitude %v after %v: growth %v, want %v", el.Amplitude, el.Notes, grew, tc.wantGrowth)
+			}
+			if !tc.wantGrowth && !strings.Contains(el.Notes[0], "kept to") {
+				t.Errorf("note %q does not say the bound held the amplitude", el.Notes[0])
+			}
+			t.Logf("%v; gradient %.3f, SNR %.1f", el.Notes, e.Gradient, e.SNR)
+		})
+	}
+}
+
 // A link whose gradient is pinned near 0 is not measured again, however low
 // the SNR of a spike that is not there.
 func TestExperimentNoRemeasureForZeroGradient(t *testing.T) {
