@@ -87,18 +87,25 @@ func startModelsCollector(t *testing.T, bin string, cfg map[string]any, apiAddr 
 	}
 }
 
-// getJSON decodes GET url into out, failing the test on any error status.
-func getJSON(t *testing.T, url string, out any) {
+// getBody returns GET url's body, failing the test on any error status.
+func getBody(t *testing.T, url string) []byte {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v: %s", url, resp.Status, err, body)
 	}
+	return body
+}
+
+// getJSON decodes GET url into out, failing the test on any error status.
+func getJSON(t *testing.T, url string, out any) {
+	t.Helper()
+	body := getBody(t, url)
 	if err := json.Unmarshal(body, out); err != nil {
 		t.Fatalf("GET %s: %v: %s", url, err, body)
 	}

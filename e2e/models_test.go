@@ -389,16 +389,7 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 // saveSamples writes the CSV at url to path.
 func saveSamples(t *testing.T, url, path string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := os.WriteFile(path, getBody(t, url), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("work-factor samples: %s", path)

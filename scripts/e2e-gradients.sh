@@ -10,4 +10,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$HOME/go/bin:$PATH
 if [[ "${REBUILD:-0}" == 1 ]]; then scripts/build-otelcol.sh; fi
-exec go test -tags long -count=1 -timeout 45m -run 'TestLinkGradientsOnNetnsTestbed' -v ./e2e/ "$@"
+exec go test -tags long -count=1 -timeout 80m -run 'TestLinkGradientsOnNetnsTestbed' -v ./e2e/ "$@"

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -80,12 +79,7 @@ func feedSystem(t *testing.T, te *testEngine, windows int, perProcess bool) {
 			}
 		}
 		require.NoError(t, te.ConsumeTraces(context.Background(), td))
-		md := pmetric.NewMetrics()
-		rm := md.ResourceMetrics().AppendEmpty()
-		rm.Resource().Attributes().PutStr("host.name", "m1")
-		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-		m.SetName("system.cpu.utilization")
-		dps := m.SetEmptyGauge().DataPoints()
+		md, dps := gaugeOf("m1", "system.cpu.utilization")
 		machineUtil := util
 		if perProcess {
 			machineUtil = min(util+0.3*rng.Float64(), 1)

@@ -165,10 +165,11 @@ type ExperimentsConfig struct {
 	// the two windows' estimates are combined (0 turns it off). At SNR 6 the
 	// estimate's standard error is ~12%.
 	MinSNR float64 `mapstructure:"min_snr"`
-	// MaxPerturbation bounds that second window's perturbation of each
+	// MaxPerturbation bounds the active windows' perturbation of each
 	// transaction's response time, in standard deviations of its natural
-	// noise (paper 000 Table 3 keeps it under 1): past it the window is
-	// taken at the same amplitude. 0 lifts the bound.
+	// noise (paper 000 Table 3 keeps it under 1): A_d′ is kept to it by the
+	// adaptive cycle's gradients, and a second window past it keeps the
+	// first's amplitude. min_delay overrides it. 0 lifts the bound.
 	MaxPerturbation float64 `mapstructure:"max_perturbation"`
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`

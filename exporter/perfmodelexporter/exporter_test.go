@@ -246,12 +246,7 @@ func TestSharedAcrossPipelines(t *testing.T) {
 	sharedMu.Unlock()
 	require.Equal(t, 2, s.refs)
 
-	md := pmetric.NewMetrics()
-	rm := md.ResourceMetrics().AppendEmpty()
-	rm.Resource().Attributes().PutStr("host.name", "h1")
-	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	m.SetName("system.cpu.utilization")
-	dps := m.SetEmptyGauge().DataPoints()
+	md, dps := gaugeOf("h1", "system.cpu.utilization")
 	for cpu, idle := range []float64{0.6, 0.8} {
 		for state, v := range map[string]float64{"idle": idle, "user": 1 - idle} {
 			dp := dps.AppendEmpty()
@@ -277,4 +272,15 @@ func TestSharedAcrossPipelines(t *testing.T) {
 	sharedMu.Lock()
 	require.Empty(t, shared)
 	sharedMu.Unlock()
+}
+
+// gaugeOf returns metrics with one gauge named name on a resource of
+// host.name host, and the gauge's data points to fill.
+func gaugeOf(host, name string) (pmetric.Metrics, pmetric.NumberDataPointSlice) {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("host.name", host)
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(name)
+	return md, m.SetEmptyGauge().DataPoints()
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 func TestLinkBookDiscoversAddresses(t *testing.T) {
@@ -59,12 +58,7 @@ func TestLinkBookDiscoversAddresses(t *testing.T) {
 // or no port are not learned.
 func TestInventoryTeachesLinkAddresses(t *testing.T) {
 	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", loadStart, nil)
-	md := pmetric.NewMetrics()
-	rm := md.ResourceMetrics().AppendEmpty()
-	rm.Resource().Attributes().PutStr("host.name", "h1")
-	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	m.SetName("tierscope.link.connections")
-	dps := m.SetEmptyGauge().DataPoints()
+	md, dps := gaugeOf("h1", "tierscope.link.connections")
 	add := func(src, dst, addr string, port, n int64) {
 		dp := dps.AppendEmpty()
 		dp.SetTimestamp(pcommon.NewTimestampFromTime(loadStart))

@@ -151,13 +151,15 @@ type Config struct {
 	// RemeasureGrowth bounds the remeasured amplitude to this many times
 	// the first (default 3).
 	RemeasureGrowth float64
-	// MaxPerturbation, when > 0, bounds the remeasured window's perturbation
-	// of every transaction's response time, in standard deviations of its
-	// natural noise (paper 000 Table 3 keeps it under 1): the amplitude grows
-	// at most to where the first window's largest perturbation (target and
-	// significant transactions) would reach it. When it cannot grow, the
-	// second window is taken at the same amplitude; combined, the two still
-	// halve the variance.
+	// MaxPerturbation, when > 0, bounds the active windows' perturbation of
+	// every transaction's response time, in standard deviations of its
+	// natural noise (paper 000 Table 3 keeps it under 1). The first window's
+	// A_d′ is kept to where each transaction's one-cycle gradient (target
+	// and significant ones, at their upper standard error) would reach it;
+	// a remeasured window grows at most to where the first window's largest
+	// measured perturbation would. When it cannot grow, the second window
+	// is taken at the same amplitude; combined, the two still halve the
+	// variance. The element's MinAmplitude overrides it.
 	MaxPerturbation float64
 	Guard           Guard
 	// MaxTransactions bounds the series kept (default 64); samples of
@@ -748,7 +750,47 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	}
 	rough.Samples, rough.EmptyBins = s.Samples, s.Empty
 	res.Rough = &rough
-	return x.startActive(t, x.activeAmplitude(e, rough, r.requested))
+	a := x.activeAmplitude(e, rough, r.requested)
+	if capped, tx := x.perturbationCap(e, r, delta); capped < a {
+		bounded := x.clampAmplitude(e, capped, a)
+		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, %.3gσ of %s's response time", a, bounded, x.cfg.MaxPerturbation, tx))
+		a = bounded
+	}
+	return x.startActive(t, a)
+}
+
+// perturbationCap is the largest amplitude whose perturbation of each
+// transaction's response time stays within MaxPerturbation of its natural
+// σ, by the one-cycle gradients of the adaptive window (each taken at its
+// upper standard error, as it is rough); +Inf without a bound. It names the
+// transaction that sets it.
+func (x *Experiment) perturbationCap(e Element, r *run, delta float64) (float64, string) {
+	best, who := math.Inf(1), ""
+	if x.cfg.MaxPerturbation <= 0 {
+		return best, who
+	}
+	for _, tx := range sortedKeys(r.bins) {
+		base := x.plan.Transactions[tx]
+		if base.Error != "" || !(base.StdMs > 0) {
+			continue
+		}
+		s, err := r.bins[tx].Series()
+		if err != nil {
+			continue
+		}
+		g, err := spectral.Rough(s.Values, base.AdaptiveMean.Value(), base.AdaptiveStd.Abs(), delta)
+		if err != nil || (!g.Significant && tx != x.cfg.Target) {
+			continue
+		}
+		hi := g.Gradient + g.StdErr
+		if !(hi > 0) {
+			continue
+		}
+		if k, err := e.Basis.Knob(x.cfg.MaxPerturbation * base.StdMs / hi); err == nil && k > 0 && k < best {
+			best, who = k, tx
+		}
+	}
+	return best, who
 }
 
 // activeAmplitude is A_d′ = A_d / g′, so that the response time moves by

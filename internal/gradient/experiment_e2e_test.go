@@ -481,6 +481,39 @@ func TestExperimentRemeasureKeepsPerturbationBound(t *testing.T) {
 	}
 }
 
+// A perturbation bound keeps the first active window's amplitude down where
+// A_d/g′ alone would move the response time by several σ.
+func TestExperimentActiveAmplitudeKeepsPerturbationBound(t *testing.T) {
+	for _, maxPert := range []float64{0, 0.5} {
+		s, err := sim.New(sim.Patterns(3, 0.1, 0.03))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := precise()
+		tr.Scale = 200 // A_d far above the noise: several σ without a bound
+		x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: maxPert,
+			Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500}}})
+		run(t, &sim.Driver{Sim: s, X: x}, 30000)
+		el := x.Result().Elements[0]
+		worst, who := 0.0, ""
+		for tx, e := range el.Transactions {
+			if e.Significant && e.PerturbationOverStd > worst {
+				worst, who = e.PerturbationOverStd, tx
+			}
+		}
+		e := el.Transactions["Sync"]
+		t.Logf("max perturbation %v: amplitude %.3g, largest perturbation %.2fσ (%s), Sync gradient %.3f (SNR %.1f), notes %v",
+			maxPert, el.Amplitude, worst, who, e.Gradient, e.SNR, el.Notes)
+		switch {
+		case maxPert == 0 && worst <= 1:
+			t.Fatalf("without a bound the setup should perturb by more than 1σ, got %.2fσ", worst)
+		case maxPert > 0 && (worst > 1.3*maxPert || len(el.Notes) == 0 || !strings.Contains(el.Notes[0], "kept to")):
+			t.Errorf("bound %vσ: perturbation %.2fσ, notes %v", maxPert, worst, el.Notes)
+		}
+		within(t, "Sync", e.Gradient, 1, 0.15)
+	}
+}
+
 // A link whose gradient is pinned near 0 is not measured again, however low
 // the SNR of a spike that is not there.
 func TestExperimentNoRemeasureForZeroGradient(t *testing.T) {
