@@ -752,9 +752,12 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	res.Rough = &rough
 	a := x.activeAmplitude(e, rough, r.requested)
 	if capped, tx := x.perturbationCap(e, r, delta); capped < a {
-		bounded := x.clampAmplitude(e, capped, a)
-		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, %.3gσ of %s's response time", a, bounded, x.cfg.MaxPerturbation, tx))
-		a = bounded
+		if bounded := x.clampAmplitude(e, capped, a); bounded < a {
+			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, %.3gσ of %s's response time", a, bounded, x.cfg.MaxPerturbation, tx))
+			a = bounded
+		} else {
+			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: %.3gσ of %s's response time needs %.4g, under the least amplitude %.4g", x.cfg.MaxPerturbation, tx, capped, a))
+		}
 	}
 	return x.startActive(t, a)
 }
