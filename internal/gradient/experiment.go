@@ -157,9 +157,10 @@ type Config struct {
 	// A_d′ is kept to where each transaction's one-cycle gradient (target
 	// and significant ones, at their upper standard error) would reach it;
 	// a remeasured window grows at most to where the first window's largest
-	// measured perturbation would. When it cannot grow, the second window
-	// is taken at the same amplitude; combined, the two still halve the
-	// variance. The element's MinAmplitude overrides it.
+	// measured perturbation (also at its upper standard error) would. When
+	// it cannot grow, the second window is taken at the same amplitude;
+	// combined, the two still halve the variance. The element's
+	// MinAmplitude overrides it.
 	MaxPerturbation float64
 	Guard           Guard
 	// MaxTransactions bounds the series kept (default 64); samples of
@@ -912,15 +913,18 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 	growth := math.Min(x.cfg.RemeasureGrowth, 1.25*x.cfg.MinSNR/math.Max(est.SNR, 0.1))
 	bound := ""
 	if x.cfg.MaxPerturbation > 0 {
+		// Each first-window perturbation at its upper standard error: at
+		// SNR 6 the point estimate is ~17% uncertain, and a low draw would
+		// let the second window past the bound.
 		worst := 0.0
 		for tx, te := range res.Transactions {
-			if tx == x.cfg.Target || te.Significant {
-				worst = math.Max(worst, te.PerturbationOverStd)
+			if (tx == x.cfg.Target || te.Significant) && te.Gradient > 0 {
+				worst = math.Max(worst, te.PerturbationOverStd*(1+te.StdErr/te.Gradient))
 			}
 		}
 		if worst > 0 && x.cfg.MaxPerturbation/worst < growth {
 			growth = math.Max(1, x.cfg.MaxPerturbation/worst)
-			bound = fmt.Sprintf(", kept to %.3gσ of perturbation (%.2fσ in the first)", x.cfg.MaxPerturbation, worst)
+			bound = fmt.Sprintf(", kept to %.3gσ of perturbation (%.2fσ in the first, at its upper standard error)", x.cfg.MaxPerturbation, worst)
 		}
 	}
 	a := x.clampAmplitude(e, first*growth, math.Inf(1))
