@@ -363,7 +363,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// N = 128 at ~100 req/s (40 users) moved ViewItem, the most perturbed,
 	// by 0.5σ at SNR 6. min_snr 9 has the coordinator measure once more when
 	// the spike is weaker than that, its amplitude scaled towards it but kept
-	// to 1σ of perturbation (max_perturbation's default), and the two windows
+	// to 1σ of perturbation (max_perturbation's default, aiming at 0.8σ), and the two windows
 	// combined. With 80
 	// users and d = 100 the training chose a low frequency whose noise it had
 	// underrated and the rough gradient came out 2.4 for a true 1. One
@@ -554,8 +554,13 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			tx := txnOf(g.Transaction)
 			gradients[element][tx] = g
 			nat := natural[tx][1]
-			t.Logf("%s %-8s gradient %6.3f ci95 [%6.3f, %6.3f] snr %5.1f bins %d perturbation %5.2f ms = %.2fσ (natural σ %.2f ms)",
-				element, tx, g.Gradient, g.CI95[0], g.CI95[1], g.SNR, g.Bins, g.PerturbationMs, g.PerturbationMs/nat, nat)
+			t.Logf("%s %-8s gradient %6.3f ci95 [%6.3f, %6.3f] snr %5.1f bins %d perturbation %5.2f ms = %.2fσ (natural σ %.2f ms; mean change over the window, paper 000 Table 3, %.2fσ)",
+				element, tx, g.Gradient, g.CI95[0], g.CI95[1], g.SNR, g.Bins, g.PerturbationMs, g.PerturbationMs/nat, nat, g.PerturbationMs/2/nat)
+			// The bound is for every transaction whose spike is visible,
+			// asserted or not; a spike under SNR 1.73 is noise.
+			if g.SNR >= spectral.SignificantSNR && g.PerturbationMs > nat {
+				t.Errorf("%s %s: perturbation %.2f ms > natural σ %.2f ms", element, tx, g.PerturbationMs, nat)
+			}
 		}
 		return true
 	}
@@ -574,9 +579,6 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			}
 		} else if math.Abs(g.Gradient-want) > 0.1*want {
 			t.Errorf("%s %s: gradient %.3f, want %.1f ± 10%%", element, tx, g.Gradient, want)
-		}
-		if nat := natural[tx][1]; g.PerturbationMs > nat {
-			t.Errorf("%s %s: perturbation %.2f ms > natural σ %.2f ms", element, tx, g.PerturbationMs, nat)
 		}
 	}
 

@@ -167,9 +167,10 @@ type ExperimentsConfig struct {
 	MinSNR float64 `mapstructure:"min_snr"`
 	// MaxPerturbation bounds the active windows' perturbation of each
 	// transaction's response time, in standard deviations of its natural
-	// noise (paper 000 Table 3 keeps it under 1): A_d′ is kept to it by the
-	// adaptive cycle's gradients, and a second window past it keeps the
-	// first's amplitude. min_delay overrides it. 0 lifts the bound.
+	// noise (paper 000 Table 3 keeps it under 1): A_d′ is kept to 0.8 of it
+	// by the adaptive cycle's gradients, leaving room for their error, and a
+	// second window that would pass it keeps the first's amplitude.
+	// min_delay overrides it. 0 lifts the bound.
 	MaxPerturbation float64 `mapstructure:"max_perturbation"`
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`

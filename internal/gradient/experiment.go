@@ -162,6 +162,12 @@ type Config struct {
 	// combined, the two still halve the variance. The element's
 	// MinAmplitude overrides it.
 	MaxPerturbation float64
+	// PerturbationAim is the fraction of MaxPerturbation the amplitudes are
+	// chosen for (default 0.8). Aiming at the bound itself overshoots it in
+	// about half the windows: σ, the one-cycle gradients and the measured
+	// perturbation each carry 5–10% of error, and the rarer transactions'
+	// one-cycle gradients are too noisy to be counted at all.
+	PerturbationAim float64
 	Guard           Guard
 	// MaxTransactions bounds the series kept (default 64); samples of
 	// further transactions are counted and dropped.
@@ -200,6 +206,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxGrowth == 0 {
 		c.MaxGrowth = 20
+	}
+	if c.PerturbationAim == 0 {
+		c.PerturbationAim = 0.8
 	}
 	if c.Guard.MinSamples == 0 {
 		c.Guard.MinSamples = 100
@@ -252,6 +261,8 @@ func (c Config) Validate() error {
 		return errors.New("experiment: adaptive fraction and gradient floor must be > 0, max growth ≥ 1")
 	case !(c.MinSNR >= 0) || !(c.RemeasureGrowth >= 1) || !(c.MaxPerturbation >= 0):
 		return errors.New("experiment: min SNR and max perturbation must be ≥ 0, remeasure growth ≥ 1")
+	case !(c.PerturbationAim > 0 && c.PerturbationAim <= 1):
+		return fmt.Errorf("experiment: perturbation aim must be in (0, 1], got %v", c.PerturbationAim)
 	case c.Guard.P99Ms < 0 || c.Guard.Window <= 0 || c.Guard.MinSamples < 1:
 		return errors.New("experiment: guard needs p99 ≥ 0, a window > 0 and min samples ≥ 1")
 	}
@@ -754,17 +765,20 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	a := x.activeAmplitude(e, rough, r.requested)
 	if capped, tx := x.perturbationCap(e, r, delta); capped < a {
 		if bounded := x.clampAmplitude(e, capped, a); bounded < a {
-			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, %.3gσ of %s's response time", a, bounded, x.cfg.MaxPerturbation, tx))
+			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, %.3gσ of %s's response time", a, bounded, x.aim(), tx))
 			a = bounded
 		} else {
-			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: %.3gσ of %s's response time needs %.4g, under the least amplitude %.4g", x.cfg.MaxPerturbation, tx, capped, a))
+			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: %.3gσ of %s's response time needs %.4g, under the least amplitude %.4g", x.aim(), tx, capped, a))
 		}
 	}
 	return x.startActive(t, a)
 }
 
+// aim is the perturbation, in σ, the amplitudes are chosen for.
+func (x *Experiment) aim() float64 { return x.cfg.PerturbationAim * x.cfg.MaxPerturbation }
+
 // perturbationCap is the largest amplitude whose perturbation of each
-// transaction's response time stays within MaxPerturbation of its natural
+// transaction's response time stays within aim() of its natural
 // σ, by the one-cycle gradients of the adaptive window (each taken at its
 // upper standard error, as it is rough); +Inf without a bound. It names the
 // transaction that sets it.
@@ -790,7 +804,7 @@ func (x *Experiment) perturbationCap(e Element, r *run, delta float64) (float64,
 		if !(hi > 0) {
 			continue
 		}
-		if k, err := e.Basis.Knob(x.cfg.MaxPerturbation * base.StdMs / hi); err == nil && k > 0 && k < best {
+		if k, err := e.Basis.Knob(x.aim() * base.StdMs / hi); err == nil && k > 0 && k < best {
 			best, who = k, tx
 		}
 	}
@@ -922,9 +936,9 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 				worst = math.Max(worst, te.PerturbationOverStd*(1+te.StdErr/te.Gradient))
 			}
 		}
-		if worst > 0 && x.cfg.MaxPerturbation/worst < growth {
-			growth = math.Max(1, x.cfg.MaxPerturbation/worst)
-			bound = fmt.Sprintf(", kept to %.3gσ of perturbation (%.2fσ in the first, at its upper standard error)", x.cfg.MaxPerturbation, worst)
+		if worst > 0 && x.aim()/worst < growth {
+			growth = math.Max(1, x.aim()/worst)
+			bound = fmt.Sprintf(", kept to %.3gσ of perturbation (%.2fσ in the first, at its upper standard error)", x.aim(), worst)
 		}
 	}
 	a := x.clampAmplitude(e, first*growth, math.Inf(1))

@@ -463,16 +463,20 @@ func TestExperimentRemeasuresLowSNR(t *testing.T) {
 }
 
 // A perturbation bound keeps the first active window's amplitude down where
-// A_d/g′ alone would move the response time by several σ.
+// A_d/g′ alone would move the response time by several σ. Aiming under the
+// bound keeps every window within it, not just the average one.
 func TestExperimentActiveAmplitudeKeepsPerturbationBound(t *testing.T) {
-	for _, maxPert := range []float64{0, 0.5} {
-		s, err := sim.New(sim.Patterns(3, 0.1, 0.03))
+	for _, tc := range []struct {
+		seed    uint64
+		maxPert float64
+	}{{3, 0}, {3, 0.5}, {4, 0.5}, {5, 0.5}, {6, 0.5}, {7, 0.5}} {
+		s, err := sim.New(sim.Patterns(tc.seed, 0.1, 0.03))
 		if err != nil {
 			t.Fatal(err)
 		}
 		tr := precise()
 		tr.Scale = 200 // A_d far above the noise: several σ without a bound
-		x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: maxPert,
+		x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: tc.maxPert,
 			Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500}}})
 		run(t, &sim.Driver{Sim: s, X: x}, 30000)
 		el := x.Result().Elements[0]
@@ -483,15 +487,16 @@ func TestExperimentActiveAmplitudeKeepsPerturbationBound(t *testing.T) {
 			}
 		}
 		e := el.Transactions["Sync"]
-		t.Logf("max perturbation %v: amplitude %.3g, largest perturbation %.2fσ (%s), Sync gradient %.3f (SNR %.1f), notes %v",
-			maxPert, el.Amplitude, worst, who, e.Gradient, e.SNR, el.Notes)
+		t.Logf("seed %d, max perturbation %v: amplitude %.3g, largest perturbation %.2fσ (%s), Sync gradient %.3f (SNR %.1f), notes %v",
+			tc.seed, tc.maxPert, el.Amplitude, worst, who, e.Gradient, e.SNR, el.Notes)
 		switch {
-		case maxPert == 0 && worst <= 1:
+		case tc.maxPert == 0 && worst <= 1:
 			t.Fatalf("without a bound the setup should perturb by more than 1σ, got %.2fσ", worst)
-		case maxPert > 0 && (worst > 1.3*maxPert || len(el.Notes) == 0 || !strings.Contains(el.Notes[0], "kept to")):
-			t.Errorf("bound %vσ: perturbation %.2fσ, notes %v", maxPert, worst, el.Notes)
+		case tc.maxPert > 0 && (worst > tc.maxPert || len(el.Notes) == 0 || !strings.Contains(el.Notes[0], "kept to")):
+			t.Errorf("seed %d, bound %vσ: perturbation %.2fσ, notes %v", tc.seed, tc.maxPert, worst, el.Notes)
 		}
-		within(t, "Sync", e.Gradient, 1, 0.15)
+		// At 0.4σ one window's SNR is ~5: the estimate is as good as its error.
+		within(t, "Sync", e.Gradient, 1, max(0.15, 3*e.StdErr))
 	}
 }
 
