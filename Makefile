@@ -120,6 +120,7 @@ e2e-long:
 	scripts/e2e-models.sh
 	scripts/e2e-gradients.sh
 	scripts/e2e-capacity.sh
+	scripts/e2e-frequency.sh
 	$(GO) test -tags long -count=1 -timeout 10m -run TestExperimentMeasuresLinkGradient -v ./exporter/perfmodelexporter/
 	$(GO) test -tags long -count=1 -timeout 30m -run 'TestFigure(19|21|22)' -v ./internal/causal/ | grep -E 'fig[0-9]+|^(ok|FAIL|---)'
 

@@ -130,6 +130,7 @@ func toDelayStats(s nfqdelay.Stats) delayStats {
 type freqActuator struct {
 	c    *cpufreq.Controller
 	base int64
+	step atomic.Int64 // kHz below base of the last on-phase, as set
 }
 
 func (i *injector) openCPUFreq(req *leaseRequest, _ int) (actuator, error) {
@@ -155,9 +156,25 @@ func (i *injector) openCPUFreq(req *leaseRequest, _ int) (actuator, error) {
 	return a, nil
 }
 
-func (a *freqActuator) Apply(v float64) error { return a.c.Set(a.base - int64(math.Round(v))) }
-func (a *freqActuator) Restore() error        { return a.c.Restore() }
-func (a *freqActuator) Stats() any            { return map[string]any{"base_khz": a.base} }
+// Apply sets the speed nearest base − v the CPUs accept (see Nearest).
+func (a *freqActuator) Apply(v float64) error {
+	khz := a.c.Nearest(a.base - int64(math.Round(v)))
+	if err := a.c.Set(khz); err != nil {
+		return err
+	}
+	if v > 0 {
+		a.step.Store(a.base - khz)
+	}
+	return nil
+}
+
+func (a *freqActuator) Restore() error { return a.c.Restore() }
+
+// Stats gives the step the on-phases actually took (step_khz), which may
+// differ from the wave's amplitude by the rounding to a P-state.
+func (a *freqActuator) Stats() any {
+	return map[string]any{"base_khz": a.base, "step_khz": a.step.Load()}
+}
 
 // capActuator withholds the wave's value (a fraction) of a cgroup's capacity.
 type capActuator struct {

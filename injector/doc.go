@@ -20,7 +20,11 @@
 //     online CPUs when the quota is unlimited; its off-phase restores the
 //     saved quota.
 //   - All CPUs of one cpufreq lease must share one base frequency, because a
-//     single setspeed value is written to all of them.
+//     single setspeed value is written to all of them. An on-phase sets the
+//     speed nearest base − amplitude that every CPU accepts (a P-state of
+//     their scaling_available_frequencies, else within their min/max), and
+//     the lease status reports the step it took as stats.step_khz: a
+//     gradient divides by what was set, not by what was asked.
 //   - Leases last `duration` (default one minute, at most max_lease); renew
 //     extends from now. Two active leases conflict when they share a link
 //     (proto, dst, dst_port, direction), a CPU, or a cgroup (or one cgroup

@@ -413,6 +413,7 @@ func TestCPUFreqLeaseShutdownRestores(t *testing.T) {
 	require.Eventually(t, func() bool { return cpu(0, "scaling_setspeed") == "2000000" }, 5*time.Second, time.Millisecond)
 	_, st := e.do("GET", "/v1/leases/"+id, "")
 	require.Equal(t, float64(2000000), st["stats"].(map[string]any)["base_khz"])
+	require.Equal(t, float64(200000), st["stats"].(map[string]any)["step_khz"], "the step the on-phases took")
 
 	require.NoError(t, e.inj.Shutdown(context.Background()))
 	for n := range 2 {
@@ -459,16 +460,21 @@ func TestCapacityLeaseRestoresOnDelete(t *testing.T) {
 }
 
 func TestBackendFailure(t *testing.T) {
-	e := start(t, func(c *Config) { c.MaxFreqStepKHz = 2_000_000 })
-	// 2 GHz − 1.5 GHz is below cpuinfo_min_freq: the first on-phase fails.
-	code, body := e.do("POST", "/v1/leases", `{"kind":"cpufreq","target":{"cpus":[0]},"wave":{"amplitude":1500000,"period":"1s"}}`)
+	e := start(t, nil)
+	code, body := e.do("POST", "/v1/leases", `{"kind":"cpufreq","target":{"cpus":[0]},"wave":{"amplitude":500000,"period":"1s"}}`)
 	require.Equal(t, http.StatusCreated, code, body)
 	id := body["id"].(string)
+	dir := filepath.Join(e.inj.cfg.SysfsRoot, "cpu0", "cpufreq")
+	require.Eventually(t, func() bool { return readFile(t, filepath.Join(dir, "scaling_setspeed")) == "1500000" }, 5*time.Second, time.Millisecond)
+	// The speed file turns unwritable: the next phase fails the lease.
+	require.NoError(t, os.Remove(filepath.Join(dir, "scaling_setspeed")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "scaling_setspeed"), 0o755))
+	e.clock.waitTimers(t, 2)
+	e.clock.Advance(500 * time.Millisecond)
 	require.Eventually(t, func() bool { return e.state(id) == stateFailed }, 5*time.Second, time.Millisecond)
 	_, st := e.do("GET", "/v1/leases/"+id, "")
-	require.Contains(t, st["error"], "cpuinfo_min_freq")
-	gov := filepath.Join(e.inj.cfg.SysfsRoot, "cpu0", "cpufreq", "scaling_governor")
-	require.Equal(t, "ondemand", readFile(t, gov))
+	require.Contains(t, st["error"], "scaling_setspeed")
+	require.Equal(t, "ondemand", readFile(t, filepath.Join(dir, "scaling_governor")), "the governor is restored")
 
 	// A backend that cannot open is a 500, and nothing is left reserved.
 	e2 := start(t, func(c *Config) { c.SysfsRoot = filepath.Join(t.TempDir(), "missing") })

@@ -141,6 +141,9 @@ type ExperimentsConfig struct {
 	// Capacities names the cgroups whose CPU capacity "capacity:<name>"
 	// experiments perturb (paper 003 §III-C).
 	Capacities map[string]ExperimentCapacity `mapstructure:"capacities"`
+	// Frequencies names the CPUs whose speed "frequency:<name>" experiments
+	// perturb through the injector's cpufreq lease (paper 003 §III-B).
+	Frequencies map[string]ExperimentFrequency `mapstructure:"frequencies"`
 	// FrontServices are the services whose SERVER spans are the measured
 	// transactions; empty means the root span of every trace.
 	FrontServices []string `mapstructure:"front_services"`
@@ -214,7 +217,55 @@ type ExperimentCapacity struct {
 	MaxFraction     float64 `mapstructure:"max_fraction"`
 }
 
+// ExperimentFrequency is a set of CPUs whose speed can be perturbed (DVFS
+// through the userspace governor), and the process running on them whose
+// CPU readings give the demand α·w of the basis 1/(f − α·w).
+type ExperimentFrequency struct {
+	// Injector overrides experiments.injector for these CPUs.
+	Injector string `mapstructure:"injector"`
+	// CPUs are the CPU numbers the lease drives (one base frequency). The
+	// process should be confined to them (a cpuset), or the basis does not
+	// describe it.
+	CPUs []int `mapstructure:"cpus"`
+	// FrequencyMHz is f, the CPUs' speed now; default core_mhz.
+	FrequencyMHz float64 `mapstructure:"frequency_mhz"`
+	// Machine and Process name the CPU readings of the process: its
+	// host.name (or host_name) and process.executable.name.
+	Machine string `mapstructure:"machine"`
+	Process string `mapstructure:"process"`
+	// InitialFraction is A⁰, the share of f taken away in the adaptive
+	// phase (default 0.05); MaxFraction caps every amplitude (default 0.3).
+	// The injector rounds each to a P-state the CPUs have.
+	InitialFraction float64 `mapstructure:"initial_fraction"`
+	MaxFraction     float64 `mapstructure:"max_fraction"`
+}
+
 func (c ExperimentsConfig) validate(bad func(field, format string, args ...any)) {
+	for name, fr := range c.Frequencies {
+		f := "experiments.frequencies." + name
+		if fr.Injector != "" {
+			if err := checkURL(fr.Injector); err != nil {
+				bad(f+".injector", "%v", err)
+			}
+		}
+		if len(fr.CPUs) == 0 {
+			bad(f+".cpus", "is required: the CPU numbers whose speed the lease changes")
+		}
+		for _, cpu := range fr.CPUs {
+			if cpu < 0 {
+				bad(f+".cpus", "CPU numbers are ≥ 0, got %d", cpu)
+			}
+		}
+		if fr.FrequencyMHz < 0 {
+			bad(f+".frequency_mhz", "must be ≥ 0, got %v", fr.FrequencyMHz)
+		}
+		if fr.Machine == "" || fr.Process == "" {
+			bad(f, "machine and process are required: their CPU readings give the demand α·w")
+		}
+		if fr.InitialFraction < 0 || fr.InitialFraction >= 1 || fr.MaxFraction < 0 || fr.MaxFraction >= 1 {
+			bad(f, "initial_fraction and max_fraction must be in [0, 1), got %v and %v", fr.InitialFraction, fr.MaxFraction)
+		}
+	}
 	for name, cp := range c.Capacities {
 		f := "experiments.capacities." + name
 		if cp.Injector != "" {

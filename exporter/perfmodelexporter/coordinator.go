@@ -233,8 +233,7 @@ func (e *engine) abortExperiment(r *http.Request, _ url.Values) (any, error) {
 
 // capacityBasis is the basis 1/(c·f − α·w) of a capacity element at its
 // configured operating point, with α·w the demand its process's CPU
-// readings show now: the mean process.cpu.utilization over the open
-// windows (a share of the machine) times the machine's capacity in MHz.
+// readings show now (processDemand).
 func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
 	f := cp.FrequencyMHz
 	if f == 0 {
@@ -243,27 +242,58 @@ func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
 	if !(f > 0) {
 		return gradient.Basis{}, errors.New("no CPU speed: set frequency_mhz or core_mhz")
 	}
-	key := model.ProcessKey(cp.Machine, cp.Process)
+	demand, err := e.processDemand(cp.Machine, cp.Process)
+	if err != nil {
+		return gradient.Basis{}, err
+	}
+	b := gradient.Basis{Kind: gradient.KindCapacity, Operating: cp.Cores, FrequencyMHz: f, Alpha: demand, Workload: 1}
+	return b, b.Validate()
+}
+
+// frequencyBasis is the basis 1/(f − α·w) of a frequency element at the
+// CPUs' speed now. With n CPUs the queue's speed is n·f, and
+// 1/(n·f − D) = (1/n)·1/(f − D/n): the demand is taken per CPU, which
+// scales the gradient by n and leaves predictions alone.
+func (e *engine) frequencyBasis(fr ExperimentFrequency) (gradient.Basis, error) {
+	f := fr.FrequencyMHz
+	if f == 0 {
+		f = e.cfg.CoreMHz
+	}
+	if !(f > 0) {
+		return gradient.Basis{}, errors.New("no CPU speed: set frequency_mhz or core_mhz")
+	}
+	demand, err := e.processDemand(fr.Machine, fr.Process)
+	if err != nil {
+		return gradient.Basis{}, err
+	}
+	b := gradient.Basis{Kind: gradient.KindCPUFreq, Operating: f, Alpha: demand / float64(len(fr.CPUs)), Workload: 1}
+	return b, b.Validate()
+}
+
+// processDemand is α·w in MHz: the mean process.cpu.utilization of a
+// process over the open windows (a share of the machine) times the
+// machine's capacity.
+func (e *engine) processDemand(machineName, process string) (float64, error) {
+	key := model.ProcessKey(machineName, process)
 	var share, machine model.CPUStats
 	e.mu.Lock()
 	for _, w := range e.windows {
 		if c, ok := w.CPU[key]; ok {
 			share.Merge(c)
 		}
-		if c, ok := w.CPU[cp.Machine]; ok {
+		if c, ok := w.CPU[machineName]; ok {
 			machine.Merge(c)
 		}
 	}
 	e.mu.Unlock()
 	if share.Samples == 0 {
-		return gradient.Basis{}, fmt.Errorf("no process.cpu.utilization readings of %q on %q in the open windows: the demand α·w is unknown", cp.Process, cp.Machine)
+		return 0, fmt.Errorf("no process.cpu.utilization readings of %q on %q in the open windows: the demand α·w is unknown", process, machineName)
 	}
-	machineMHz := e.capacity(cp.Machine, &machine)
+	machineMHz := e.capacity(machineName, &machine)
 	if !(machineMHz > 0) {
-		return gradient.Basis{}, fmt.Errorf("no capacity for machine %q: set machine_capacity_mhz or capacity_mhz (frequency × logical CPUs)", cp.Machine)
+		return 0, fmt.Errorf("no capacity for machine %q: set machine_capacity_mhz or capacity_mhz (frequency × logical CPUs)", machineName)
 	}
-	b := gradient.Basis{Kind: gradient.KindCapacity, Operating: cp.Cores, FrequencyMHz: f, Alpha: share.Mean() * machineMHz, Workload: 1}
-	return b, b.Validate()
+	return share.Mean() * machineMHz, nil
 }
 
 // linkTarget is where a link's delay lease applies and which injector runs it.
@@ -278,7 +308,7 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	xc := e.cfg.Experiments
 	kind, name, ok := strings.Cut(req.Element, ":")
 	if !ok || name == "" {
-		return nil, badf("element: want link:<source>-><target>, frequency:<machine> or capacity:<machine>, got %q", req.Element)
+		return nil, badf("element: want link:<source>-><target>, frequency:<name> or capacity:<name>, got %q", req.Element)
 	}
 	var (
 		element gradient.Element
@@ -325,8 +355,29 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 			maxA = 0.3
 		}
 		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: min(a0, maxA), MinAmplitude: 0.01, MaxAmplitude: maxA}
+	case "frequency":
+		fr, ok := xc.Frequencies[name]
+		if !ok {
+			return nil, badf("element %q: no experiments.frequencies[%q] names its CPUs and process", req.Element, name)
+		}
+		basis, err := e.frequencyBasis(fr)
+		if err != nil {
+			return nil, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", req.Element, err)}
+		}
+		injURL = firstNonEmpty(req.Injector, fr.Injector, xc.Injector)
+		target = injTarget{CPUs: fr.CPUs}
+		a0, maxA := fr.InitialFraction, fr.MaxFraction
+		if a0 == 0 {
+			a0 = 0.05
+		}
+		if maxA == 0 {
+			maxA = 0.3
+		}
+		// The knob is kHz below f.
+		khz := basis.Operating * 1000
+		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: min(a0, maxA) * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz}
 	default:
-		return nil, badf("element: %q: the coordinator measures link:<source>-><target> and capacity:<name> elements", req.Element)
+		return nil, badf("element: %q: the coordinator measures link:<source>-><target>, frequency:<name> and capacity:<name> elements", req.Element)
 	}
 	if injURL == "" {
 		return nil, badf("injector: no injector URL in the request, the element's configuration or experiments.injector")
@@ -635,6 +686,7 @@ type injLeaseRequest struct {
 type injTarget struct {
 	Link   *injLink `json:"link,omitempty"`
 	Cgroup string   `json:"cgroup,omitempty"`
+	CPUs   []int    `json:"cpus,omitempty"`
 }
 
 type injLink struct {
@@ -663,6 +715,8 @@ type injLeaseStatus struct {
 		RequestedMeanMs float64   `json:"requested_mean_ms"`
 		On              *injPhase `json:"on"`
 		Off             *injPhase `json:"off"`
+		// StepKHz is the P-state step a cpufreq lease's on-phases took.
+		StepKHz float64 `json:"step_khz"`
 	} `json:"stats,omitempty"`
 }
 
@@ -723,6 +777,14 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 		return 0, 0, false
 	}
 	delete(r.leases, name)
+	if r.target.CPUs != nil {
+		// The injector rounds a frequency wave to a P-state: the step it
+		// took is the change injected, known exactly.
+		if st.Stats == nil || !(st.Stats.StepKHz > 0) {
+			return 0, 0, false
+		}
+		return st.Stats.StepKHz, 0, true
+	}
 	return injectedDelay(ref.amplitude, st)
 }
 

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -61,7 +62,13 @@ const MaxCount = 100
 
 // Config is testbed.yaml.
 type Config struct {
-	CPUMHz       float64                       `yaml:"cpu_mhz"`
+	CPUMHz float64 `yaml:"cpu_mhz"`
+	// CPUSpeedFile, when set, is a file holding the CPU's speed now in kHz,
+	// as cpufreq's scaling_setspeed or scaling_cur_freq do. Busy time then
+	// follows it (mc / speed), which emulates DVFS on a kernel without
+	// cpufreq: the injector's cpufreq lease writes a fake sysfs tree and the
+	// tier slows down as a real CPU would.
+	CPUSpeedFile string                        `yaml:"cpu_speed_file"`
 	Versions     map[string]map[string]Version `yaml:"versions"`
 	DropContext  []string                      `yaml:"drop_context"`
 	Transactions []Transaction                 `yaml:"transactions"`
@@ -69,6 +76,8 @@ type Config struct {
 	Topics       map[string]Op                 `yaml:"topics"`
 	Queries      map[string]Query              `yaml:"queries"`
 	Replication  string                        `yaml:"replication"`
+
+	speed *speedFile
 }
 
 // Version is the extra busy time, in milliseconds, a version adds per served name.
@@ -303,6 +312,12 @@ func (c *Config) validate(v *validator) {
 	if c.CPUMHz < 0 {
 		v.errorf("cpu_mhz", "must be 0 (from /proc/cpuinfo) or positive, not %g", c.CPUMHz)
 	}
+	if c.CPUSpeedFile != "" {
+		c.speed = &speedFile{path: c.CPUSpeedFile}
+		if _, err := c.speed.read(); err != nil {
+			v.errorf("cpu_speed_file", "%v", err)
+		}
+	}
 	switch c.Replication {
 	case ReplSync, ReplAsync, ReplNone:
 	default:
@@ -499,9 +514,54 @@ func cpuinfoMHz() float64 {
 	return DefaultMHz
 }
 
-// BusyTime is the thread CPU time that mc megacycles take at MHz().
+// BusyTime is the thread CPU time that mc megacycles take at MHz(), or at
+// the speed cpu_speed_file shows now.
 func (c *Config) BusyTime(mc float64) time.Duration {
-	return time.Duration(mc / c.MHz() * float64(time.Second))
+	mhz := c.MHz()
+	if c.speed != nil {
+		mhz = c.speed.mhz(mhz)
+	}
+	return time.Duration(mc / mhz * float64(time.Second))
+}
+
+// speedFile reads a cpufreq-style speed file (kHz) at most once per
+// speedRefresh, so a request costs no file read.
+type speedFile struct {
+	path string
+	mu   sync.Mutex
+	at   time.Time
+	last float64 // MHz
+}
+
+const speedRefresh = 10 * time.Millisecond
+
+func (f *speedFile) read() (float64, error) {
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		return 0, err
+	}
+	khz, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil || !(khz > 0) {
+		return 0, fmt.Errorf("%s: want a speed in kHz, got %q", f.path, strings.TrimSpace(string(b)))
+	}
+	return khz / 1000, nil
+}
+
+// mhz is the speed last read; a file that cannot be read keeps the last
+// good value (or fallback before any).
+func (f *speedFile) mhz(fallback float64) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now := time.Now(); now.Sub(f.at) >= speedRefresh {
+		f.at = now
+		if v, err := f.read(); err == nil {
+			f.last = v
+		}
+	}
+	if f.last > 0 {
+		return f.last
+	}
+	return fallback
 }
 
 // Extra is the extra busy time version adds at service when serving name.

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tierscope/tierscope/testbed"
 )
@@ -47,6 +49,41 @@ ops:
 queries:
   q: {sql: "SELECT 1", cpu_mc: 0.5}
 `
+
+// cpu_speed_file emulates DVFS: busy time follows the speed the file shows,
+// re-read at most every 10 ms, and a file that is not a speed is refused by
+// name.
+func TestCPUSpeedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "scaling_setspeed")
+	if err := os.WriteFile(path, []byte("500000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse([]byte(minimal+"cpu_speed_file: "+path+"\n"), "m.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.BusyTime(1); got != 2*time.Millisecond {
+		t.Errorf("1 mc at 500 MHz: %v, want 2ms", got)
+	}
+	if err := os.WriteFile(path, []byte("1000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * speedRefresh)
+	if got := c.BusyTime(1); got != time.Millisecond {
+		t.Errorf("1 mc at 1000 MHz: %v, want 1ms", got)
+	}
+	if err := os.WriteFile(path, []byte("<unsupported>\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * speedRefresh)
+	if got := c.BusyTime(1); got != time.Millisecond {
+		t.Errorf("unreadable speed: %v, want the last good 1ms", got)
+	}
+	_, err = Parse([]byte(minimal+"cpu_speed_file: "+path+"\n"), "m.yaml")
+	if err == nil || !strings.Contains(err.Error(), "m.yaml:") || !strings.Contains(err.Error(), "cpu_speed_file") || !strings.Contains(err.Error(), "<unsupported>") {
+		t.Errorf("a file without a speed: error %v, want one naming cpu_speed_file and the content", err)
+	}
+}
 
 func TestBadConfigs(t *testing.T) {
 	if _, err := Parse([]byte(minimal), "m.yaml"); err != nil {

@@ -12,6 +12,7 @@ package cpufreq
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,6 +131,66 @@ func (c *Controller) Base() map[int]int64 {
 		m[st.cpu] = st.base
 	}
 	return m
+}
+
+// Nearest is the settable speed nearest to khz that every CPU of the set
+// accepts: a value of their scaling_available_frequencies (or, without
+// tables, khz clamped to their common min/max), within MaxStepKHz of the
+// base. Real CPUs have a few P-states, so a wave's amplitude is rounded to
+// one, and the lease reports the step it took. A speed asked away from the
+// base is never rounded to the base: a wave must move the speed. With no
+// common value it returns khz, which Set then refuses with the reason.
+func (c *Controller) Nearest(khz int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.cpus) == 0 {
+		return khz
+	}
+	base := c.cpus[0].base
+	var table []int64
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	for _, st := range c.cpus {
+		lo, hi = max(lo, st.min), min(hi, st.max)
+		if table == nil && st.avail != nil {
+			table = st.avail
+		}
+	}
+	if c.MaxStepKHz > 0 {
+		lo, hi = max(lo, base-c.MaxStepKHz), min(hi, base+c.MaxStepKHz)
+	}
+	if table == nil {
+		if lo > hi {
+			return khz
+		}
+		return min(max(khz, lo), hi)
+	}
+	best, found := khz, false
+	for _, f := range table {
+		if f == base && khz != base {
+			continue
+		}
+		if found && abs(f-khz) >= abs(best-khz) {
+			continue
+		}
+		ok := true
+		for _, st := range c.cpus {
+			if c.check(st, f) != nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			best, found = f, true
+		}
+	}
+	return best
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // Set writes khz to every CPU's scaling_setspeed after checking it against

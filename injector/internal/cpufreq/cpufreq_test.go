@@ -224,3 +224,56 @@ func TestRestoreAfterPartialFailure(t *testing.T) {
 		t.Fatalf("cpu0 governor %q after retry", g)
 	}
 }
+
+// Nearest rounds a wave's frequency to a P-state the CPU accepts within the
+// step cap, or clamps it to min/max without a table.
+func TestNearest(t *testing.T) {
+	noTable := defaultCPU()
+	noTable.freqs = ""
+	for _, tc := range []struct {
+		name    string
+		cpu     fakeCPU
+		stepKHz int64
+		want    map[int64]int64 // requested → set
+	}{
+		{"table", defaultCPU(), 0, map[int64]int64{1900000: 1600000, 2100000: 2400000, 1700000: 1600000, 100000: 800000, 2000000: 2000000}},
+		{"table within the step cap", defaultCPU(), 400000, map[int64]int64{1900000: 1600000, 1000000: 1600000, 2600000: 2400000}},
+		{"no table", noTable, 0, map[int64]int64{1900000: 1900000, 100000: 800000, 9000000: 2400000}},
+		{"no table within the step cap", noTable, 300000, map[int64]int64{1900000: 1900000, 1000000: 1700000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Open(fakeSysfs(t, tc.cpu, tc.cpu), []int{0, 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Restore()
+			c.MaxStepKHz = tc.stepKHz
+			for req, want := range tc.want {
+				got := c.Nearest(req)
+				if got != want {
+					t.Errorf("Nearest(%d) = %d, want %d", req, got, want)
+				}
+				if err := c.Set(got); err != nil {
+					t.Errorf("Set(Nearest(%d) = %d): %v", req, got, err)
+				}
+			}
+		})
+	}
+}
+
+// Two CPUs, one with a table and one without: the value both accept.
+func TestNearestAcrossCPUs(t *testing.T) {
+	noTable := defaultCPU()
+	noTable.freqs = ""
+	c, err := Open(fakeSysfs(t, noTable, defaultCPU()), []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Restore()
+	if got := c.Nearest(1900000); got != 1600000 {
+		t.Errorf("Nearest(1900000) = %d, want cpu1's P-state 1600000", got)
+	}
+	if err := c.Set(c.Nearest(1900000)); err != nil {
+		t.Error(err)
+	}
+}
