@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Issue 11's real-testbed link gradients: testbed tiers in network namespaces,
 # real NFQUEUE delays through the injector, the coordinator in the real
-# collector (e2e/gradients_long_test.go). Needs root; takes ~30 minutes.
+# collector (e2e/gradients_long_test.go). Needs root; takes about 70 minutes
+# (k = 32, d = 90, min_snr 15; GRADIENTS_K=16 GRADIENTS_SCALE=45
+# GRADIENTS_MIN_SNR=9 is the 35-minute setup of runs C–F).
 #   scripts/e2e-gradients.sh            # uses build/otelcol-tierscope/otelcol-tierscope
 #   REBUILD=1 scripts/e2e-gradients.sh  # rebuilds the collector first
 #   GRADIENTS_RUN=sync GRADIENTS_K=48 scripts/e2e-gradients.sh  # one part, larger bins
-# (GRADIENTS_RUN: sync,async,lb,predict; GRADIENTS_K/_N/_SCALE/_USERS: k, N, d, closed-loop users)
+# (GRADIENTS_RUN: sync,async,lb,predict; GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR: k, N, d, closed-loop users, min_snr)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$HOME/go/bin:$PATH
 if [[ "${REBUILD:-0}" == 1 ]]; then scripts/build-otelcol.sh; fi
-exec go test -tags long -count=1 -timeout 80m -run 'TestLinkGradientsOnNetnsTestbed' -v ./e2e/ "$@"
+exec go test -tags long -count=1 -timeout 150m -run 'TestLinkGradientsOnNetnsTestbed' -v ./e2e/ "$@"
