@@ -245,28 +245,7 @@ replication: none
 
 	// The experiment, through the coordinator: training, the adaptive
 	// single cycle, the active square wave of the quota, the result.
-	var ex api.Experiment
-	begun := time.Now()
-	if _, err := sendJSON(hc, "POST", apiBase+api.PathExperiments, api.ExperimentRequest{Element: "capacity:db"}, &ex); err != nil {
-		t.Fatal(err)
-	}
-	phase := ""
-	for ex.Finished == 0 {
-		if time.Since(begun) > 15*time.Minute {
-			_, _ = sendJSON(hc, "DELETE", apiBase+api.PathExperiments+"/"+ex.ID, nil, nil)
-			t.Fatalf("still %s after 15 min", ex.Phase)
-		}
-		time.Sleep(time.Second)
-		if _, err := sendJSON(hc, "GET", apiBase+api.PathExperiments+"/"+ex.ID, nil, &ex); err != nil {
-			t.Logf("%v", err)
-			continue
-		}
-		if ex.Phase != phase {
-			t.Logf("capacity:db: %6.1fs phase %s %.0f%% eta %.0fs", time.Since(begun).Seconds(), ex.Phase, ex.Percent, ex.ETASeconds)
-			phase = ex.Phase
-		}
-	}
-	t.Logf("capacity:db: %s after %v (%s)", ex.Phase, time.Since(begun).Round(time.Second), ex.Reason)
+	ex := runExperiment(t, hc, apiBase, "capacity:db", 15*time.Minute)
 	quota, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
 	if got := strings.TrimSpace(string(quota)); got != strconv.Itoa(int(capOperating*capPeriodUs)) {
 		t.Errorf("after the experiment the quota is %s, want %d restored", got, int(capOperating*capPeriodUs))
@@ -352,4 +331,33 @@ replication: none
 		t.Errorf("%d of %d requests failed (last %v)", load.errs, len(load.samples), load.lastErr)
 	}
 	load.mu.Unlock()
+}
+
+// runExperiment starts an experiment on element through the API and polls it
+// to its end, logging each phase; past limit it is aborted and the test fails.
+func runExperiment(t *testing.T, hc *http.Client, apiBase, element string, limit time.Duration) api.Experiment {
+	t.Helper()
+	var ex api.Experiment
+	begun := time.Now()
+	if _, err := sendJSON(hc, "POST", apiBase+api.PathExperiments, api.ExperimentRequest{Element: element}, &ex); err != nil {
+		t.Fatal(err)
+	}
+	phase := ""
+	for ex.Finished == 0 {
+		if time.Since(begun) > limit {
+			_, _ = sendJSON(hc, "DELETE", apiBase+api.PathExperiments+"/"+ex.ID, nil, nil)
+			t.Fatalf("%s: still %s after %v", element, ex.Phase, limit)
+		}
+		time.Sleep(time.Second)
+		if _, err := sendJSON(hc, "GET", apiBase+api.PathExperiments+"/"+ex.ID, nil, &ex); err != nil {
+			t.Logf("%v", err)
+			continue
+		}
+		if ex.Phase != phase {
+			t.Logf("%s: %6.1fs phase %s %.0f%% eta %.0fs", element, time.Since(begun).Seconds(), ex.Phase, ex.Percent, ex.ETASeconds)
+			phase = ex.Phase
+		}
+	}
+	t.Logf("%s: %s after %v (%s)", element, ex.Phase, time.Since(begun).Round(time.Second), ex.Reason)
+	return ex
 }

@@ -179,28 +179,7 @@ replication: none
 	t.Logf("demand from /proc: %.3f of CPU 0 = %.0f MHz at %.1f req/s (%.1f ms of CPU per request; %.0f configured)",
 		used, used*freqBaseMHz, freqRate, 1000*used/freqRate, freqBusyMc)
 
-	var ex api.Experiment
-	begun := time.Now()
-	if _, err := sendJSON(hc, "POST", apiBase+api.PathExperiments, api.ExperimentRequest{Element: "frequency:db"}, &ex); err != nil {
-		t.Fatal(err)
-	}
-	phase := ""
-	for ex.Finished == 0 {
-		if time.Since(begun) > 15*time.Minute {
-			_, _ = sendJSON(hc, "DELETE", apiBase+api.PathExperiments+"/"+ex.ID, nil, nil)
-			t.Fatalf("still %s after 15 min", ex.Phase)
-		}
-		time.Sleep(time.Second)
-		if _, err := sendJSON(hc, "GET", apiBase+api.PathExperiments+"/"+ex.ID, nil, &ex); err != nil {
-			t.Logf("%v", err)
-			continue
-		}
-		if ex.Phase != phase {
-			t.Logf("frequency:db: %6.1fs phase %s %.0f%% eta %.0fs", time.Since(begun).Seconds(), ex.Phase, ex.Percent, ex.ETASeconds)
-			phase = ex.Phase
-		}
-	}
-	t.Logf("frequency:db: %s after %v (%s)", ex.Phase, time.Since(begun).Round(time.Second), ex.Reason)
+	ex := runExperiment(t, hc, apiBase, "frequency:db", 15*time.Minute)
 	speed, _ := os.ReadFile(setspeed)
 	if got := strings.TrimSpace(string(speed)); got != strconv.Itoa(int(freqBaseMHz*1000)) {
 		t.Errorf("after the experiment cpu0 runs at %s kHz, want %d restored", got, int(freqBaseMHz*1000))

@@ -196,58 +196,80 @@ type ExperimentLink struct {
 
 // ExperimentCapacity is one node whose CPU capacity can be perturbed: a
 // cgroup the injector's capacity lease withholds a fraction of, and the
-// process inside it whose CPU readings (hostmetrics process.cpu.utilization)
-// give the demand α·w of the basis 1/(c·f − α·w).
+// process inside it whose CPU readings give the demand α·w of the basis
+// 1/(c·f − α·w).
 type ExperimentCapacity struct {
-	// Injector overrides experiments.injector for this node.
-	Injector string `mapstructure:"injector"`
+	ExperimentCPU `mapstructure:",squash"`
 	// Cgroup is the cgroup's path below the injector's cgroup_root.
 	Cgroup string `mapstructure:"cgroup"`
 	// Cores is c, the capacity the cgroup is allotted now, in CPUs.
 	Cores float64 `mapstructure:"cores"`
-	// FrequencyMHz is f, one CPU's speed; default core_mhz.
-	FrequencyMHz float64 `mapstructure:"frequency_mhz"`
-	// Machine and Process name the CPU readings of the process in the
-	// cgroup: its host.name (or host_name) and process.executable.name.
-	Machine string `mapstructure:"machine"`
-	Process string `mapstructure:"process"`
-	// InitialFraction is A⁰, the fraction withheld in the adaptive phase
-	// (default 0.05); MaxFraction caps every amplitude (default 0.3).
-	InitialFraction float64 `mapstructure:"initial_fraction"`
-	MaxFraction     float64 `mapstructure:"max_fraction"`
 }
 
-// ExperimentFrequency is a set of CPUs whose speed can be perturbed (DVFS
-// through the userspace governor), and the process running on them whose
-// CPU readings give the demand α·w of the basis 1/(f − α·w).
-type ExperimentFrequency struct {
-	// Injector overrides experiments.injector for these CPUs.
+// ExperimentCPU is what capacity and frequency elements share: the CPU's
+// speed, the process whose CPU readings (hostmetrics process.cpu.utilization)
+// give the demand α·w, and the wave's fractions.
+type ExperimentCPU struct {
+	// Injector overrides experiments.injector for this node.
 	Injector string `mapstructure:"injector"`
-	// CPUs are the CPU numbers the lease drives (one base frequency). The
-	// process should be confined to them (a cpuset), or the basis does not
-	// describe it.
-	CPUs []int `mapstructure:"cpus"`
-	// FrequencyMHz is f, the CPUs' speed now; default core_mhz.
+	// FrequencyMHz is f, one CPU's speed now; default core_mhz.
 	FrequencyMHz float64 `mapstructure:"frequency_mhz"`
 	// Machine and Process name the CPU readings of the process: its
 	// host.name (or host_name) and process.executable.name.
 	Machine string `mapstructure:"machine"`
 	Process string `mapstructure:"process"`
-	// InitialFraction is A⁰, the share of f taken away in the adaptive
-	// phase (default 0.05); MaxFraction caps every amplitude (default 0.3).
-	// The injector rounds each to a P-state the CPUs have.
+	// InitialFraction is A⁰, the fraction of the capacity (or of f) taken
+	// away in the adaptive phase (default 0.05); MaxFraction caps every
+	// amplitude (default 0.3).
 	InitialFraction float64 `mapstructure:"initial_fraction"`
 	MaxFraction     float64 `mapstructure:"max_fraction"`
+}
+
+func (n ExperimentCPU) validate(f string, bad func(field, format string, args ...any)) {
+	if n.Injector != "" {
+		if err := checkURL(n.Injector); err != nil {
+			bad(f+".injector", "%v", err)
+		}
+	}
+	if n.FrequencyMHz < 0 {
+		bad(f+".frequency_mhz", "must be ≥ 0, got %v", n.FrequencyMHz)
+	}
+	if n.Machine == "" || n.Process == "" {
+		bad(f, "machine and process are required: their CPU readings give the demand α·w")
+	}
+	if n.InitialFraction < 0 || n.InitialFraction >= 1 || n.MaxFraction < 0 || n.MaxFraction >= 1 {
+		bad(f, "initial_fraction and max_fraction must be in [0, 1), got %v and %v", n.InitialFraction, n.MaxFraction)
+	}
+}
+
+// fractions are A⁰ and the largest amplitude, with their defaults.
+func (n ExperimentCPU) fractions() (a0, maxA float64) {
+	a0, maxA = n.InitialFraction, n.MaxFraction
+	if a0 == 0 {
+		a0 = 0.05
+	}
+	if maxA == 0 {
+		maxA = 0.3
+	}
+	return min(a0, maxA), maxA
+}
+
+// ExperimentFrequency is a set of CPUs whose speed can be perturbed (DVFS
+// through the userspace governor), and the process running on them whose
+// CPU readings give the demand α·w of the basis 1/(f − α·w). Its fractions
+// are of f; the injector rounds each amplitude to a P-state the CPUs have.
+type ExperimentFrequency struct {
+	ExperimentCPU `mapstructure:",squash"`
+	// CPUs are the CPU numbers the lease drives (one base frequency). The
+	// process should be confined to them (a cpuset), or the basis does not
+	// describe it.
+	CPUs []int `mapstructure:"cpus"`
 }
 
 func (c ExperimentsConfig) validate(bad func(field, format string, args ...any)) {
 	for name, fr := range c.Frequencies {
 		f := "experiments.frequencies." + name
-		if fr.Injector != "" {
-			if err := checkURL(fr.Injector); err != nil {
-				bad(f+".injector", "%v", err)
-			}
-		}
+		fr.validate(f, bad)
 		if len(fr.CPUs) == 0 {
 			bad(f+".cpus", "is required: the CPU numbers whose speed the lease changes")
 		}
@@ -256,37 +278,15 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 				bad(f+".cpus", "CPU numbers are ≥ 0, got %d", cpu)
 			}
 		}
-		if fr.FrequencyMHz < 0 {
-			bad(f+".frequency_mhz", "must be ≥ 0, got %v", fr.FrequencyMHz)
-		}
-		if fr.Machine == "" || fr.Process == "" {
-			bad(f, "machine and process are required: their CPU readings give the demand α·w")
-		}
-		if fr.InitialFraction < 0 || fr.InitialFraction >= 1 || fr.MaxFraction < 0 || fr.MaxFraction >= 1 {
-			bad(f, "initial_fraction and max_fraction must be in [0, 1), got %v and %v", fr.InitialFraction, fr.MaxFraction)
-		}
 	}
 	for name, cp := range c.Capacities {
 		f := "experiments.capacities." + name
-		if cp.Injector != "" {
-			if err := checkURL(cp.Injector); err != nil {
-				bad(f+".injector", "%v", err)
-			}
-		}
+		cp.validate(f, bad)
 		if strings.TrimSpace(cp.Cgroup) == "" {
 			bad(f+".cgroup", "is required")
 		}
 		if !(cp.Cores > 0) {
 			bad(f+".cores", "must be > 0, got %v", cp.Cores)
-		}
-		if cp.FrequencyMHz < 0 {
-			bad(f+".frequency_mhz", "must be ≥ 0, got %v", cp.FrequencyMHz)
-		}
-		if cp.Machine == "" || cp.Process == "" {
-			bad(f, "machine and process are required: their CPU readings give the demand α·w")
-		}
-		if cp.InitialFraction < 0 || cp.InitialFraction >= 1 || cp.MaxFraction < 0 || cp.MaxFraction >= 1 {
-			bad(f, "initial_fraction and max_fraction must be in [0, 1), got %v and %v", cp.InitialFraction, cp.MaxFraction)
 		}
 	}
 	if c.Injector != "" {

@@ -235,14 +235,7 @@ func (e *engine) abortExperiment(r *http.Request, _ url.Values) (any, error) {
 // configured operating point, with α·w the demand its process's CPU
 // readings show now (processDemand).
 func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
-	f := cp.FrequencyMHz
-	if f == 0 {
-		f = e.cfg.CoreMHz
-	}
-	if !(f > 0) {
-		return gradient.Basis{}, errors.New("no CPU speed: set frequency_mhz or core_mhz")
-	}
-	demand, err := e.processDemand(cp.Machine, cp.Process)
+	f, demand, err := e.cpuNode(cp.ExperimentCPU)
 	if err != nil {
 		return gradient.Basis{}, err
 	}
@@ -255,19 +248,26 @@ func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
 // 1/(n·f − D) = (1/n)·1/(f − D/n): the demand is taken per CPU, which
 // scales the gradient by n and leaves predictions alone.
 func (e *engine) frequencyBasis(fr ExperimentFrequency) (gradient.Basis, error) {
-	f := fr.FrequencyMHz
-	if f == 0 {
-		f = e.cfg.CoreMHz
-	}
-	if !(f > 0) {
-		return gradient.Basis{}, errors.New("no CPU speed: set frequency_mhz or core_mhz")
-	}
-	demand, err := e.processDemand(fr.Machine, fr.Process)
+	f, demand, err := e.cpuNode(fr.ExperimentCPU)
 	if err != nil {
 		return gradient.Basis{}, err
 	}
 	b := gradient.Basis{Kind: gradient.KindCPUFreq, Operating: f, Alpha: demand / float64(len(fr.CPUs)), Workload: 1}
 	return b, b.Validate()
+}
+
+// cpuNode is a node's CPU speed f (frequency_mhz, else core_mhz) and the
+// demand α·w of its process.
+func (e *engine) cpuNode(n ExperimentCPU) (f, demand float64, err error) {
+	f = n.FrequencyMHz
+	if f == 0 {
+		f = e.cfg.CoreMHz
+	}
+	if !(f > 0) {
+		return 0, 0, errors.New("no CPU speed: set frequency_mhz or core_mhz")
+	}
+	demand, err = e.processDemand(n.Machine, n.Process)
+	return f, demand, err
 }
 
 // processDemand is α·w in MHz: the mean process.cpu.utilization of a
@@ -347,14 +347,8 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		}
 		injURL = firstNonEmpty(req.Injector, cp.Injector, xc.Injector)
 		target = injTarget{Cgroup: cp.Cgroup}
-		a0, maxA := cp.InitialFraction, cp.MaxFraction
-		if a0 == 0 {
-			a0 = 0.05
-		}
-		if maxA == 0 {
-			maxA = 0.3
-		}
-		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: min(a0, maxA), MinAmplitude: 0.01, MaxAmplitude: maxA}
+		a0, maxA := cp.fractions()
+		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA}
 	case "frequency":
 		fr, ok := xc.Frequencies[name]
 		if !ok {
@@ -366,16 +360,10 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		}
 		injURL = firstNonEmpty(req.Injector, fr.Injector, xc.Injector)
 		target = injTarget{CPUs: fr.CPUs}
-		a0, maxA := fr.InitialFraction, fr.MaxFraction
-		if a0 == 0 {
-			a0 = 0.05
-		}
-		if maxA == 0 {
-			maxA = 0.3
-		}
 		// The knob is kHz below f.
+		a0, maxA := fr.fractions()
 		khz := basis.Operating * 1000
-		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: min(a0, maxA) * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz}
+		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: a0 * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz}
 	default:
 		return nil, badf("element: %q: the coordinator measures link:<source>-><target>, frequency:<name> and capacity:<name> elements", req.Element)
 	}

@@ -47,7 +47,7 @@ func TestExperimentsConfigLoads(t *testing.T) {
 	require.Equal(t, "http://10.0.0.4:18777", x.Injector)
 	require.Equal(t, "s3cret", string(x.Token))
 	require.Equal(t, ExperimentLink{Address: "tcp://10.0.0.5:5432", Injector: "http://10.0.0.6:18777"}, x.Links["app->db"])
-	require.Equal(t, ExperimentFrequency{CPUs: []int{2, 3}, FrequencyMHz: 2400, Machine: "db-host", Process: "postgres"}, x.Frequencies["db"])
+	require.Equal(t, ExperimentFrequency{CPUs: []int{2, 3}, ExperimentCPU: ExperimentCPU{FrequencyMHz: 2400, Machine: "db-host", Process: "postgres"}}, x.Frequencies["db"])
 	require.Equal(t, []string{"web"}, x.FrontServices)
 	require.Equal(t, 16, x.K)
 	require.Equal(t, 64, x.N)
@@ -66,10 +66,10 @@ func TestExperimentsConfigLoads(t *testing.T) {
 		"experiments.max_delay":          func(c *ExperimentsConfig) { c.MaxDelay = 0 },
 		"experiments.request_timeout":    func(c *ExperimentsConfig) { c.RequestTimeout = 0 },
 		"experiments.frequencies.db.cpus": func(c *ExperimentsConfig) {
-			c.Frequencies = map[string]ExperimentFrequency{"db": {Machine: "m", Process: "p"}}
+			c.Frequencies = map[string]ExperimentFrequency{"db": {ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
 		"experiments.frequencies.db": func(c *ExperimentsConfig) {
-			c.Frequencies = map[string]ExperimentFrequency{"db": {CPUs: []int{0}, Machine: "m", Process: "p", MaxFraction: 1}}
+			c.Frequencies = map[string]ExperimentFrequency{"db": {CPUs: []int{0}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p", MaxFraction: 1}}}
 		},
 		"experiments.links.a->b.injector": func(c *ExperimentsConfig) {
 			c.Links = map[string]ExperimentLink{"a->b": {Address: "h:1", Injector: "ftp://x"}}
@@ -438,7 +438,7 @@ func TestCapacityElementBasis(t *testing.T) {
 		c.CapacityMHz = 4000 // 2 CPUs of 2000 MHz
 		c.CoreMHz = 2000
 		c.Experiments.Injector = "http://127.0.0.1:1"
-		c.Experiments.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "tierscope/db", Cores: 0.5, Machine: "m1", Process: "tbdb"}}
+		c.Experiments.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "tierscope/db", Cores: 0.5, ExperimentCPU: ExperimentCPU{Machine: "m1", Process: "tbdb"}}}
 	})
 	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"capacity:nope"}`, nil))
 	require.Equal(t, http.StatusUnprocessableEntity, te.send("POST", api.PathExperiments, `{"element":"capacity:db"}`, nil))
