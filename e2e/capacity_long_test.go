@@ -196,29 +196,10 @@ replication: none
 			"initial_fraction": 0.15,
 		}},
 	}
-	startModelsCollector(t, collectorBinary(t), map[string]any{
-		"extensions": map[string]any{"injector": map[string]any{
-			"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "cgroup_root": capV1Root,
-			"allowlist": map[string]any{"cgroups": []string{group}}, "max_lease": "10m",
-		}},
-		"receivers": map[string]any{
-			"otlp": otlpReceiver(otlpPort),
-			"hostmetrics": map[string]any{"collection_interval": "1s", "scrapers": map[string]any{"process": map[string]any{
-				"include":                 map[string]any{"names": []string{"^" + exe + "$"}, "match_type": "regexp"},
-				"mute_process_all_errors": true,
-				"metrics":                 map[string]any{"process.cpu.utilization": map[string]any{"enabled": true}},
-			}}},
-		},
-		"exporters": map[string]any{"perfmodel": pm},
-		"service": map[string]any{
-			"extensions": []string{"injector"},
-			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
-			"pipelines": map[string]any{
-				"traces":  map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
-				"metrics": map[string]any{"receivers": []string{"hostmetrics"}, "exporters": []string{"perfmodel"}},
-			},
-		},
-	}, fmt.Sprintf("127.0.0.1:%d", apiPort))
+	startCPUElementCollector(t, map[string]any{
+		"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "cgroup_root": capV1Root,
+		"allowlist": map[string]any{"cgroups": []string{group}}, "max_lease": "10m",
+	}, otlpPort, exe, pm, fmt.Sprintf("127.0.0.1:%d", apiPort))
 	hc := &http.Client{Timeout: 10 * time.Second}
 	waitHTTP(t, hc, inj+"/v1/health", 30*time.Second)
 
@@ -360,4 +341,32 @@ func runExperiment(t *testing.T, hc *http.Client, apiBase, element string, limit
 	}
 	t.Logf("%s: %s after %v (%s)", element, ex.Phase, time.Since(begun).Round(time.Second), ex.Reason)
 	return ex
+}
+
+// startCPUElementCollector runs the collector for a CPU element's e2e test:
+// the injector extension configured by injector, the tier's spans over OTLP,
+// the tier process exe's CPU from the hostmetrics process scraper, and the
+// perfmodel exporter pm whose coordinator runs the experiment.
+func startCPUElementCollector(t *testing.T, injector map[string]any, otlpPort int, exe string, pm map[string]any, apiAddr string) {
+	t.Helper()
+	startModelsCollector(t, collectorBinary(t), map[string]any{
+		"extensions": map[string]any{"injector": injector},
+		"receivers": map[string]any{
+			"otlp": otlpReceiver(otlpPort),
+			"hostmetrics": map[string]any{"collection_interval": "1s", "scrapers": map[string]any{"process": map[string]any{
+				"include":                 map[string]any{"names": []string{"^" + exe + "$"}, "match_type": "regexp"},
+				"mute_process_all_errors": true,
+				"metrics":                 map[string]any{"process.cpu.utilization": map[string]any{"enabled": true}},
+			}}},
+		},
+		"exporters": map[string]any{"perfmodel": pm},
+		"service": map[string]any{
+			"extensions": []string{"injector"},
+			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
+			"pipelines": map[string]any{
+				"traces":  map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
+				"metrics": map[string]any{"receivers": []string{"hostmetrics"}, "exporters": []string{"perfmodel"}},
+			},
+		},
+	}, apiAddr)
 }

@@ -127,29 +127,10 @@ replication: none
 			"initial_fraction": 0.1,
 		}},
 	}
-	startModelsCollector(t, collectorBinary(t), map[string]any{
-		"extensions": map[string]any{"injector": map[string]any{
-			"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "sysfs_root": sysfs,
-			"allowlist": map[string]any{"cpus": []int{0}}, "max_freq_step_khz": 400000, "max_lease": "10m",
-		}},
-		"receivers": map[string]any{
-			"otlp": otlpReceiver(otlpPort),
-			"hostmetrics": map[string]any{"collection_interval": "1s", "scrapers": map[string]any{"process": map[string]any{
-				"include":                 map[string]any{"names": []string{"^" + exe + "$"}, "match_type": "regexp"},
-				"mute_process_all_errors": true,
-				"metrics":                 map[string]any{"process.cpu.utilization": map[string]any{"enabled": true}},
-			}}},
-		},
-		"exporters": map[string]any{"perfmodel": pm},
-		"service": map[string]any{
-			"extensions": []string{"injector"},
-			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
-			"pipelines": map[string]any{
-				"traces":  map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
-				"metrics": map[string]any{"receivers": []string{"hostmetrics"}, "exporters": []string{"perfmodel"}},
-			},
-		},
-	}, fmt.Sprintf("127.0.0.1:%d", apiPort))
+	startCPUElementCollector(t, map[string]any{
+		"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "sysfs_root": sysfs,
+		"allowlist": map[string]any{"cpus": []int{0}}, "max_freq_step_khz": 400000, "max_lease": "10m",
+	}, otlpPort, exe, pm, fmt.Sprintf("127.0.0.1:%d", apiPort))
 	hc := &http.Client{Timeout: 10 * time.Second}
 	waitHTTP(t, hc, inj+"/v1/health", 30*time.Second)
 
