@@ -50,6 +50,7 @@ func (i *injector) openDelay(req *leaseRequest, slot int) (actuator, error) {
 		Queue:    i.cfg.QueueBase + uint16(slot),
 		Delay:    func(time.Time) time.Duration { return time.Duration(a.cur.Load()) },
 		MaxDelay: i.cfg.MaxDelay,
+		Floor:    time.Duration(req.Wave.Floor * float64(time.Millisecond)),
 		// A backstop should this process hang: our own expiry comes first.
 		Lease: nfqdelay.MaxLease,
 	})

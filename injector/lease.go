@@ -95,6 +95,10 @@ type waveSpec struct {
 	Cycles int        `json:"cycles,omitempty"`
 	Start  *time.Time `json:"start,omitempty"`
 	Single bool       `json:"single,omitempty"`
+	// Floor, for delay leases, is ms of delay every packet gets for the
+	// whole lease under the wave, so that holding packets costs the host
+	// the same in both phases (nfqdelay.Options.Floor).
+	Floor float64 `json:"floor,omitempty"`
 }
 
 // validate parses req (400) and checks it against the allowlist (403) and
@@ -158,10 +162,16 @@ func (m *manager) validate(req *leaseRequest, now time.Time) error {
 		if len(al.Ports) > 0 && !slices.Contains(al.Ports, l.DstPort) {
 			return apiErrorf(http.StatusForbidden, "target.link.dst_port: %d is not in allowlist.ports", l.DstPort)
 		}
-		if max := ms(m.cfg.MaxDelay); req.w.Amplitude > max {
-			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v ms is over max_delay %v", req.w.Amplitude, m.cfg.MaxDelay)
+		if !(req.Wave.Floor >= 0) {
+			return bad("wave.floor: %v ms, want ≥ 0", req.Wave.Floor)
+		}
+		if max := ms(m.cfg.MaxDelay); req.w.Amplitude+req.Wave.Floor > max {
+			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v ms over a floor of %v ms is over max_delay %v", req.w.Amplitude, req.Wave.Floor, m.cfg.MaxDelay)
 		}
 	case kindCPUFreq:
+		if req.Wave.Floor != 0 {
+			return bad("wave.floor: only delay leases take a floor")
+		}
 		if len(t.CPUs) == 0 {
 			return bad("target.cpus: required for kind cpufreq")
 		}
@@ -179,6 +189,9 @@ func (m *manager) validate(req *leaseRequest, now time.Time) error {
 			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v kHz is over max_freq_step_khz %d", req.w.Amplitude, m.cfg.MaxFreqStepKHz)
 		}
 	case kindCapacity:
+		if req.Wave.Floor != 0 {
+			return bad("wave.floor: only delay leases take a floor")
+		}
 		if t.Cgroup == "" {
 			return bad("target.cgroup: required for kind capacity")
 		}

@@ -101,9 +101,7 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 	wcfg.PerProcess = perProcess
 	wcfg.HalfLife = float64(e.cfg.WorkFactors.HalfLife) / float64(e.cfg.Window)
 	wcfg.SmoothHalfLife = float64(e.cfg.WorkFactors.SmoothingHalfLife) / float64(e.cfg.Window)
-	if wcfg.Method, err = workfactor.ParseMethod(e.cfg.WorkFactors.Method); err != nil {
-		return api.WorkFactors{}, err
-	}
+	wcfg.Method = e.workFactorMethod
 	est, err := workfactor.New(wcfg)
 	if err != nil {
 		return api.WorkFactors{}, err
@@ -247,11 +245,9 @@ func (e *engine) workFactorPeriods(ctx context.Context, tr api.TimeRange, only s
 // its data over the gaps of windows without readings.
 func (e *engine) workFactorSamples(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	for k := range q {
-		if k != "from" && k != "to" && k != "machine" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q (allowed: from, to, machine)", k))
-			return
-		}
+	if err := checkParams(q, []string{"from", "to", "machine"}); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	tr, err := e.timeRange(q)
 	if err != nil {

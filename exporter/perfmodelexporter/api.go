@@ -32,6 +32,21 @@ func (b badRequest) Error() string { return b.msg }
 
 func badf(format string, args ...any) error { return badRequest{fmt.Sprintf(format, args...)} }
 
+// checkParams rejects a query parameter that is not allowed, naming it and
+// the allowed ones.
+func checkParams(q url.Values, allowed []string) error {
+	for k := range q {
+		if slices.Contains(allowed, k) {
+			continue
+		}
+		if len(allowed) == 0 {
+			return fmt.Errorf("unknown query parameter %q (this path takes none)", k)
+		}
+		return fmt.Errorf("unknown query parameter %q (allowed: %s)", k, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
 // handler routes the API. The mux only matches methods and paths; each
 // handler validates its query parameters and rejects unknown ones.
 func (e *engine) handler() http.Handler {
@@ -39,11 +54,9 @@ func (e *engine) handler() http.Handler {
 	get := func(path string, allowed []string, fn func(*http.Request, url.Values) (any, error)) {
 		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
 			q := r.URL.Query()
-			for k := range q {
-				if !slices.Contains(allowed, k) {
-					writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q (allowed: %s)", k, strings.Join(allowed, ", ")))
-					return
-				}
+			if err := checkParams(q, allowed); err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
 			}
 			e.answer(w, r, q, fn)
 		})

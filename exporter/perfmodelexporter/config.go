@@ -163,6 +163,13 @@ type ExperimentsConfig struct {
 	// (paper 000 figure 7; our injector's error is ~0.13 ms), and a wave
 	// that small is lost in the response time's noise.
 	MinDelay time.Duration `mapstructure:"min_delay"`
+	// DelayFloor is a delay every packet of a link lease gets under the
+	// wave (the injector's wave.floor). Holding a packet costs the injector
+	// more CPU than passing it; with a floor both phases hold every packet,
+	// so that CPU does not rise and fall with the wave, where on a host the
+	// application shares it would read as gradient. It moves the response
+	// time by floor × gradient for the whole lease; 0 turns it off.
+	DelayFloor time.Duration `mapstructure:"delay_floor"`
 	// MinSNR is the least SNR of the target transaction's spike; below it
 	// an element is measured once more with up to 3 times the amplitude and
 	// the two windows' estimates are combined (0 turns it off). At SNR 6 the
@@ -316,6 +323,9 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 	}
 	if !(c.MaxPerturbation >= 0) || math.IsInf(c.MaxPerturbation, 0) {
 		bad("experiments.max_perturbation", "must be ≥ 0, got %v", c.MaxPerturbation)
+	}
+	if c.DelayFloor < 0 || c.DelayFloor >= c.MaxDelay {
+		bad("experiments.delay_floor", "must be in [0, max_delay %v), got %v", c.MaxDelay, c.DelayFloor)
 	}
 	if c.MinDelay < 0 || c.MinDelay > c.MaxDelay {
 		bad("experiments.min_delay", "must be in [0, max_delay %v], got %v", c.MaxDelay, c.MinDelay)

@@ -690,6 +690,7 @@ type injWave struct {
 	Cycles    int       `json:"cycles,omitempty"`
 	Start     time.Time `json:"start"`
 	Single    bool      `json:"single,omitempty"`
+	Floor     float64   `json:"floor,omitempty"` // ms, delay leases only
 }
 
 type injLeaseStatus struct {
@@ -724,6 +725,9 @@ func (r *runner) startLease(a gradient.Action) error {
 			Start: a.Start.UTC(), Single: a.Single},
 		Duration: a.Duration.Round(time.Millisecond).String(),
 	}
+	if a.LeaseKind == gradient.KindLink.LeaseKind() {
+		body.Wave.Floor = float64(r.x.e.cfg.Experiments.DelayFloor) / float64(time.Millisecond)
+	}
 	var st injLeaseStatus
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
@@ -740,8 +744,8 @@ func (r *runner) startLease(a gradient.Action) error {
 // stopLease deletes the lease at the injector and returns the on-phase delay
 // it actually applied, with its standard error. The injector splits its
 // packets by phase: the on-phase mean less the off-phase mean is the delay
-// the wave added, free of the pass-through time every packet pays, scaled
-// to the amplitude by the on-phase's requested mean. An injector without
+// the wave added, free of the pass-through time and the floor every packet
+// pays, scaled to the amplitude by the phases' requested difference. An injector without
 // the split gives only the mean over every packet; then the on-phase delay
 // is the amplitude scaled by the ratio of actual to requested means, after
 // the pass-through time (at least min_ms) is subtracted.
@@ -782,8 +786,9 @@ func injectedDelay(amplitude float64, st injLeaseStatus) (mean, stdErr float64, 
 	if s == nil || s.Count == 0 {
 		return 0, 0, false
 	}
-	if on, off := s.On, s.Off; on != nil && off != nil && on.Count > 1 && off.Count > 1 && on.RequestedMeanMs > 0 {
-		scale := amplitude / on.RequestedMeanMs
+	if on, off := s.On, s.Off; on != nil && off != nil && on.Count > 1 && off.Count > 1 && on.RequestedMeanMs > off.RequestedMeanMs {
+		// Both phases' requests include the floor; their difference is the wave.
+		scale := amplitude / (on.RequestedMeanMs - off.RequestedMeanMs)
 		mean = math.Max(0, on.MeanMs-off.MeanMs) * scale
 		stdErr = math.Hypot(on.StdMs/math.Sqrt(float64(on.Count)), off.StdMs/math.Sqrt(float64(off.Count))) * scale
 		return mean, stdErr, true

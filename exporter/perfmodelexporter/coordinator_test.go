@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,7 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/injector"
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
 )
 
@@ -58,12 +60,14 @@ func TestExperimentsConfigLoads(t *testing.T) {
 	def := createDefaultConfig().(*Config)
 	require.NoError(t, def.Validate())
 	require.Equal(t, 1, def.Experiments.MaxConcurrent)
+	require.Equal(t, 300*time.Microsecond, def.Experiments.DelayFloor)
 	for field, mutate := range map[string]func(*ExperimentsConfig){
 		"experiments.injector":           func(c *ExperimentsConfig) { c.Injector = "10.0.0.4:18777" },
 		"experiments.links.a->b.address": func(c *ExperimentsConfig) { c.Links = map[string]ExperimentLink{"a->b": {Address: "sctp://x:1"}} },
 		"experiments":                    func(c *ExperimentsConfig) { c.N = 100 },
 		"experiments.max_concurrent":     func(c *ExperimentsConfig) { c.MaxConcurrent = 0 },
 		"experiments.max_delay":          func(c *ExperimentsConfig) { c.MaxDelay = 0 },
+		"experiments.delay_floor":        func(c *ExperimentsConfig) { c.DelayFloor = c.MaxDelay },
 		"experiments.request_timeout":    func(c *ExperimentsConfig) { c.RequestTimeout = 0 },
 		"experiments.frequencies.db.cpus": func(c *ExperimentsConfig) {
 			c.Frequencies = map[string]ExperimentFrequency{"db": {ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
@@ -421,6 +425,16 @@ func TestInjectedDelayFromPhaseSplit(t *testing.T) {
 	if !ok || math.Abs(mean-0.26) > 1e-9 || math.Abs(se-math.Hypot(0.1, 0.1)/math.Sqrt(1000)) > 1e-9 {
 		t.Errorf("phase split: got %v ± %v (%v), want 0.26 ± %.4f", mean, se, ok, math.Hypot(0.1, 0.1)/math.Sqrt(1000))
 	}
+	// Over a floor both phases request it; the difference is still the wave.
+	floored := injLeaseStatus{}
+	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.57,"min_ms":0.32,"requested_mean_ms":0.43,
+		"on":{"count":1000,"mean_ms":0.70,"std_ms":0.10,"requested_mean_ms":0.56},
+		"off":{"count":1000,"mean_ms":0.44,"std_ms":0.10,"requested_mean_ms":0.30}}}`), &floored); err != nil {
+		t.Fatal(err)
+	}
+	if mean, _, ok := injectedDelay(0.26, floored); !ok || math.Abs(mean-0.26) > 1e-9 {
+		t.Errorf("over a 0.3 ms floor: got %v (%v), want 0.26", mean, ok)
+	}
 	// Without the split the old ratio counts the pass-through time as delay.
 	st.Stats.On, st.Stats.Off = nil, nil
 	mean, _, ok = injectedDelay(0.26, st)
@@ -461,4 +475,28 @@ func TestCapacityElementBasis(t *testing.T) {
 	te.mu.Unlock()
 	_, err = te.capacityBasis(te.cfg.Experiments.Capacities["db"])
 	require.ErrorContains(t, err, "saturates")
+}
+
+// A link lease carries experiments.delay_floor as the injector's wave.floor;
+// CPU leases carry none (the injector refuses a floor on them).
+func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
+	var got []injLeaseRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req injLeaseRequest
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
+		got = append(got, req)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"lease-1"}`))
+	}))
+	defer srv.Close()
+	cfg := createDefaultConfig().(*Config)
+	r := &runner{x: &experiments{e: &engine{cfg: cfg}}, inj: newInjectorClient(srv.URL, "", time.Second), leases: map[string]*leaseRef{}}
+	start := time.Now()
+	for _, kind := range []gradient.Kind{gradient.KindLink, gradient.KindCapacity} {
+		require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: string(kind), LeaseKind: kind.LeaseKind(),
+			Amplitude: 0.2, Period: time.Second, Cycles: 4, Start: start, Duration: time.Minute}))
+	}
+	require.Len(t, got, 2)
+	require.Equal(t, 0.3, got[0].Wave.Floor, "link lease")
+	require.Zero(t, got[1].Wave.Floor, "capacity lease")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/stitch"
 	"github.com/tierscope/tierscope/internal/store"
+	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
 // engine is the model engine shared by the traces and metrics pipelines.
@@ -33,6 +34,8 @@ type engine struct {
 	shard  string
 	window int64 // seconds
 	now    func() time.Time
+	// workFactorMethod is work_factors.method, parsed once (Validate checked it).
+	workFactorMethod workfactor.Method
 
 	mu      sync.Mutex
 	asm     *model.Assembler
@@ -70,13 +73,17 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	method, err := workfactor.ParseMethod(cfg.WorkFactors.Method)
+	if err != nil {
+		return nil, err
+	}
 	shard := cfg.Storage.Shard
 	if shard == "" {
 		host, _ := os.Hostname()
 		shard = host + "/" + set.ID.String()
 	}
 	e := &engine{
-		set: set, cfg: cfg, tel: tel, shard: shard,
+		set: set, cfg: cfg, tel: tel, shard: shard, workFactorMethod: method,
 		window:  int64(cfg.Window / time.Second),
 		now:     time.Now,
 		asm:     model.NewAssembler(int64(cfg.TraceWait), cfg.MaxOpenTraces, cfg.MaxSpansPerTrace),

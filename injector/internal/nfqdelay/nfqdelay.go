@@ -76,6 +76,14 @@ type Options struct {
 	Delay func(now time.Time) time.Duration
 	// MaxDelay caps the delay; 0 means DefaultMaxDelay.
 	MaxDelay time.Duration
+	// Floor is added to every packet's delay (within MaxDelay). Under a
+	// square wave it makes both phases hold every packet: without it the
+	// off-phase passes packets at once and the on-phase sleeps and spins for
+	// each, ~45 µs more scheduler CPU per packet, a load on the host that
+	// rises and falls with the wave and reads as gradient. The on/off split
+	// of Stats goes by Delay's own value, so on.Mean − off.Mean stays the
+	// wave's part.
+	Floor time.Duration
 	// Lease is how long the Delayer runs before it stops itself; 0 means
 	// DefaultLease, at most MaxLease.
 	Lease time.Duration
@@ -175,7 +183,8 @@ var histBins = stats.LogBins{Base: 1.01, Min: 1, Count: 1500}
 type pending struct {
 	id       uint32
 	at, due  time.Time
-	req      time.Duration
+	req      time.Duration // requested delay, floor included
+	on       bool          // Delay asked for more than the floor
 	heldOver bool
 }
 
@@ -250,6 +259,9 @@ func Start(opt Options) (*Delayer, error) {
 	}
 	if opt.MaxDelay < 0 || opt.MaxDelay > HardMaxDelay {
 		return nil, fmt.Errorf("nfqdelay: max delay %v outside (0, %v]", opt.MaxDelay, HardMaxDelay)
+	}
+	if opt.Floor < 0 || opt.Floor >= opt.MaxDelay {
+		return nil, fmt.Errorf("nfqdelay: floor %v outside [0, max delay %v)", opt.Floor, opt.MaxDelay)
 	}
 	if opt.Lease == 0 {
 		opt.Lease = DefaultLease
@@ -402,10 +414,9 @@ func (d *Delayer) hook(a nfqueue.Attribute) int {
 		}
 		return 0
 	}
-	req := d.opt.Delay(now)
-	if req < 0 {
-		req = 0
-	} else if req > d.opt.MaxDelay {
+	wave := d.opt.Delay(now)
+	req := max(wave, 0) + d.opt.Floor
+	if req > d.opt.MaxDelay {
 		req = d.opt.MaxDelay
 	}
 	due := now.Add(req)
@@ -416,7 +427,7 @@ func (d *Delayer) hook(a nfqueue.Attribute) int {
 	}
 	d.lastDue = due
 	wasEmpty := d.head == len(d.fifo)
-	d.fifo = append(d.fifo, pending{id: *a.PacketID, at: now, due: due, req: req, heldOver: held})
+	d.fifo = append(d.fifo, pending{id: *a.PacketID, at: now, due: due, req: req, on: wave > 0, heldOver: held})
 	d.mu.Unlock()
 	if wasEmpty {
 		select {
@@ -536,7 +547,7 @@ func (d *Delayer) schedule() {
 			d.lastErr = err
 		}
 		for _, p := range batch {
-			d.add(done.Sub(p.at), p.req)
+			d.add(done.Sub(p.at), p.req, p.on)
 		}
 		d.mu.Unlock()
 	}
@@ -561,7 +572,7 @@ func (d *Delayer) flush() {
 	}
 }
 
-func (d *Delayer) add(x, req time.Duration) { // d.mu held
+func (d *Delayer) add(x, req time.Duration, on bool) { // d.mu held
 	d.n++
 	f := float64(x)
 	delta := f - d.mean
@@ -574,7 +585,7 @@ func (d *Delayer) add(x, req time.Duration) { // d.mu held
 		d.max = x
 	}
 	d.reqSum += float64(req)
-	if req > 0 {
+	if on {
 		d.on.add(x, req)
 	} else {
 		d.off.add(x, req)

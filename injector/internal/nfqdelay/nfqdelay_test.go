@@ -186,6 +186,61 @@ func TestOrderingOnFallingEdge(t *testing.T) {
 	}
 }
 
+// TestFloorUnderSquareWave: with a floor both phases hold every packet; the
+// receiver sees the floor in the off-phase and floor + amplitude in the
+// on-phase, and Stats splits the phases by the wave alone, so on − off is the
+// wave's amplitude.
+func TestFloorUnderSquareWave(t *testing.T) {
+	tb := newTestbed(t)
+	_, base := tb.run(t, 500, 300*time.Millisecond)
+	b := medianOWD(base)
+	const floor, amp, half = 2 * time.Millisecond, 5 * time.Millisecond, 250 * time.Millisecond
+	var start time.Time
+	d := tb.start(t, Options{Floor: floor, Delay: func(now time.Time) time.Duration {
+		if start.IsZero() {
+			start = now
+		}
+		if now.Sub(start)/half%2 == 0 {
+			return amp
+		}
+		return 0
+	}})
+	sent, rs := tb.run(t, 500, 2*time.Second)
+	st, err := d.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("floor %v, wave %v: sent %d received %d; on %+v off %+v; delayer %v", floor, amp, sent, len(rs), st.On, st.Off, st)
+	if len(rs) != sent || st.Errors != 0 {
+		t.Fatalf("sent %d, received %d, %d errors", sent, len(rs), st.Errors)
+	}
+	if st.On.Count < sent/3 || st.Off.Count < sent/3 {
+		t.Fatalf("phases not split by the wave: on %d, off %d packets of %d", st.On.Count, st.Off.Count, sent)
+	}
+	if got := st.Off.Mean; got < floor || got > floor+time.Millisecond {
+		t.Errorf("off-phase packets held %v, want the floor %v (+ < 1 ms)", got, floor)
+	}
+	if got := st.On.Mean - st.Off.Mean; got < amp-300*time.Microsecond || got > amp+300*time.Microsecond {
+		t.Errorf("on − off = %v, want the wave's %v", got, amp)
+	}
+	if got := st.Off.RequestedMean; got != floor {
+		t.Errorf("off-phase requested %v, want %v", got, floor)
+	}
+	// The receiver: the quickest quarter of packets took the floor at least.
+	owd := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		owd[i] = r.owd - b
+	}
+	slices.Sort(owd)
+	if q := owd[len(owd)/4]; q < floor-200*time.Microsecond || q > floor+time.Millisecond {
+		t.Errorf("the receiver's lower quartile of added delay is %v, want about the floor %v", q, floor)
+	}
+
+	if _, err := Start(Options{Match: Match{Proto: "udp", DstPort: 9}, Floor: time.Second, MaxDelay: time.Second}); err == nil {
+		t.Errorf("a floor of max_delay was accepted")
+	}
+}
+
 // TestChildDelayer is the helper process of TestKill9FailOpen; it does
 // nothing in a normal run.
 func TestChildDelayer(t *testing.T) {
