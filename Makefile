@@ -9,7 +9,7 @@ OTELCOL   := build/otelcol-tierscope/otelcol-tierscope
 EXAMPLES  := $(wildcard examples/*.yaml)
 
 
-.PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient bench-capture
+.PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
 .PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long fuzz clean
 
@@ -99,6 +99,11 @@ bench-signature:
 	scripts/bench-signature.sh
 bench-gradient:
 	scripts/bench-gradient.sh
+
+# The injector's scheduler CPU per packet, passed and held, with and without
+# a floor under the wave (root, ~30 s).
+bench-hold-cost:
+	$(GO) test -tags timing -count=1 -run TestOnPhaseCost -v ./injector/internal/nfqdelay/
 
 # Packets/s the blackbox receiver captures without drops (root).
 bench-capture:

@@ -51,6 +51,10 @@ const (
 	capStdMHz    = 1000.0
 	capOperating = 0.5  // cores allotted while the gradient is measured
 	capRate      = 24.0 // requests per second: about 0.25 cores of demand
+	// capLevel is how long each quota is held for the linearity check: at
+	// 0.35–0.4 cores (ρ ≈ 0.6–0.7) 25 s of a PS queue left its mean a few
+	// percent uncertain, as much as the prediction's own error.
+	capLevel = 60 * time.Second
 )
 
 // capLoad is an open-loop Poisson load: each request in its own goroutine,
@@ -262,7 +266,7 @@ replication: none
 		setCores(t, dir, c)
 		time.Sleep(3 * time.Second)
 		from := time.Now()
-		time.Sleep(25 * time.Second)
+		time.Sleep(capLevel)
 		s := load.between(from, time.Now())
 		b, err := basis.Value(c)
 		if err != nil {
