@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -303,75 +304,43 @@ type linkTarget struct {
 	injector    string
 }
 
+// maxExperimentElements bounds the elements of one experiment.
+const maxExperimentElements = 64
+
+// elementPlan is one element of an experiment: what the state machine
+// measures, and which injector perturbs what for it.
+type elementPlan struct {
+	element gradient.Element
+	target  injTarget
+	inj     *injectorClient
+}
+
 // newRunner turns a request into a runner, or a 400.
 func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	xc := e.cfg.Experiments
-	kind, name, ok := strings.Cut(req.Element, ":")
-	if !ok || name == "" {
-		return nil, badf("element: want link:<source>-><target>, frequency:<name> or capacity:<name>, got %q", req.Element)
+	names := req.Elements
+	switch {
+	case req.Element != "" && len(names) > 0:
+		return nil, badf("give element or elements, not both")
+	case req.Element != "":
+		names = []string{req.Element}
+	case len(names) == 0:
+		return nil, badf("element: want link:<source>-><target>, frequency:<name> or capacity:<name>")
+	case len(names) > maxExperimentElements:
+		return nil, badf("elements: %d, at most %d in one experiment", len(names), maxExperimentElements)
 	}
-	var (
-		element gradient.Element
-		target  injTarget
-		injURL  string
-	)
-	switch kind {
-	case "link":
-		src, dst, ok := strings.Cut(name, "->")
-		if !ok || src == "" || dst == "" {
-			return nil, badf("element: want link:<source>-><target>, got %q", req.Element)
+	plans := make(map[string]elementPlan, len(names))
+	elements := make([]gradient.Element, 0, len(names))
+	for _, name := range names {
+		if _, dup := plans[name]; dup {
+			return nil, badf("elements: %q is listed twice", name)
 		}
-		e.mu.Lock()
-		discovered := e.links.addresses(src, dst)
-		known := e.links.names()
-		e.mu.Unlock()
-		lt, err := xc.linkTarget(name, dst, discovered, known)
+		p, err := e.planElement(name, req.Injector)
 		if err != nil {
-			return nil, badf("element %q: %v", req.Element, err)
+			return nil, err
 		}
-		injURL = firstNonEmpty(req.Injector, lt.injector, xc.Injector)
-		target = injTarget{Link: &injLink{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
-		element = gradient.Element{
-			ID: req.Element, Basis: gradient.Link(),
-			MinAmplitude: float64(xc.MinDelay) / float64(time.Millisecond),
-			MaxAmplitude: float64(xc.MaxDelay) / float64(time.Millisecond),
-		}
-	case "capacity":
-		cp, ok := xc.Capacities[name]
-		if !ok {
-			return nil, badf("element %q: no experiments.capacities[%q] names its cgroup and process", req.Element, name)
-		}
-		basis, err := e.capacityBasis(cp)
-		if err != nil {
-			return nil, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", req.Element, err)}
-		}
-		injURL = firstNonEmpty(req.Injector, cp.Injector, xc.Injector)
-		target = injTarget{Cgroup: cp.Cgroup}
-		a0, maxA := cp.fractions()
-		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA}
-	case "frequency":
-		fr, ok := xc.Frequencies[name]
-		if !ok {
-			return nil, badf("element %q: no experiments.frequencies[%q] names its CPUs and process", req.Element, name)
-		}
-		basis, err := e.frequencyBasis(fr)
-		if err != nil {
-			return nil, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", req.Element, err)}
-		}
-		injURL = firstNonEmpty(req.Injector, fr.Injector, xc.Injector)
-		target = injTarget{CPUs: fr.CPUs}
-		// The knob is kHz below f.
-		a0, maxA := fr.fractions()
-		khz := basis.Operating * 1000
-		element = gradient.Element{ID: req.Element, Basis: basis, InitialAmplitude: a0 * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz}
-	default:
-		return nil, badf("element: %q: the coordinator measures link:<source>-><target>, frequency:<name> and capacity:<name> elements", req.Element)
-	}
-	if injURL == "" {
-		return nil, badf("injector: no injector URL in the request, the element's configuration or experiments.injector")
-	}
-	if err := checkURL(injURL); err != nil {
-		return nil, badf("injector: %v", err)
+		plans[name] = p
+		elements = append(elements, p.element)
 	}
 	train := spectral.TrainConfig{K: xc.K, N: xc.N, Chunks: xc.Chunks, Scale: xc.Scale, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
 	if req.K != 0 {
@@ -403,24 +372,99 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	gcfg := gradient.Config{
 		ID:              id,
 		Train:           train,
-		Elements:        []gradient.Element{element},
+		Elements:        elements,
 		Lateness:        lateness,
 		MinSNR:          xc.MinSNR,
 		MaxPerturbation: xc.MaxPerturbation,
 		Guard:           gradient.Guard{P99Ms: p99},
 	}
 	now := time.Now()
+	label := strings.Join(names, ",")
 	run := &runner{
-		x: e.experiments, id: id, element: req.Element, target: target, gcfg: gcfg,
-		inj:     newInjectorClient(injURL, string(xc.Token), xc.RequestTimeout),
+		x: e.experiments, id: id, element: label, plans: plans, gcfg: gcfg,
 		samples: make(chan spectral.Sample, xc.SampleBuffer),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
 		leases:  map[string]*leaseRef{},
 		started: now,
-		snap:    api.Experiment{ID: id, Element: req.Element, Phase: string(gradient.PhaseTraining), Started: now.Unix()},
+		snap: api.Experiment{ID: id, Element: label, Elements: slices.Clone(names),
+			Phase: string(gradient.PhaseTraining), Started: now.Unix()},
 	}
 	return run, nil
+}
+
+// planElement resolves one element of a request: its basis, bounds and
+// injector target, or a 400 (422 when its operating point is unusable).
+func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
+	xc := e.cfg.Experiments
+	kind, rest, ok := strings.Cut(name, ":")
+	if !ok || rest == "" {
+		return elementPlan{}, badf("element: want link:<source>-><target>, frequency:<name> or capacity:<name>, got %q", name)
+	}
+	var (
+		p      elementPlan
+		injURL string
+	)
+	switch kind {
+	case "link":
+		src, dst, ok := strings.Cut(rest, "->")
+		if !ok || src == "" || dst == "" {
+			return p, badf("element: want link:<source>-><target>, got %q", name)
+		}
+		e.mu.Lock()
+		discovered := e.links.addresses(src, dst)
+		known := e.links.names()
+		e.mu.Unlock()
+		lt, err := xc.linkTarget(rest, dst, discovered, known)
+		if err != nil {
+			return p, badf("element %q: %v", name, err)
+		}
+		injURL = firstNonEmpty(reqInjector, lt.injector, xc.Injector)
+		p.target = injTarget{Link: &injLink{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
+		p.element = gradient.Element{
+			ID: name, Basis: gradient.Link(),
+			MinAmplitude: float64(xc.MinDelay) / float64(time.Millisecond),
+			MaxAmplitude: float64(xc.MaxDelay) / float64(time.Millisecond),
+		}
+	case "capacity":
+		cp, ok := xc.Capacities[rest]
+		if !ok {
+			return p, badf("element %q: no experiments.capacities[%q] names its cgroup and process", name, rest)
+		}
+		basis, err := e.capacityBasis(cp)
+		if err != nil {
+			return p, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", name, err)}
+		}
+		injURL = firstNonEmpty(reqInjector, cp.Injector, xc.Injector)
+		p.target = injTarget{Cgroup: cp.Cgroup}
+		a0, maxA := cp.fractions()
+		p.element = gradient.Element{ID: name, Basis: basis, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA}
+	case "frequency":
+		fr, ok := xc.Frequencies[rest]
+		if !ok {
+			return p, badf("element %q: no experiments.frequencies[%q] names its CPUs and process", name, rest)
+		}
+		basis, err := e.frequencyBasis(fr)
+		if err != nil {
+			return p, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", name, err)}
+		}
+		injURL = firstNonEmpty(reqInjector, fr.Injector, xc.Injector)
+		p.target = injTarget{CPUs: fr.CPUs}
+		// The knob is kHz below f.
+		a0, maxA := fr.fractions()
+		khz := basis.Operating * 1000
+		p.element = gradient.Element{ID: name, Basis: basis, InitialAmplitude: a0 * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz}
+	default:
+		return p, badf("element: %q: the coordinator measures link:<source>-><target>, frequency:<name> and capacity:<name> elements", name)
+	}
+	if injURL == "" {
+		return p, badf("element %q: injector: no injector URL in the request, the element's configuration or experiments.injector", name)
+	}
+	if err := checkURL(injURL); err != nil {
+		return p, badf("element %q: injector: %v", name, err)
+	}
+	p.inj = newInjectorClient(injURL, string(xc.Token), xc.RequestTimeout)
+	return p, nil
 }
 
 func (c ExperimentsConfig) linkTarget(link, dst string, discovered, known []string) (linkTarget, error) {
@@ -494,6 +538,7 @@ func newExperimentID() string {
 // leaseRef is one lease the experiment holds at the injector.
 type leaseRef struct {
 	id        string // the injector's
+	element   string
 	amplitude float64
 }
 
@@ -502,10 +547,9 @@ type leaseRef struct {
 type runner struct {
 	x       *experiments
 	id      string
-	element string
-	target  injTarget // what the element's leases perturb
+	element string                 // the elements, comma-separated
+	plans   map[string]elementPlan // by element: what its leases perturb, at which injector
 	gcfg    gradient.Config
-	inj     *injectorClient
 	samples chan spectral.Sample
 	dropped atomic.Int64
 
@@ -655,9 +699,10 @@ func (r *runner) execute(acts []gradient.Action) {
 				acts = append(acts, r.exp.LeaseFailed(a.Lease, time.Now(), err)...)
 			}
 		case gradient.ActionStopLease:
-			mean, stdErr, ok := r.stopLease(a.Lease)
-			if ok {
+			if mean, stdErr, ok := r.stopLease(a.Lease); ok {
 				r.exp.Injected(a.Lease, mean, stdErr)
+			} else {
+				r.exp.NoInjectedReport(a.Lease)
 			}
 		}
 	}
@@ -718,9 +763,13 @@ type injPhase struct {
 }
 
 func (r *runner) startLease(a gradient.Action) error {
+	p, ok := r.plans[a.Element]
+	if !ok {
+		return fmt.Errorf("no element %q in this experiment", a.Element)
+	}
 	body := injLeaseRequest{
 		Kind:   a.LeaseKind,
-		Target: r.target,
+		Target: p.target,
 		Wave: injWave{Amplitude: a.Amplitude, Period: a.Period.String(), Cycles: a.Cycles,
 			Start: a.Start.UTC(), Single: a.Single},
 		Duration: a.Duration.Round(time.Millisecond).String(),
@@ -731,13 +780,13 @@ func (r *runner) startLease(a gradient.Action) error {
 	var st injLeaseStatus
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	if err := r.inj.do(ctx, http.MethodPost, "/v1/leases", body, &st); err != nil {
+	if err := p.inj.do(ctx, http.MethodPost, "/v1/leases", body, &st); err != nil {
 		return err
 	}
 	if st.ID == "" {
 		return errors.New("injector answered without a lease id")
 	}
-	r.leases[a.Lease] = &leaseRef{id: st.ID, amplitude: a.Amplitude}
+	r.leases[a.Lease] = &leaseRef{id: st.ID, element: a.Element, amplitude: a.Amplitude}
 	return nil
 }
 
@@ -754,10 +803,11 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
+	p := r.plans[ref.element]
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	var st injLeaseStatus
-	err := r.inj.do(ctx, http.MethodDelete, "/v1/leases/"+ref.id, nil, &st)
+	err := p.inj.do(ctx, http.MethodDelete, "/v1/leases/"+ref.id, nil, &st)
 	var he httpStatusError
 	if errors.As(err, &he) && he.code == http.StatusNotFound {
 		delete(r.leases, name) // already forgotten by the injector: nothing active
@@ -769,7 +819,7 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 		return 0, 0, false
 	}
 	delete(r.leases, name)
-	if r.target.CPUs != nil {
+	if p.target.CPUs != nil {
 		// The injector rounds a frequency wave to a P-state: the step it
 		// took is the change injected, known exactly.
 		if st.Stats == nil || !(st.Stats.StepKHz > 0) {
@@ -842,10 +892,26 @@ func (r *runner) publish(now time.Time) {
 	r.snap.Percent = p.Percent
 	r.snap.ETASeconds = p.ETA.Seconds()
 	r.snap.Gradients = gradientsOf(r.id, res)
+	r.snap.CurrentElement = ""
+	if !r.exp.Finished() {
+		r.snap.CurrentElement = p.Element
+	}
 	if p.Phase == gradient.PhaseDone {
+		// Failed only if no element succeeded; otherwise the reason names
+		// the elements that failed beside the gradients of the others.
+		var failed []string
 		for _, el := range res.Elements {
 			if el.Status == "failed" {
-				r.snap.Phase, r.snap.Reason = "failed", el.Error
+				failed = append(failed, el.Element+": "+el.Error)
+			}
+		}
+		if len(failed) > 0 {
+			r.snap.Reason = strings.Join(failed, "; ")
+			if len(failed) == len(res.Elements) {
+				r.snap.Phase = "failed"
+			}
+			if len(res.Elements) == 1 {
+				r.snap.Reason = res.Elements[0].Error
 			}
 		}
 	}

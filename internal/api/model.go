@@ -197,28 +197,36 @@ type Experiments struct {
 }
 
 // ExperimentRequest is POST /api/v1/experiments: measure the gradients of every
-// front transaction with respect to one element.
+// front transaction with respect to one element, or to several in turn after
+// a single training phase (paper 000 §3).
 type ExperimentRequest struct {
 	// Element is "link:<source>-><target>", "frequency:<machine>" or "capacity:<machine>".
-	Element  string  `json:"element"`
-	Injector string  `json:"injector,omitempty"` // injector URL; default from config
-	K        int     `json:"k,omitempty"`
-	N        int     `json:"n,omitempty"`
-	Scale    float64 `json:"scale,omitempty"`
-	MaxP99Ms float64 `json:"max_p99_ms,omitempty"` // SLO guard
+	Element string `json:"element,omitempty"`
+	// Elements, instead of Element, are measured one after the other; the
+	// passive training phase is shared.
+	Elements []string `json:"elements,omitempty"`
+	Injector string   `json:"injector,omitempty"` // injector URL; default from config
+	K        int      `json:"k,omitempty"`
+	N        int      `json:"n,omitempty"`
+	Scale    float64  `json:"scale,omitempty"`
+	MaxP99Ms float64  `json:"max_p99_ms,omitempty"` // SLO guard
 }
 
 // Experiment is one gradient experiment and its progress.
 type Experiment struct {
-	ID         string     `json:"id"`
-	Element    string     `json:"element"`
-	Phase      string     `json:"phase"` // training, adaptive, active, done, aborted, failed
-	Percent    float64    `json:"percent"`
-	ETASeconds float64    `json:"eta_seconds"`
-	Started    int64      `json:"started"`
-	Finished   int64      `json:"finished,omitempty"`
-	Reason     string     `json:"reason,omitempty"` // why it aborted or failed
-	Gradients  []Gradient `json:"gradients,omitempty"`
+	ID string `json:"id"`
+	// Element is the element measured; for several, their comma-separated list.
+	Element  string   `json:"element"`
+	Elements []string `json:"elements,omitempty"`
+	// CurrentElement is the element being measured while the experiment runs.
+	CurrentElement string     `json:"current_element,omitempty"`
+	Phase          string     `json:"phase"` // training, adaptive, active, done, aborted, failed
+	Percent        float64    `json:"percent"`
+	ETASeconds     float64    `json:"eta_seconds"`
+	Started        int64      `json:"started"`
+	Finished       int64      `json:"finished,omitempty"`
+	Reason         string     `json:"reason,omitempty"` // why it aborted or failed
+	Gradients      []Gradient `json:"gradients,omitempty"`
 	// Detail is the experiment's full result (internal/gradient.Result): the
 	// training plan (bin width, k_d, N, baselines), and per element the
 	// measurement window, the amplitudes requested and actually injected,

@@ -361,6 +361,7 @@ type run struct {
 	injected  float64
 	injSE     float64
 	injKnown  bool
+	noReport  bool // the injector will not report: assume the requested amplitude now
 	bins      map[string]*spectral.Bins
 }
 
@@ -536,7 +537,7 @@ func (x *Experiment) step(t float64) ([]Action, bool) {
 		r.step, r.awaitFrom = stepAwaiting, t
 		return acts, true
 	case stepAwaiting:
-		if !r.injKnown && t < r.awaitFrom+x.cfg.InjectedTimeout.Seconds() {
+		if !r.injKnown && !r.noReport && t < r.awaitFrom+x.cfg.InjectedTimeout.Seconds() {
 			return acts, len(acts) > 0
 		}
 		if r.phase == PhaseAdaptive {
@@ -973,6 +974,15 @@ func (x *Experiment) Injected(lease string, mean, stdErr float64) {
 		return
 	}
 	x.cur.injected, x.cur.injSE, x.cur.injKnown = mean, math.Max(0, stdErr), true
+}
+
+// NoInjectedReport says that no report will come for a lease (the injector
+// kept no statistics, as for a link no packet crossed): the phase ends
+// without waiting InjectedTimeout, taking the requested amplitude.
+func (x *Experiment) NoInjectedReport(lease string) {
+	if x.cur != nil && x.cur.lease == lease && !x.cur.injKnown {
+		x.cur.noReport = true
+	}
 }
 
 // LeaseFailed reports that a lease could not be started or failed while

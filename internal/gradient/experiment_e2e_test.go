@@ -243,6 +243,20 @@ func TestExperimentLeaseFailureAndLostStatus(t *testing.T) {
 	within(t, "gradient", el.Transactions["T"].Gradient, 1, 0.15)
 }
 
+// When the caller says no report will come, the phase does not wait
+// InjectedTimeout: the element finishes at the pace of its windows.
+func TestExperimentNoInjectedReportEndsTheWait(t *testing.T) {
+	s, _ := sim.New(sim.FrontBack(5, 0.1, 0.03))
+	x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(), InjectedTimeout: time.Hour, Elements: []gradient.Element{
+		{ID: "front->back", Basis: gradient.Link()}}})
+	d := &sim.Driver{Sim: s, X: x, DropInjected: true, SayNoReport: true}
+	run(t, d, 3000) // far less than the hour InjectedTimeout would take
+	el := x.Result().Elements[0]
+	if el.Status != "done" || !el.InjectedAssumed || el.Injected != el.Amplitude {
+		t.Fatalf("element %+v", el)
+	}
+}
+
 // The same inputs give the same actions and the same result.
 func TestExperimentDeterministic(t *testing.T) {
 	once := func() ([]byte, []gradient.Action) {

@@ -29,6 +29,10 @@ type Driver struct {
 	InjectorSkew float64
 	// DropInjected never reports what a lease injected (a lost status).
 	DropInjected bool
+	// SayNoReport, with DropInjected, tells the experiment at once that no
+	// report will come (NoInjectedReport), as the coordinator does when the
+	// injector kept no statistics.
+	SayNoReport bool
 }
 
 func timeOf(s float64) time.Time { return time.Unix(0, int64(math.Round(s*1e9))) }
@@ -75,8 +79,11 @@ func (d *Driver) exec(acts []gradient.Action, now float64) {
 				d.StopErrors++
 				continue
 			}
-			if !d.DropInjected {
+			switch {
+			case !d.DropInjected:
 				d.X.Injected(a.Lease, inj.Mean, inj.StdErr)
+			case d.SayNoReport:
+				d.X.NoInjectedReport(a.Lease)
 			}
 		default:
 			panic(fmt.Sprintf("sim driver: unknown action %q", a.Kind))
