@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 11's real-testbed link gradients: testbed tiers in network namespaces,
 # real NFQUEUE delays through the injector, the coordinator in the real
-# collector (e2e/gradients_long_test.go). Needs root; takes about 70 minutes
+# collector (e2e/gradients_long_test.go), one experiment measuring every link
+# after one shared training phase. Needs root; takes about 35 minutes
 # (k = 32, d = 90, min_snr 15; GRADIENTS_K=16 GRADIENTS_SCALE=45
-# GRADIENTS_MIN_SNR=9 is the 35-minute setup of runs C–F).
+# GRADIENTS_MIN_SNR=9 is the setup of runs C–F).
 #   scripts/e2e-gradients.sh            # uses build/otelcol-tierscope/otelcol-tierscope
 #   REBUILD=1 scripts/e2e-gradients.sh  # rebuilds the collector first
 #   GRADIENTS_RUN=sync GRADIENTS_K=48 scripts/e2e-gradients.sh  # one part, larger bins
