@@ -496,7 +496,7 @@ func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	inj := newInjectorClient(srv.URL, "", time.Second)
 	r := &runner{x: &experiments{e: &engine{cfg: cfg}}, leases: map[string]*leaseRef{}, plans: map[string]elementPlan{
-		"link": {inj: inj, target: injTarget{Link: &injLink{Proto: "tcp", Dst: "10.0.0.2", DstPort: 5432, Direction: "out"}}},
+		"link":     {inj: inj, target: injTarget{Link: &injLink{Proto: "tcp", Dst: "10.0.0.2", DstPort: 5432, Direction: "out"}}},
 		"capacity": {inj: inj, target: injTarget{Cgroup: "db"}}}}
 	start := time.Now()
 	for _, kind := range []gradient.Kind{gradient.KindLink, gradient.KindCapacity} {

@@ -341,6 +341,9 @@ func TestGradientsExperimentsAndPredict(t *testing.T) {
 	if *percent.Config.Max != 100 {
 		t.Error("progress should be bounded to 100")
 	}
+	if current, _ := exp.FieldByName("current_element"); current.At(0) != "link:app->db" || current.At(1) != "" {
+		t.Errorf("the element under way: %v / %v", current.At(0), current.At(1))
+	}
 
 	pred := frameByName(t, mustSucceed(t, runOne(t, ds, QueryModel{QueryType: QueryTypePredict,
 		Changes: []api.Change{{Element: "link:app->db", Delta: 20}, {Element: " frequency:host-a ", Delta: -400}}})), "prediction")

@@ -98,7 +98,8 @@ func (f *fakeAPI) documents() map[string]any {
 			{Transaction: "GET /item", Changed: false, Verdict: "insufficient data"},
 		}},
 		api.PathExperiments: api.Experiments{Experiments: []api.Experiment{
-			{ID: "exp-1", Element: "link:app->db", Phase: "active", Percent: 42.5, ETASeconds: 120, Started: 1700000100},
+			{ID: "exp-1", Element: "link:web->app,link:app->db", Elements: []string{"link:web->app", "link:app->db"}, CurrentElement: "link:app->db",
+				Phase: "active", Percent: 42.5, ETASeconds: 120, Started: 1700000100},
 			{ID: "exp-0", Element: "frequency:host-a", Phase: "done", Percent: 100, Started: 1699990000, Finished: 1699993600,
 				Gradients: []api.Gradient{{Element: "frequency:host-a", Transaction: "GET /checkout", Gradient: -0.01}}},
 		}},

@@ -456,6 +456,7 @@ func experimentsFrame(doc api.Experiments, executedQuery string) *data.Frame {
 	frame := data.NewFrame("experiments",
 		data.NewField("id", nil, []string{}),
 		data.NewField("element", nil, []string{}),
+		data.NewField("current_element", nil, []string{}).SetConfig(&data.FieldConfig{DisplayName: "measuring"}),
 		data.NewField("phase", nil, []string{}),
 		data.NewField("percent", nil, []float64{}).SetConfig(&data.FieldConfig{DisplayName: "progress", Unit: "percent", Min: &zero, Max: &hundred}),
 		data.NewField("eta_seconds", nil, []float64{}).SetConfig(&data.FieldConfig{DisplayName: "ETA", Unit: "s"}),
@@ -465,7 +466,7 @@ func experimentsFrame(doc api.Experiments, executedQuery string) *data.Frame {
 		data.NewField("gradients", nil, []int64{}),
 	)
 	for _, e := range doc.Experiments {
-		frame.AppendRow(e.ID, e.Element, e.Phase, e.Percent, e.ETASeconds, unixTime(e.Started),
+		frame.AppendRow(e.ID, e.Element, e.CurrentElement, e.Phase, e.Percent, e.ETASeconds, unixTime(e.Started),
 			optionalUnixTime(e.Finished), e.Reason, int64(len(e.Gradients)))
 	}
 	frame.Meta = tableMeta(executedQuery)
