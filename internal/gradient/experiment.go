@@ -395,6 +395,8 @@ type Experiment struct {
 	seq        int
 	remeasured bool                         // the current element's active phase ran twice
 	first      map[string]spectral.Estimate // its first window's estimates
+	measured   int                          // elements whose active phase finished
+	twice      int                          // of those, the ones measured twice (for the ETA)
 
 	guard   guardWindow
 	dropped int
@@ -546,6 +548,10 @@ func (x *Experiment) step(t float64) ([]Action, bool) {
 		x.finishActive()
 		if more, ok := x.remeasure(t); ok {
 			return append(acts, more...), true
+		}
+		x.measured++
+		if x.remeasured {
+			x.twice++
 		}
 		return append(acts, x.nextElement(t)...), true
 	}
@@ -1035,7 +1041,10 @@ func (x *Experiment) Result() Result {
 // Progress reports the phase, the share done and the expected time left at
 // now. The time left adds up what remains of the current step and the
 // planned length of every later one; before the bins are sized the rate of
-// the target's requests so far stands in for the bin width.
+// the target's requests so far stands in for the bin width. With MinSNR set,
+// an element still to be measured counts a second active window in the
+// proportion of the measured elements that needed one (none before the
+// first is measured).
 func (x *Experiment) Progress(now time.Time) Progress {
 	t := secs(now)
 	p := Progress{Phase: x.phase, Elements: len(x.cfg.Elements), ElementIndex: min(x.idx, len(x.cfg.Elements)), Reason: x.reason}
@@ -1095,6 +1104,10 @@ func (x *Experiment) Progress(now time.Time) Progress {
 		}
 		return adaptive, active
 	}
+	again := 0.0 // expected second windows per first one
+	if x.cfg.MinSNR > 0 && x.measured > 0 {
+		again = float64(x.twice) / float64(x.measured)
+	}
 	first := x.idx
 	if x.cur != nil {
 		r := x.cur
@@ -1106,15 +1119,18 @@ func (x *Experiment) Progress(now time.Time) Progress {
 			p.Step = "awaiting-injected"
 		}
 		remaining += math.Max(0, r.winEnd+x.cfg.Lateness.Seconds()-t)
-		if r.phase == PhaseAdaptive {
-			_, active := perElement(x.cfg.Elements[x.idx])
-			remaining += active
+		_, active := perElement(x.cfg.Elements[x.idx])
+		switch {
+		case r.phase == PhaseAdaptive:
+			remaining += active * (1 + again)
+		case !x.remeasured:
+			remaining += active * again
 		}
 		first++
 	}
 	for i := first; i < len(x.cfg.Elements); i++ {
 		a, b := perElement(x.cfg.Elements[i])
-		remaining += a + b
+		remaining += a + b*(1+again)
 	}
 	elapsed := 0.0
 	if !math.IsNaN(x.started) {

@@ -529,3 +529,38 @@ func TestExperimentNoRemeasureForZeroGradient(t *testing.T) {
 		t.Errorf("notes %v, amplitude %v, interval %v: want one window at 20 ms with an interval under 0.1", el.Notes, el.Amplitude, e.CI95)
 	}
 }
+
+// Once an element has needed a second window under MinSNR, the ETA counts
+// one for the elements still to come: at the start of the second element
+// it points at the real end, not half-way.
+func TestExperimentETACountsRemeasures(t *testing.T) {
+	s, err := sim.New(sim.Patterns(3, 0.1, 0.03))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tiny fixed amplitudes leave both spikes in the noise.
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 8, Elements: []gradient.Element{
+		{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100},
+		{ID: "back->front", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100}}})
+	d := &sim.Driver{Sim: s, X: x}
+	at, eta := math.NaN(), 0.0
+	d.OnStep = func(d *sim.Driver, now float64) bool {
+		if p := x.Progress(time.Unix(0, int64(now*1e9))); math.IsNaN(at) && p.ElementIndex == 1 && p.ETA > 0 {
+			at, eta = now, p.ETA.Seconds()
+		}
+		return true
+	}
+	if !d.Run(d.Sim.Now() + 30000) {
+		t.Fatal("experiment did not finish")
+	}
+	for i, el := range x.Result().Elements {
+		if len(el.Notes) != 1 || !strings.Contains(el.Notes[0], "measured again") {
+			t.Fatalf("element %d notes %v: want one remeasure each", i, el.Notes)
+		}
+	}
+	left := d.Sim.Now() - at
+	t.Logf("second element: ETA %.0f s, took %.0f s", eta, left)
+	if math.IsNaN(at) || math.Abs(eta-left) > 0.1*left {
+		t.Errorf("ETA at the second element's start %.0f s, it took %.0f s", eta, left)
+	}
+}
