@@ -43,6 +43,7 @@ run "Figure 8(d): data points per bin k (N = 64, 32 samples per period)" ./inter
 run "Figure 8(e): delay scale factor d (N = 64, k = 12)" ./internal/gradient/sim/ 'TestFigure8e'
 run "Figure 8(f): A_d against the response time's σ" ./internal/gradient/sim/ 'TestFigure8f'
 run "Spectral against time-domain estimates at equal perturbation (20 replications)" ./internal/gradient/sim/ 'TestSpectralVsTimeDomain'
+run "Spectral against the before/after step as the service time drifts (20 replications)" ./internal/gradient/sim/ 'TestSpectralVsStepUnderDrift'
 run "Communication patterns through the experiment state machine (10 seeds)" ./internal/gradient/ 'TestLongPatterns'
 run "Length of one link experiment (paper defaults)" ./internal/gradient/ 'TestLongTiming'
 run "Capacity basis on a processor-sharing CPU (20 seeds)" ./internal/gradient/ 'TestLongCapacity'
