@@ -192,22 +192,7 @@ func TestSpectralVsTimeDomain(t *testing.T) {
 			c.Servers["back"] = srv
 			return c
 		}
-		var g, td, step agg
-		for seed := uint64(1); seed <= 2*reps; seed++ {
-			rc := base()
-			rc.Phase = phaseOf(seed)
-			r, err := Replay(mk(seed), rc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g.add(r.Spectral["T"].Gradient)
-			td.add(r.TimeDomain["T"].Gradient)
-			st, err := stepEstimate(mk(seed+1000), r.Plan, 30)
-			if err != nil {
-				t.Fatal(err)
-			}
-			step.add(st)
-		}
+		g, td, step := threeEstimates(t, mk)
 		t.Logf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |", noise, g.mean(), g.std(), td.mean(), td.std(), step.mean(), step.std(),
 			g.std()/td.std(), g.std()/step.std())
 	}
@@ -232,25 +217,33 @@ func TestSpectralVsStepUnderDrift(t *testing.T) {
 			}
 			return c
 		}
-		var g, td, step agg
-		for seed := uint64(1); seed <= 2*reps; seed++ {
-			rc := base()
-			rc.Phase = phaseOf(seed)
-			r, err := Replay(mk(seed), rc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g.add(r.Spectral["T"].Gradient)
-			td.add(r.TimeDomain["T"].Gradient)
-			st, err := stepEstimate(mk(seed+1000), r.Plan, 30)
-			if err != nil {
-				t.Fatal(err)
-			}
-			step.add(st)
-		}
+		g, td, step := threeEstimates(t, mk)
 		t.Logf("| %.0f%% | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |", 100*sd, g.mean(), g.std(), td.std(), step.mean(), step.std(),
 			g.std()/td.std(), g.std()/step.std())
 	}
+}
+
+// threeEstimates replicates the §4 system built by mk 2·reps times and
+// returns the spread of the spectral estimate, of the on/off comparator on
+// the same data, and of the before/after step on a twin of the system.
+func threeEstimates(t *testing.T, mk func(seed uint64) Config) (spectralEst, onOff, step agg) {
+	t.Helper()
+	for seed := uint64(1); seed <= 2*reps; seed++ {
+		rc := base()
+		rc.Phase = phaseOf(seed)
+		r, err := Replay(mk(seed), rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spectralEst.add(r.Spectral["T"].Gradient)
+		onOff.add(r.TimeDomain["T"].Gradient)
+		st, err := stepEstimate(mk(seed+1000), r.Plan, 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step.add(st)
+	}
+	return spectralEst, onOff, step
 }
 
 // stepEstimate is paper 000 §2.2's direct method: the mean response time
