@@ -511,6 +511,12 @@ func (e *engine) flush(ctx context.Context, final bool) error {
 			return fmt.Errorf("perfmodel: writing %d records to the store: %w", len(recs), err)
 		}
 		e.tel.ExporterPerfmodelFlushedRecords.Add(ctx, int64(len(recs)))
+		// Late traces (after a restart, or from a skewed clock) may land in
+		// windows a query has cached as settled.
+		settled := e.settledBefore()
+		if slices.ContainsFunc(written, func(w *model.Window) bool { return w.Start < settled }) {
+			e.cache.reset()
+		}
 	}
 	e.mu.Lock()
 	for _, w := range closing {

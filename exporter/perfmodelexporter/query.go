@@ -67,6 +67,9 @@ type blockCache struct {
 	mu     sync.Mutex
 	blocks map[blockKey]*list.Element
 	lru    *list.List // of *cachedBlock, most recent first
+	// gen counts resets. A scan that began before a reset read what the
+	// reset was for, so put drops its result (see generation).
+	gen uint64
 }
 
 type cachedBlock struct {
@@ -83,6 +86,14 @@ func (c *blockCache) reset() {
 	defer c.mu.Unlock()
 	clear(c.blocks)
 	c.lru.Init()
+	c.gen++
+}
+
+// generation is taken before the scan whose result is put.
+func (c *blockCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
 }
 
 func (c *blockCache) get(k blockKey) (typedStats, bool) {
@@ -96,10 +107,12 @@ func (c *blockCache) get(k blockKey) (typedStats, bool) {
 	return el.Value.(*cachedBlock).stats, true
 }
 
-func (c *blockCache) put(k blockKey, s typedStats) {
+// put caches s, read from the store at generation gen, unless the cache
+// was reset since.
+func (c *blockCache) put(k blockKey, s typedStats, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.blocks[k]; ok {
+	if _, ok := c.blocks[k]; ok || gen != c.gen {
 		return
 	}
 	c.blocks[k] = c.lru.PushFront(&cachedBlock{k, s})
@@ -131,6 +144,7 @@ func (e *engine) block(ctx context.Context, k blockKey) (typedStats, error) {
 	if s, ok := e.cache.get(k); ok {
 		return s, nil
 	}
+	gen := e.cache.generation()
 	var s typedStats
 	var err error
 	if k.size == hourBlock {
@@ -142,8 +156,14 @@ func (e *engine) block(ctx context.Context, k blockKey) (typedStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.cache.put(k, s)
+	e.cache.put(k, s, gen)
 	return s, nil
+}
+
+// settledBefore is where the windows a query caches end: those before it
+// are taken to receive no more records.
+func (e *engine) settledBefore() int64 {
+	return alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows)*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
 }
 
 // query merges one kind over a window-aligned range: settled hours and
@@ -153,7 +173,7 @@ func (e *engine) query(ctx context.Context, kind string, tr api.TimeRange) (type
 	if !ok {
 		return nil, fmt.Errorf("no codec for kind %q", kind)
 	}
-	settled := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows)*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
+	settled := e.settledBefore()
 	out := typedStats{}
 	add := func(s typedStats) error {
 		for k, v := range s {
@@ -212,7 +232,7 @@ var warmKinds = []string{model.KindGraphNode, model.KindGraphEdge, model.KindPat
 // decoding a day of windows. It stops early when the engine stops.
 func (e *engine) warm(ctx context.Context) {
 	e.rollUp(ctx)
-	settled := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows)*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
+	settled := e.settledBefore()
 	last := alignDown(settled, hourBlock) - hourBlock
 	// The ragged ends of "the last 24 hours": the windows of the hour it
 	// starts in and those after the last settled hour.
@@ -256,6 +276,7 @@ func (e *engine) windowRun(ctx context.Context, kind string, from, to int64, add
 		cached = append(cached, s)
 	}
 	if cached == nil {
+		gen := e.cache.generation()
 		cd := codecs[kind]
 		byWindow := map[int64]typedStats{}
 		err := e.st.Scan(ctx, store.Query{Kind: kind, From: from, To: to}, func(r store.Record) error {
@@ -283,7 +304,7 @@ func (e *engine) windowRun(ctx context.Context, kind string, from, to int64, add
 			if s == nil {
 				s = typedStats{}
 			}
-			e.cache.put(blockKey{kind, w, e.window}, s)
+			e.cache.put(blockKey{kind, w, e.window}, s, gen)
 			cached = append(cached, s)
 		}
 	}
