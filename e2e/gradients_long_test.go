@@ -377,6 +377,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// each of which then takes its adaptive cycle and its windows, ~2·N bins.
 	k, n, scale := envInt(t, "GRADIENTS_K", 32), envInt(t, "GRADIENTS_N", 128), float64(envInt(t, "GRADIENTS_SCALE", 90))
 	minSNR := envInt(t, "GRADIENTS_MIN_SNR", 15)
+	inWindow := envInt(t, "GRADIENTS_ADAPTIVE_IN_WINDOW", 0) == 1
 	// GRADIENTS_RUN picks the parts (sync, async, lb, predict); default all.
 	parts := map[string]bool{"sync": true, "async": true, "lb": true, "predict": true}
 	if v := os.Getenv("GRADIENTS_RUN"); v != "" {
@@ -450,7 +451,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			"storage": map[string]any{"dsn": "sqlite://" + filepath.Join(dir, "perfmodel.db")},
 			"experiments": map[string]any{
 				"injector": injA, "front_services": []string{"web"},
-				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR,
+				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR, "adaptive_in_window": inWindow,
 				"links": map[string]any{
 					"app->db":    map[string]any{"address": dbFromApp, "injector": injB},
 					"web->app-1": map[string]any{"address": app1},
@@ -600,6 +601,12 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			if el.Status != "done" {
 				t.Errorf("%s: %s: %s", el.Element, el.Status, el.Error)
 			}
+			rough := "none"
+			if el.Rough != nil {
+				rough = fmt.Sprintf("%.3f ± %.3f", el.Rough.Gradient, el.Rough.StdErr)
+			}
+			t.Logf("%s: adaptive cycle in the window %v, A⁰ %.2f ms (injected %.2f), rough gradient %s, A_d′ %.2f ms (injected %.2f), k_d %d; notes %v",
+				el.Element, el.AdaptiveInWindow, el.AdaptiveAmplitude, el.AdaptiveInjected, rough, el.Amplitude, el.Injected, el.Kd, el.Notes)
 		}
 		for _, element := range elements {
 			clientView(t, element, ex.Detail, &load)

@@ -46,5 +46,6 @@ run "Spectral against time-domain estimates at equal perturbation (20 replicatio
 run "Spectral against the before/after step as the service time drifts (20 replications)" ./internal/gradient/sim/ 'TestSpectralVsStepUnderDrift'
 run "Communication patterns through the experiment state machine (10 seeds)" ./internal/gradient/ 'TestLongPatterns'
 run "Length of one link experiment (paper defaults)" ./internal/gradient/ 'TestLongTiming'
+run "The adaptive cycle inside the active window (20 seeds each way)" ./internal/gradient/ 'TestLongAdaptiveInWindow'
 run "Capacity basis on a processor-sharing CPU (20 seeds)" ./internal/gradient/ 'TestLongCapacity'
 echo "wrote $report" >&2

@@ -182,6 +182,16 @@ type ExperimentsConfig struct {
 	// second window that would pass it keeps the first's amplitude.
 	// min_delay overrides it. 0 lifts the bound.
 	MaxPerturbation float64 `mapstructure:"max_perturbation"`
+	// AdaptiveInWindow runs the adaptive cycle (paper 000 §3) as the
+	// active window's first periods instead of a phase of its own: A⁰ for
+	// as few periods as the first on-phase's spans need to arrive
+	// (lateness), then A_d′ for the rest. An element then takes its N bins,
+	// the lead time and the lateness, a period and a lateness less; a plan
+	// whose window is too short for it runs the separate phase. Off by
+	// default: in simulation it is as accurate as the separate phase, but
+	// on the namespace testbed two runs with it (docs/gradient-report.md,
+	// runs N and O) read worse than the four before them without it.
+	AdaptiveInWindow bool `mapstructure:"adaptive_in_window"`
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`
 	// Lateness is how long after a bin ends its samples may still arrive;

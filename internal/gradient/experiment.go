@@ -140,6 +140,16 @@ type Config struct {
 	GradientFloor float64
 	// MaxGrowth bounds the active amplitude to MaxGrowth·A⁰ (default 20).
 	MaxGrowth float64
+	// AdaptiveInWindow makes the adaptive cycle the active window's first
+	// j periods (fold.go): A⁰ for them, the rough gradient from their
+	// on-phases against their off-phases and the quiet level just before
+	// the wave, and A_d′ for the other periods; j is the fewest periods after which the first
+	// on-phase's samples have arrived (Lateness) a lead time before the
+	// next. An element then takes N bins, a lead time and a lateness
+	// instead of that plus a period, a lead time and a lateness more. A
+	// plan whose window cannot hold j + 1 periods runs the separate
+	// adaptive phase.
+	AdaptiveInWindow bool
 	// MinSNR, when > 0, is the least SNR the target transaction's spike
 	// must reach in the active phase. Below it the element is measured once
 	// more, its amplitude scaled by the shortfall (at most RemeasureGrowth
@@ -280,6 +290,10 @@ type ElementResult struct {
 	Rough             *spectral.Estimate `json:"rough,omitempty"`
 	AdaptiveAmplitude float64            `json:"adaptive_amplitude,omitempty"`
 	AdaptiveInjected  float64            `json:"adaptive_injected,omitempty"`
+	// AdaptiveInWindow says the adaptive cycle was the active window's
+	// first periods (Config.AdaptiveInWindow): Amplitude and Injected are the
+	// other periods', BasisDelta the window's effective change.
+	AdaptiveInWindow bool `json:"adaptive_in_window,omitempty"`
 	// Amplitude is A_d′ requested in the active phase, Injected the mean the
 	// injector reports, and BasisDelta the change of the basis it caused.
 	Amplitude       float64   `json:"amplitude"`
@@ -363,6 +377,7 @@ type run struct {
 	injKnown  bool
 	noReport  bool // the injector will not report: assume the requested amplitude now
 	bins      map[string]*spectral.Bins
+	fold      *fold // the adaptive cycle is this window's first periods
 }
 
 // Experiment is the coordinator's state machine for one gradient
@@ -399,6 +414,7 @@ type Experiment struct {
 	twice      int                          // of those, the ones measured twice (for the ETA)
 
 	guard   guardWindow
+	quiet   quietLevel
 	dropped int
 }
 
@@ -413,6 +429,7 @@ func NewExperiment(cfg Config) (*Experiment, error) {
 	}
 	x := &Experiment{cfg: cfg, phase: PhaseTraining, started: math.NaN(), plan: cfg.Plan}
 	x.guard.init(cfg.Guard)
+	x.quiet.reset(math.Inf(-1))
 	for _, e := range cfg.Elements {
 		x.results = append(x.results, ElementResult{Element: e.ID, Basis: e.Basis, Status: "pending"})
 	}
@@ -456,10 +473,14 @@ func (x *Experiment) Observe(s spectral.Sample) []Action {
 	if x.guard.add(s) && x.cur != nil && x.cur.leaseOut {
 		return x.abort(fmt.Sprintf("SLO guard: p99 %.1f ms over %v exceeds %.1f ms", x.guard.p99(), x.cfg.Guard.Window, x.cfg.Guard.P99Ms))
 	}
+	x.quiet.add(s, x.cfg.MaxTransactions)
 	switch {
 	case x.phase == PhaseTraining && x.plan == nil:
 		x.observeTraining(s)
 	case x.cur != nil && x.cur.step == stepCollecting:
+		if f := x.cur.fold; f != nil {
+			f.observe(s)
+		}
 		if b := x.cur.bins[s.Transaction]; b != nil {
 			b.Add(s.Time, s.Ms) // samples outside the window (lead time, guard) are expected
 		} else {
@@ -527,6 +548,9 @@ func (x *Experiment) step(t float64) ([]Action, bool) {
 	var acts []Action
 	if r.leaseOut && t >= r.stopAt {
 		acts = append(acts, x.stop("window complete"))
+	}
+	if f := r.fold; f != nil && !f.decided && t >= f.decideAt {
+		return append(acts, x.decideFold(t)...), true
 	}
 	switch r.step {
 	case stepCollecting:
@@ -596,6 +620,7 @@ func (x *Experiment) size() error {
 	n := x.cfg.Train.Chunks * x.cfg.Train.N
 	start := x.calTimes[0]
 	x.trainEnd = start + float64(n)*sizing.BinSeconds
+	x.quiet.reset(x.trainEnd)
 	x.trainBins = map[string]*spectral.Bins{x.cfg.Target: spectral.NewBins(start, sizing.BinSeconds, n)}
 	buf := x.buffer
 	x.buffer, x.calTimes = nil, nil
@@ -621,6 +646,9 @@ func (x *Experiment) startElement(t float64) []Action {
 	}
 	a0 = x.clampAmplitude(e, a0, math.Inf(1))
 	x.results[x.idx].AdaptiveAmplitude = a0
+	if x.folds(e) {
+		return x.startFolded(t, a0)
+	}
 	return x.startAdaptive(t, a0)
 }
 
@@ -640,12 +668,7 @@ func (x *Experiment) skew() float64 {
 // newRun prepares bins for every transaction with a baseline.
 func (x *Experiment) newRun(phase Phase, amplitude, winStart float64, nbins int) *run {
 	x.seq++
-	e := x.cfg.Elements[x.idx]
-	name := fmt.Sprintf("%s#%d/%s", e.ID, x.seq, phase)
-	if x.cfg.ID != "" {
-		name = x.cfg.ID + "/" + name
-	}
-	r := &run{phase: phase, lease: name, requested: amplitude, period: x.plan.PeriodSeconds,
+	r := &run{phase: phase, lease: x.leaseName(x.cfg.Elements[x.idx], phase), requested: amplitude, period: x.plan.PeriodSeconds,
 		winStart: winStart, winEnd: winStart + float64(nbins)*x.plan.BinSeconds, bins: map[string]*spectral.Bins{}}
 	for tx, b := range x.plan.Transactions {
 		if b.Error == "" {
@@ -653,6 +676,15 @@ func (x *Experiment) newRun(phase Phase, amplitude, winStart float64, nbins int)
 		}
 	}
 	return r
+}
+
+// leaseName names the lease of the current sequence number.
+func (x *Experiment) leaseName(e Element, phase Phase) string {
+	name := fmt.Sprintf("%s#%d/%s", e.ID, x.seq, phase)
+	if x.cfg.ID != "" {
+		name = x.cfg.ID + "/" + name
+	}
+	return name
 }
 
 // startAdaptive schedules one on-phase of amplitude a0. The window is one
@@ -663,19 +695,36 @@ func (x *Experiment) startAdaptive(t, a0 float64) []Action {
 	if acts, over := x.guardBlocks(); over {
 		return acts
 	}
-	e := x.cfg.Elements[x.idx]
 	g := x.skew()
+	r := x.beginRun(t, PhaseAdaptive, a0, -g, x.plan.AdaptiveBins)
+	r.stopAt = math.Max(r.waveStart+r.period/2+g, r.winEnd)
+	return []Action{x.leaseAction(r, t, r.waveStart, 0)}
+}
+
+// beginRun makes current the run of a phase whose wave starts a lead time
+// after t and whose window of nbins starts winOffset after the wave.
+func (x *Experiment) beginRun(t float64, phase Phase, a, winOffset float64, nbins int) *run {
 	waveStart := t + x.cfg.LeadTime.Seconds()
-	r := x.newRun(PhaseAdaptive, a0, waveStart-g, x.plan.AdaptiveBins)
-	r.waveStart = waveStart
-	r.stopAt = math.Max(waveStart+r.period/2+g, r.winEnd)
-	r.leaseOut = true
-	x.cur, x.phase = r, PhaseAdaptive
-	return []Action{{
+	r := x.newRun(phase, a, waveStart+winOffset, nbins)
+	r.waveStart, r.leaseOut = waveStart, true
+	x.cur, x.phase = r, phase
+	return r
+}
+
+// leaseAction starts r's lease at start: cycles periods of r.requested, or
+// a single on-phase when cycles is 0. The lease lasts the wave and the
+// margin, so the injector ends it by itself if the caller dies.
+func (x *Experiment) leaseAction(r *run, t, start float64, cycles int) Action {
+	e := x.cfg.Elements[x.idx]
+	length := float64(cycles) * r.period
+	if cycles == 0 {
+		length = r.period / 2
+	}
+	return Action{
 		Kind: ActionStartLease, Lease: r.lease, Element: e.ID, LeaseKind: e.Basis.Kind.LeaseKind(),
-		Amplitude: a0, Period: dur(r.period), Single: true, Start: timeAt(waveStart),
-		Duration: dur(waveStart + r.period/2 - t + x.cfg.LeaseMargin.Seconds()),
-	}}
+		Amplitude: r.requested, Period: dur(r.period), Cycles: cycles, Single: cycles == 0, Start: timeAt(start),
+		Duration: dur(start + length - t + x.cfg.LeaseMargin.Seconds()),
+	}
 }
 
 // startActive schedules the square wave over N bins. The wave starts
@@ -686,23 +735,13 @@ func (x *Experiment) startActive(t, a float64) []Action {
 	if acts, over := x.guardBlocks(); over {
 		return acts
 	}
-	e := x.cfg.Elements[x.idx]
 	g := x.skew()
-	waveStart := t + x.cfg.LeadTime.Seconds()
-	r := x.newRun(PhaseActive, a, waveStart+g, x.plan.N)
-	r.waveStart = waveStart
+	r := x.beginRun(t, PhaseActive, a, g, x.plan.N)
 	r.stopAt = r.winEnd + g
-	r.leaseOut = true
-	x.cur, x.phase = r, PhaseActive
 	res := &x.results[x.idx]
 	res.Amplitude, res.FrequencyHz, res.Kd = a, x.plan.FrequencyHz, x.plan.Kd
 	res.WindowStart, res.WindowEnd = timeAt(r.winStart), timeAt(r.winEnd)
-	cycles := x.plan.Kd + 1
-	return []Action{{
-		Kind: ActionStartLease, Lease: r.lease, Element: e.ID, LeaseKind: e.Basis.Kind.LeaseKind(),
-		Amplitude: a, Period: dur(r.period), Cycles: cycles, Start: timeAt(waveStart),
-		Duration: dur(waveStart + float64(cycles)*r.period - t + x.cfg.LeaseMargin.Seconds()),
-	}}
+	return []Action{x.leaseAction(r, t, r.waveStart, x.plan.Kd+1)}
 }
 
 // guardBlocks aborts instead of starting a lease while the p99 is over.
@@ -713,8 +752,13 @@ func (x *Experiment) guardBlocks() ([]Action, bool) {
 	return nil, false
 }
 
+// stop releases the current lease. Requests from SkewGuard on count
+// toward the quiet level before the next wave.
 func (x *Experiment) stop(reason string) Action {
 	r := x.cur
+	if r.fold == nil || r.phase != PhaseAdaptive { // not lease 0 handing over to lease 1
+		x.quiet.reset(x.now + x.skew())
+	}
 	r.leaseOut = false
 	e := x.cfg.Elements[x.idx]
 	return Action{Kind: ActionStopLease, Lease: r.lease, Element: e.ID, LeaseKind: e.Basis.Kind.LeaseKind(), Reason: reason}
@@ -769,8 +813,14 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	}
 	rough.Samples, rough.EmptyBins = s.Samples, s.Empty
 	res.Rough = &rough
-	a := x.activeAmplitude(e, rough, r.requested)
-	if capped, tx := x.perturbationCap(e, r, delta); capped < a {
+	return x.startActive(t, x.chooseAmplitude(e, res, rough, x.oneCycleRoughs(r, delta), r.requested))
+}
+
+// chooseAmplitude is A_d′ from the target's rough gradient, kept within
+// the perturbation bound by every transaction's.
+func (x *Experiment) chooseAmplitude(e Element, res *ElementResult, rough spectral.Estimate, roughs map[string]spectral.Estimate, a0 float64) float64 {
+	a := x.activeAmplitude(e, rough, a0)
+	if capped, tx := x.perturbationCap(e, roughs); capped < a {
 		if bounded := x.clampAmplitude(e, capped, a); bounded < a {
 			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, %.3gσ of %s's response time", a, bounded, x.aim(), tx))
 			a = bounded
@@ -778,7 +828,24 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: %.3gσ of %s's response time needs %.4g, under the least amplitude %.4g", x.aim(), tx, capped, a))
 		}
 	}
-	return x.startActive(t, a)
+	return a
+}
+
+// oneCycleRoughs is every transaction's one-cycle gradient over the
+// adaptive window.
+func (x *Experiment) oneCycleRoughs(r *run, delta float64) map[string]spectral.Estimate {
+	out := map[string]spectral.Estimate{}
+	for tx, b := range r.bins {
+		base := x.plan.Transactions[tx]
+		s, err := b.Series()
+		if err != nil {
+			continue
+		}
+		if g, err := spectral.Rough(s.Values, base.AdaptiveMean.Value(), base.AdaptiveStd.Abs(), delta); err == nil {
+			out[tx] = g
+		}
+	}
+	return out
 }
 
 // aim is the perturbation, in σ, the amplitudes are chosen for.
@@ -786,25 +853,21 @@ func (x *Experiment) aim() float64 { return x.cfg.PerturbationAim * x.cfg.MaxPer
 
 // perturbationCap is the largest amplitude whose perturbation of each
 // transaction's response time stays within aim() of its natural
-// σ, by the one-cycle gradients of the adaptive window (each taken at its
+// σ, by the rough gradients of the adaptive cycle (each taken at its
 // upper standard error, as it is rough); +Inf without a bound. It names the
 // transaction that sets it.
-func (x *Experiment) perturbationCap(e Element, r *run, delta float64) (float64, string) {
+func (x *Experiment) perturbationCap(e Element, roughs map[string]spectral.Estimate) (float64, string) {
 	best, who := math.Inf(1), ""
 	if x.cfg.MaxPerturbation <= 0 {
 		return best, who
 	}
-	for _, tx := range sortedKeys(r.bins) {
+	for _, tx := range sortedKeys(roughs) {
 		base := x.plan.Transactions[tx]
 		if base.Error != "" || !(base.StdMs > 0) {
 			continue
 		}
-		s, err := r.bins[tx].Series()
-		if err != nil {
-			continue
-		}
-		g, err := spectral.Rough(s.Values, base.AdaptiveMean.Value(), base.AdaptiveStd.Abs(), delta)
-		if err != nil || (!g.Significant && tx != x.cfg.Target) {
+		g := roughs[tx]
+		if !g.Significant && tx != x.cfg.Target {
 			continue
 		}
 		hi := g.Gradient + g.StdErr
@@ -848,6 +911,14 @@ func (x *Experiment) finishActive() {
 	r := x.cur
 	res := &x.results[x.idx]
 	knob, delta, deltaSE, err := x.injectedDelta()
+	largest, onOff := delta, delta
+	if f := r.fold; f != nil && err == nil {
+		delta, deltaSE, largest, onOff, err = x.foldDelta()
+		res.AdaptiveInjected = f.a0
+		if f.injKnown {
+			res.AdaptiveInjected = f.injected
+		}
+	}
 	res.Injected, res.InjectedAssumed, res.BasisDelta = knob, !r.injKnown, delta
 	if err != nil || !(delta > 0) {
 		res.Status, res.Error = "failed", fmt.Sprintf("no usable injected change (%v, %v)", knob, err)
@@ -870,6 +941,7 @@ func (x *Experiment) finishActive() {
 			continue
 		}
 		est.Samples, est.EmptyBins = s.Samples, s.Empty
+		est.PerturbationMs = est.Gradient * largest // the first period's A⁰ may be the larger
 		if sd := x.plan.Transactions[tx].StdMs; sd > 0 {
 			est.PerturbationOverStd = est.PerturbationMs / sd
 		}
@@ -877,7 +949,7 @@ func (x *Experiment) finishActive() {
 			est = combine(f, est)
 		}
 		res.Transactions[tx] = est
-		if td, err := spectral.OnOffBins(b, r.waveStart, r.period, delta); err == nil {
+		if td, err := spectral.OnOffBins(b, r.waveStart, r.period, onOff); err == nil {
 			res.TimeDomain[tx] = td
 		}
 	}
@@ -937,10 +1009,16 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		// Each first-window perturbation at its upper standard error: at
 		// SNR 6 the point estimate is ~17% uncertain, and a low draw would
 		// let the second window past the bound.
+		// With the adaptive cycle in the window, a perturbation counts the
+		// larger of A⁰ and A_d′; the second window grows from A_d′'s.
 		worst := 0.0
 		for tx, te := range res.Transactions {
 			if (tx == x.cfg.Target || te.Significant) && te.Gradient > 0 {
-				worst = math.Max(worst, te.PerturbationOverStd*(1+te.StdErr/te.Gradient))
+				p := te.PerturbationOverStd
+				if d1, err := e.Basis.Delta(res.Injected); err == nil && res.AdaptiveInWindow && te.PerturbationMs > 0 {
+					p *= d1 / (te.PerturbationMs / te.Gradient)
+				}
+				worst = math.Max(worst, p*(1+te.StdErr/te.Gradient))
 			}
 		}
 		if worst > 0 && x.aim()/worst < growth {
@@ -976,7 +1054,14 @@ func (x *Experiment) nextElement(t float64) []Action {
 // the delayed packets) and its standard error (0 if unknown). Reports for
 // other leases are ignored.
 func (x *Experiment) Injected(lease string, mean, stdErr float64) {
-	if x.cur == nil || x.cur.lease != lease || !(mean > 0) || math.IsInf(mean, 0) {
+	if x.cur == nil || !(mean > 0) || math.IsInf(mean, 0) {
+		return
+	}
+	if f := x.cur.fold; f != nil && f.lease0 == lease && x.cur.lease != lease {
+		f.injected, f.injSE, f.injKnown = mean, math.Max(0, stdErr), true
+		return
+	}
+	if x.cur.lease != lease {
 		return
 	}
 	x.cur.injected, x.cur.injSE, x.cur.injKnown = mean, math.Max(0, stdErr), true
@@ -1003,6 +1088,7 @@ func (x *Experiment) LeaseFailed(lease string, now time.Time, err error) []Actio
 	if x.cur.leaseOut {
 		acts = append(acts, x.stop("lease failed")) // release whatever is left of it
 	}
+	x.quiet.reset(t + x.skew())
 	msg := "lease failed"
 	if err != nil {
 		msg += ": " + err.Error()
@@ -1099,7 +1185,7 @@ func (x *Experiment) Progress(now time.Time) Progress {
 	perElement := func(e Element) (adaptive, active float64) {
 		g := math.Min(x.cfg.SkewGuard.Seconds(), period/4)
 		active = x.cfg.LeadTime.Seconds() + g + float64(n)*binSec + x.cfg.Lateness.Seconds()
-		if e.FixedAmplitude <= 0 {
+		if e.FixedAmplitude <= 0 && (L < 1 || x.foldCycles(e, n/L, period) == 0) {
 			adaptive = x.cfg.LeadTime.Seconds() - g + float64(L)*binSec + x.cfg.Lateness.Seconds()
 		}
 		return adaptive, active
@@ -1121,7 +1207,7 @@ func (x *Experiment) Progress(now time.Time) Progress {
 		remaining += math.Max(0, r.winEnd+x.cfg.Lateness.Seconds()-t)
 		_, active := perElement(x.cfg.Elements[x.idx])
 		switch {
-		case r.phase == PhaseAdaptive:
+		case r.phase == PhaseAdaptive && r.fold == nil:
 			remaining += active * (1 + again)
 		case !x.remeasured:
 			remaining += active * again

@@ -8,6 +8,7 @@ package gradient_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/gradient"
@@ -190,4 +191,103 @@ func TestLongCapacity(t *testing.T) {
 		line += fmt.Sprintf(" %.2f: %d/%d (mean %+.1f%%),", c, errs[c].within(0, 10), capSeeds, errs[c].mean())
 	}
 	t.Logf("| all | | %.0f | %.0f (std) | | | within 10%%:%s |", grads.mean(), grads.std(), line)
+}
+
+// TestLongAdaptiveInWindow compares the separate adaptive phase with the
+// adaptive cycle as the window's first period (Config.AdaptiveInWindow),
+// over 20 seeds of the patterns and of the load-balanced pair: accuracy,
+// perturbation, and the time an element takes after training.
+func TestLongAdaptiveInWindow(t *testing.T) {
+	const n = 2 * seeds
+	t.Log("| adaptive cycle | pattern | truth | mean | std | within ±10% (±0.05 for 0.5, ±0.1 for 0) | CI95 covers | mean perturbation / σ | element's time after training − N·ΔTs, s: mean, max |")
+	t.Log("|---|---|---|---|---|---|---|---|---|---|")
+	for _, inWindow := range []bool{false, true} {
+		name := "separate phase"
+		if inWindow {
+			name = "window's first period"
+		}
+		type row struct {
+			g, pert stat
+			cover   int
+		}
+		rows := map[string]*row{}
+		order := []string{"Sync", "Serial3", "Async", "LB front->back1", "LB front->back2"}
+		truth := map[string]float64{"Sync": 1, "Serial3": 3, "Async": 0, "LB front->back1": 0.5, "LB front->back2": 0.5}
+		for _, k := range order {
+			rows[k] = &row{}
+		}
+		var elem, window stat // an element's time after training over N·ΔTs: all, and those folded
+		kd1 := 0
+		var roughs stat // (g′ − truth) / its standard error, for the target
+		measure := func(s *sim.Sim, cfg gradient.Config, limit float64, keys func(el gradient.ElementResult) map[string]spectral.Estimate) {
+			cfg.AdaptiveInWindow = inWindow
+			x, err := gradient.NewExperiment(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &sim.Driver{Sim: s, X: x}
+			trained := math.NaN()
+			d.OnStep = func(d *sim.Driver, now float64) bool {
+				if math.IsNaN(trained) && x.Phase() != gradient.PhaseTraining {
+					trained = now
+				}
+				return true
+			}
+			if !d.Run(s.Now() + limit) {
+				t.Fatal("did not finish")
+			}
+			res := x.Result()
+			over := (s.Now()-trained)/float64(len(res.Elements)) - res.Plan.MeasurementSeconds
+			elem.add(over)
+			if !inWindow || res.Elements[0].AdaptiveInWindow {
+				window.add(over)
+			} else {
+				kd1++ // k_d = 1: the separate phase ran
+			}
+			for _, el := range res.Elements {
+				if el.Rough != nil {
+					tx := cfg.Target
+					if tx == "LB" {
+						tx = "LB " + el.Element
+					}
+					roughs.add((el.Rough.Gradient - truth[tx]) / el.Rough.StdErr)
+				}
+				for k, e := range keys(el) {
+					r := rows[k]
+					r.g.add(e.Gradient)
+					r.pert.add(e.PerturbationOverStd)
+					if e.CI95[0] <= truth[k] && truth[k] <= e.CI95[1] {
+						r.cover++
+					}
+				}
+			}
+		}
+		for seed := uint64(1); seed <= n; seed++ {
+			s, _ := sim.New(sim.Patterns(100+seed, 0.1, 0.03))
+			measure(s, gradient.Config{Target: "Sync", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}}, 30000,
+				func(el gradient.ElementResult) map[string]spectral.Estimate {
+					return map[string]spectral.Estimate{"Sync": el.Transactions["Sync"], "Serial3": el.Transactions["Serial3"], "Async": el.Transactions["Async"]}
+				})
+			s, _ = sim.New(sim.Balanced(200+seed, 0.1, 0.03))
+			measure(s, gradient.Config{Target: "LB", Train: precise(), Elements: []gradient.Element{
+				{ID: "front->back1", Basis: gradient.Link(), MaxAmplitude: 100}, {ID: "front->back2", Basis: gradient.Link(), MaxAmplitude: 100}}}, 40000,
+				func(el gradient.ElementResult) map[string]spectral.Estimate {
+					return map[string]spectral.Estimate{"LB " + el.Element: el.Transactions["LB"]}
+				})
+		}
+		for _, k := range order {
+			r := rows[k]
+			tol := math.Max(0.1, 0.1*truth[k])
+			if truth[k] == 0.5 {
+				tol = 0.05
+			}
+			t.Logf("| %s | %s | %.1f | %.3f | %.3f | %d/%d | %d/%d | %.2f | %.1f, %.1f |", name, k, truth[k], r.g.mean(), r.g.std(),
+				r.g.within(truth[k], tol), len(r.g.xs), r.cover, len(r.g.xs), r.pert.mean(), window.mean(), slices.Max(window.xs))
+		}
+		t.Logf("| %s: the target's rough g′ − truth in its standard errors: mean %.2f, std %.2f, %d of %d beyond 2 | | | | | | | | |", name, roughs.mean(), roughs.std(),
+			len(roughs.xs)-roughs.within(0, 2), len(roughs.xs))
+		if inWindow {
+			t.Logf("| %s: %d of %d experiments had k_d = 1 and ran the separate phase; over all, mean %.1f s | | | | | | | | |", name, kd1, len(elem.xs), elem.mean())
+		}
+	}
 }

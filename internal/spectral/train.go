@@ -214,6 +214,11 @@ type TransactionBaseline struct {
 	// one-cycle window (see Plan.AdaptiveBins) at one cycle per window.
 	AdaptiveMean Complex `json:"adaptive_fft_mean"`
 	AdaptiveStd  Complex `json:"adaptive_fft_std"`
+	// HalfPeriodStdMs is the standard deviation of the mean over
+	// consecutive half periods (Plan.AdaptiveBins/2 bins): the noise of a
+	// level step taken over one on-phase, as an adaptive cycle inside the
+	// active window takes it (gradient.Config.AdaptiveInWindow).
+	HalfPeriodStdMs float64 `json:"half_period_std_ms,omitempty"`
 	// Error says why this transaction has no usable baseline (too sparse).
 	Error string `json:"error,omitempty"`
 }
@@ -437,7 +442,32 @@ func transactionBaseline(b *Bins, p *Plan, chunks int) TransactionBaseline {
 	if mean, std, err := complexStats(ad); err == nil {
 		tb.AdaptiveMean, tb.AdaptiveStd = C(mean), C(std)
 	}
+	tb.HalfPeriodStdMs = blockMeanStd(x, max(1, L/2))
 	return tb
+}
+
+// blockMeanStd is the standard deviation of the means of consecutive
+// blocks of h values (0 with fewer than two blocks).
+func blockMeanStd(x []float64, h int) float64 {
+	m := len(x) / h
+	if m < 2 {
+		return 0
+	}
+	means := make([]float64, m)
+	var sum float64
+	for b := range means {
+		for _, v := range x[b*h : (b+1)*h] {
+			means[b] += v
+		}
+		means[b] /= float64(h)
+		sum += means[b]
+	}
+	mean := sum / float64(m)
+	var ss float64
+	for _, v := range means {
+		ss += (v - mean) * (v - mean)
+	}
+	return math.Sqrt(ss / float64(m-1))
 }
 
 // complexStats returns the mean and the complex standard deviation.
