@@ -9,7 +9,7 @@
 #   REBUILD=1 scripts/e2e-gradients.sh  # rebuilds the collector first
 #   GRADIENTS_RUN=sync GRADIENTS_K=48 scripts/e2e-gradients.sh  # one part, larger bins
 # (GRADIENTS_RUN: sync,async,lb,predict; GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR: k, N, d, closed-loop users, min_snr)
-#   GRADIENTS_ADAPTIVE_IN_WINDOW=1 scripts/e2e-gradients.sh  # the adaptive cycle inside the window (runs N, O)
+#   GRADIENTS_ADAPTIVE_IN_WINDOW=1 scripts/e2e-gradients.sh  # the adaptive cycle inside the window (runs N, O, Q)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$HOME/go/bin:$PATH
