@@ -104,12 +104,18 @@ func (c *fakeClock) waitTimers(t *testing.T, n int) {
 	require.Eventually(t, func() bool { return c.pending() >= n }, 5*time.Second, time.Millisecond)
 }
 
-// fakeDelay stands in for nfqdelay.
+// fakeDelay stands in for nfqdelay. Like the real Delayer, its Done is
+// closed when it stops, which Restore does.
 type fakeDelay struct {
 	mu       sync.Mutex
 	values   []float64
 	restored int
+	done     chan struct{}
 }
+
+func newFakeDelay() *fakeDelay { return &fakeDelay{done: make(chan struct{})} }
+
+func (f *fakeDelay) Done() <-chan struct{} { return f.done }
 
 func (f *fakeDelay) Apply(v float64) error {
 	f.mu.Lock()
@@ -122,6 +128,12 @@ func (f *fakeDelay) Restore() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.restored++
+	if f.restored == 1 {
+		// The Delayer closes Done first, then takes a grace period to
+		// accept late packets before its Stop returns.
+		close(f.done)
+		time.Sleep(5 * time.Millisecond)
+	}
 	return nil
 }
 
@@ -197,7 +209,7 @@ func start(t *testing.T, mutate func(*Config)) *env {
 	e.inj = newInjector(extensiontest.NewNopSettings(metadata.Type), cfg)
 	e.inj.mgr.clock = e.clock
 	e.inj.mgr.openers[kindDelay] = func(*leaseRequest, int) (actuator, error) {
-		f := &fakeDelay{}
+		f := newFakeDelay()
 		e.mu.Lock()
 		e.delay = append(e.delay, f)
 		e.mu.Unlock()
@@ -346,6 +358,26 @@ func TestRequestErrors(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, code)
 	code, _ = e.do("POST", "/v1/leases/"+body["id"].(string)+"/renew", `{"duration":"x"}`)
 	require.Equal(t, http.StatusBadRequest, code)
+}
+
+// A wave that runs all its cycles ends its lease as completed, although
+// restoring the delay backend stops it (closes its Done), as a backstop
+// would. A coordinator killed mid-window leaves its lease to end this way.
+func TestDelayWaveCompletesAsCompleted(t *testing.T) {
+	e := start(t, nil)
+	code, body := e.do("POST", "/v1/leases", `{"kind":"delay","target":{"link":{"proto":"tcp","dst":"10.1.2.3","dst_port":8080}},"wave":{"amplitude":5,"period":"200ms","cycles":2},"duration":"10s"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	id := body["id"].(string)
+	for range 4 { // the two cycles' edges
+		e.clock.waitTimers(t, 2) // the next edge and the expiry
+		e.clock.Advance(100 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return e.state(id) != stateActive }, 5*time.Second, time.Millisecond)
+	_, st := e.do("GET", "/v1/leases/"+id, "")
+	require.Equal(t, stateCompleted, st["state"], st)
+	require.Empty(t, st["error"])
+	_, restored := e.fakes()[0].last()
+	require.Equal(t, 1, restored)
 }
 
 func TestDelayLeaseExpiresAndRenews(t *testing.T) {

@@ -413,8 +413,11 @@ func (l *lease) active() bool {
 func (m *manager) run(ctx context.Context, l *lease) {
 	defer m.wg.Done()
 	err := wave.Run(ctx, l.req.w, m.clock, l.act.Apply)
-	rerr := l.act.Restore()
+	// Why the wave ended is read before Restore: restoring a delay backend
+	// stops it, and the watcher would take that for a backstop and turn a
+	// completed wave into a failed one.
 	ctxErr, cause := ctx.Err(), context.Cause(ctx)
+	rerr := l.act.Restore()
 	l.cancel(nil) // stops the watcher
 	state := stateCompleted
 	switch {
