@@ -118,7 +118,9 @@ func TestRealDelayLeaseOnLoopback(t *testing.T) {
 	code, st := e.do("GET", "/v1/leases/"+id, "")
 	require.Equal(t, 200, code)
 	t.Logf("lease after the wave: %v", st)
-	require.Equal(t, stateExpired, st["state"], "a 1.2 s lease has ended by 1.5 s")
+	// The wave's three cycles and the lease both end at 1.2 s: whichever
+	// comes first names the end.
+	require.Contains(t, []any{stateExpired, stateCompleted}, st["state"], "a 1.2 s lease has ended by 1.5 s")
 	stats := st["stats"].(map[string]any)
 	require.Greater(t, stats["count"].(float64), 100.0)
 

@@ -9,10 +9,16 @@ package nfqdelay
 // timingAttempts times, and every attempt is logged: on this 2-CPU VM with
 // nothing else running, stalls of several ms came in spells of ~10 s that
 // failed three back-to-back attempts at 5 ms in 2 of 4 runs (the previous
-// code did the same).
+// code did the same). On a VM whose vCPUs are descheduled for long spells
+// (steal time) every attempt can be disturbed, so each attempt also measures
+// the host's own wake-up error beside the delayer (hostWake) and the bounds
+// are on what the delayer adds to it: no backend wakes more precisely than
+// its host lets a thread wake.
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,15 +39,18 @@ func TestPrecision(t *testing.T) {
 		var problems []string
 		for attempt := 1; attempt <= timingAttempts; attempt++ {
 			d := tb.start(t, Options{Delay: Constant(amp)})
+			host := startHostWake()
 			sent, rs := tb.run(t, 1000, 2*time.Second)
+			hostMean, hostP99 := host.stop()
 			st, err := d.Stop()
 			if err != nil {
 				t.Fatal(err)
 			}
 			m := medianOWD(rs)
+			meanBound, p99Bound := 200*time.Microsecond+hostMean, time.Millisecond+hostP99
 			t.Logf("delay %v attempt %d: sent %d received %d; delayer %v", amp, attempt, sent, len(rs), st)
-			t.Logf("delay %v attempt %d: mean error %v (bound 200µs), p99 error %v (bound 1ms); receiver one-way median %v − baseline %v = %v",
-				amp, attempt, st.ErrMean.Round(time.Microsecond), st.ErrP99.Round(time.Microsecond),
+			t.Logf("delay %v attempt %d: mean error %v (bound 200µs + the host's %v), p99 error %v (bound 1ms + the host's %v); receiver one-way median %v − baseline %v = %v",
+				amp, attempt, st.ErrMean.Round(time.Microsecond), hostMean.Round(time.Microsecond), st.ErrP99.Round(time.Microsecond), hostP99.Round(time.Microsecond),
 				m.Round(time.Microsecond), b.Round(time.Microsecond), (m - b).Round(time.Microsecond))
 			// Loss, errors and a wrong delay at the receiver are failures of
 			// the backend, never of the machine: no retry.
@@ -54,15 +63,17 @@ func TestPrecision(t *testing.T) {
 			if st.Errors != 0 {
 				t.Fatalf("delay %v: %d errors, last %v", amp, st.Errors, st.LastError)
 			}
-			if dm := m - b - amp; dm < -time.Millisecond || dm > 2*time.Millisecond {
-				t.Fatalf("delay %v: receiver sees %v added", amp, m-b)
+			// The receiver is an ordinary goroutine: it wakes as late as the
+			// host makes any thread wake.
+			if dm := m - b - amp; dm < -time.Millisecond || dm > 2*time.Millisecond+hostP99 {
+				t.Fatalf("delay %v: receiver sees %v added (the host's wake-up p99 %v)", amp, m-b, hostP99)
 			}
 			problems = problems[:0]
-			if st.ErrMean > 200*time.Microsecond {
-				problems = append(problems, fmt.Sprintf("mean error %v > 200µs", st.ErrMean))
+			if st.ErrMean > meanBound {
+				problems = append(problems, fmt.Sprintf("mean error %v > %v", st.ErrMean, meanBound))
 			}
-			if st.ErrP99 > time.Millisecond {
-				problems = append(problems, fmt.Sprintf("p99 error %v > 1ms", st.ErrP99))
+			if st.ErrP99 > p99Bound {
+				problems = append(problems, fmt.Sprintf("p99 error %v > %v", st.ErrP99, p99Bound))
 			}
 			if len(problems) == 0 {
 				break
@@ -103,4 +114,57 @@ func TestThroughput(t *testing.T) {
 	if st.Errors != 0 {
 		t.Errorf("%d errors, last %v", st.Errors, st.LastError)
 	}
+}
+
+// hostWakeProbe measures what the host lets a thread like the delayer's
+// scheduler do: the overshoot of 1 ms nanosleeps on a locked thread with
+// 1 ns timer slack at the scheduler's real-time priority.
+type hostWakeProbe struct {
+	done   chan struct{}
+	result chan [2]time.Duration
+}
+
+func startHostWake() *hostWakeProbe {
+	p := &hostWakeProbe{done: make(chan struct{}), result: make(chan [2]time.Duration, 1)}
+	go func() {
+		// The raised thread is never handed back to the Go scheduler: it
+		// exits with this goroutine.
+		runtime.LockOSThread()
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+		attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: DefaultRealtimePriority}
+		_ = unix.SchedSetAttr(0, &attr, 0)
+		ts := unix.NsecToTimespec(int64(time.Millisecond))
+		over := make([]time.Duration, 0, 4096)
+		for {
+			select {
+			case <-p.done:
+				p.result <- overshootStats(over)
+				return
+			default:
+			}
+			t0 := time.Now()
+			_ = unix.Nanosleep(&ts, nil)
+			over = append(over, time.Since(t0)-time.Millisecond)
+		}
+	}()
+	return p
+}
+
+// stop ends the probe and returns the mean and p99 overshoot.
+func (p *hostWakeProbe) stop() (mean, p99 time.Duration) {
+	close(p.done)
+	r := <-p.result
+	return r[0], r[1]
+}
+
+func overshootStats(over []time.Duration) [2]time.Duration {
+	if len(over) == 0 {
+		return [2]time.Duration{}
+	}
+	var sum time.Duration
+	for _, o := range over {
+		sum += max(o, 0)
+	}
+	slices.Sort(over)
+	return [2]time.Duration{sum / time.Duration(len(over)), max(over[len(over)*99/100], 0)}
 }

@@ -10,6 +10,7 @@ package nfqdelay
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/cmplx"
 	"net/netip"
@@ -125,6 +126,27 @@ func TestSquareWaveFFTPeak(t *testing.T) {
 	}
 	t.Logf("baseline RTT (no delayer): median %v over %d probes", base[len(base)/2].Round(time.Microsecond), len(base))
 
+	// Like TestPrecision, a wave that a stall of the host disturbed (a
+	// smeared on/off difference, a peak drowned in the host's noise) is
+	// measured again after a pause; a delayer error never is.
+	var problems []string
+	for attempt := 1; attempt <= timingAttempts; attempt++ {
+		problems = measureSquareWave(t, tb, attempt)
+		if len(problems) == 0 {
+			return
+		}
+		t.Logf("attempt %d: %v", attempt, problems)
+		if attempt < timingAttempts {
+			time.Sleep(timingPause)
+		}
+	}
+	t.Errorf("after %d attempts: %v", timingAttempts, problems)
+}
+
+// measureSquareWave runs one 2 ms square wave on the echo's replies and
+// returns what its probes' RTTs and their spectrum got wrong.
+func measureSquareWave(t *testing.T, tb *testbed, attempt int) []string {
+	t.Helper()
 	// The delay is applied to the echo direction: the server's replies to the
 	// client, delayed in the server's OUTPUT chain.
 	w := wave.Wave{Amplitude: float64(waveAmp) / float64(time.Millisecond), Period: wavePeriod, Cycles: waveCycles}
@@ -150,7 +172,7 @@ func TestSquareWaveFFTPeak(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = d.Stop() })
+	defer func() { _, _ = d.Stop() }()
 
 	w.Start = time.Now().Add(100 * time.Millisecond)
 	if err := w.Validate(); err != nil {
@@ -164,7 +186,14 @@ func TestSquareWaveFFTPeak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("delayer: %v", st)
+	t.Logf("attempt %d: delayer: %v", attempt, st)
+	if st.Errors != 0 {
+		t.Fatalf("delayer: %d errors, last %v", st.Errors, st.LastError)
+	}
+	if st.Count < len(ps)*9/10 {
+		t.Fatalf("delayer measured %d packets of %d probes", st.Count, len(ps))
+	}
+	var problems []string
 
 	// On/off means, classified by the wave's value at the probe's send time
 	// (the echo leaves the server ~100 µs later; probes within 2 ms of an
@@ -201,10 +230,10 @@ func TestSquareWaveFFTPeak(t *testing.T) {
 	t.Logf("probes: %d sent, %d lost; RTT mean on-phase %.3f ms (n=%d), off-phase %.3f ms (n=%d), difference %.3f ms (amplitude %v)",
 		len(ps), lost, onM, len(on), offM, len(off), onM-offM, waveAmp)
 	if lost > len(ps)/10 {
-		t.Errorf("%d of %d probes lost", lost, len(ps))
+		problems = append(problems, fmt.Sprintf("%d of %d probes lost", lost, len(ps)))
 	}
 	if diff := onM - offM; diff < 1.5 || diff > 2.5 {
-		t.Errorf("on/off RTT difference %.3f ms, want ≈2 ms (1.5–2.5)", diff)
+		problems = append(problems, fmt.Sprintf("on/off RTT difference %.3f ms, want ≈2 ms (1.5–2.5)", diff))
 	}
 
 	// Bin by send time, mean per bin, empty bins carry the previous value.
@@ -270,15 +299,10 @@ func TestSquareWaveFFTPeak(t *testing.T) {
 	t.Logf("spectrum: %d bins of %v (%d empty), %d-point FFT, resolution %.4f Hz; largest non-DC peak %.4f Hz (want %.4f Hz), peak/median %.1f",
 		nb, binWidth, empty, n, res, top.hz, want, top.mag/med)
 	if math.Abs(top.hz-want) > res {
-		t.Errorf("largest non-DC peak at %.4f Hz, want %.4f Hz ± %.4f Hz", top.hz, want, res)
+		problems = append(problems, fmt.Sprintf("largest non-DC peak at %.4f Hz, want %.4f Hz ± %.4f Hz", top.hz, want, res))
 	}
 	if top.mag < 5*med {
-		t.Errorf("peak magnitude %.3f is %.1f× the median %.3f, want ≥ 5×", top.mag, top.mag/med, med)
+		problems = append(problems, fmt.Sprintf("peak magnitude %.3f is %.1f× the median %.3f, want ≥ 5×", top.mag, top.mag/med, med))
 	}
-	if st.Errors != 0 {
-		t.Errorf("delayer: %d errors, last %v", st.Errors, st.LastError)
-	}
-	if st.Count < len(ps)*9/10 {
-		t.Errorf("delayer measured %d packets of %d probes", st.Count, len(ps))
-	}
+	return problems
 }
