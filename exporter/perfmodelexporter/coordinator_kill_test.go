@@ -132,12 +132,15 @@ func TestKilledCoordinatorLeavesNoInjection(t *testing.T) {
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	logged := make(chan struct{})
 	go func() {
+		defer close(logged)
 		for sc := bufio.NewScanner(out); sc.Scan(); {
 			t.Log("child: " + sc.Text())
 		}
 	}()
+	// The child's output is logged to its end, which comes before the test's.
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-logged; _ = cmd.Wait() })
 
 	// The active window's lease runs k_d+1 cycles; the adaptive cycle's one.
 	var active leaseGrant
@@ -158,6 +161,7 @@ func TestKilledCoordinatorLeavesNoInjection(t *testing.T) {
 	require.Positive(t, taggedRules(t, echo), "the lease's NFQUEUE rule is in place")
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	<-logged // the pipe is read to its end before Wait closes it
 	_ = cmd.Wait()
 	killed := time.Now()
 	require.Greater(t, time.Until(active.expires), time.Second, "the lease outlives its coordinator")

@@ -473,7 +473,9 @@ func (x *Experiment) Observe(s spectral.Sample) []Action {
 	if x.guard.add(s) && x.cur != nil && x.cur.leaseOut {
 		return x.abort(fmt.Sprintf("SLO guard: p99 %.1f ms over %v exceeds %.1f ms", x.guard.p99(), x.cfg.Guard.Window, x.cfg.Guard.P99Ms))
 	}
-	x.quiet.add(s, x.cfg.MaxTransactions)
+	if x.cfg.AdaptiveInWindow { // only the in-window rough gradient reads the quiet level
+		x.quiet.add(s, x.cfg.MaxTransactions)
+	}
 	switch {
 	case x.phase == PhaseTraining && x.plan == nil:
 		x.observeTraining(s)
@@ -1015,8 +1017,10 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		for tx, te := range res.Transactions {
 			if (tx == x.cfg.Target || te.Significant) && te.Gradient > 0 {
 				p := te.PerturbationOverStd
-				if d1, err := e.Basis.Delta(res.Injected); err == nil && res.AdaptiveInWindow && te.PerturbationMs > 0 {
-					p *= d1 / (te.PerturbationMs / te.Gradient)
+				if sd := x.plan.Transactions[tx].StdMs; res.AdaptiveInWindow && sd > 0 {
+					if d1, err := e.Basis.Delta(res.Injected); err == nil {
+						p = te.Gradient * d1 / sd
+					}
 				}
 				worst = math.Max(worst, p*(1+te.StdErr/te.Gradient))
 			}

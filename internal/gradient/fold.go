@@ -70,12 +70,16 @@ type quietLevel struct {
 }
 
 func (q *quietLevel) reset(from float64) {
-	q.from, q.until, q.acc = from, math.Inf(1), map[string]*levelAcc{}
+	q.from, q.until = from, math.Inf(1)
+	clear(q.acc)
 }
 
 func (q *quietLevel) add(s spectral.Sample, maxTx int) {
-	if q.acc == nil || s.Time < q.from || s.Time >= q.until {
+	if s.Time < q.from || s.Time >= q.until {
 		return
+	}
+	if q.acc == nil {
+		q.acc = map[string]*levelAcc{}
 	}
 	a := q.acc[s.Transaction]
 	if a == nil {

@@ -664,12 +664,20 @@ func (d *Delayer) Stop() (Stats, error) {
 // busy. Without the privilege it falls back to nice −20, then to nothing: the
 // delays are only less precise.
 func (d *Delayer) raisePriority() {
-	if p := d.opt.RealtimePriority; p > 0 {
+	if raiseThreadPriority(d.opt.RealtimePriority) {
+		d.realtime.Add(1)
+	}
+}
+
+// raiseThreadPriority makes the calling thread SCHED_FIFO at priority p
+// (p > 0), else nice −20; it reports whether it got real time.
+func raiseThreadPriority(p int) bool {
+	if p > 0 {
 		attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: uint32(p)}
 		if unix.SchedSetAttr(0, &attr, 0) == nil {
-			d.realtime.Add(1)
-			return
+			return true
 		}
 	}
 	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20)
+	return false
 }

@@ -131,8 +131,7 @@ func startHostWake() *hostWakeProbe {
 		// exits with this goroutine.
 		runtime.LockOSThread()
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-		attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: DefaultRealtimePriority}
-		_ = unix.SchedSetAttr(0, &attr, 0)
+		raiseThreadPriority(DefaultRealtimePriority)
 		ts := unix.NsecToTimespec(int64(time.Millisecond))
 		over := make([]time.Duration, 0, 4096)
 		for {
