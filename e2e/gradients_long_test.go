@@ -354,6 +354,23 @@ func clientView(t *testing.T, element string, detail json.RawMessage, l *gradLoa
 	}
 }
 
+// writeSamples writes every client response time as CSV (start in unix
+// nanoseconds, transaction, milliseconds), for offline study of the noise.
+func writeSamples(t *testing.T, path string, l *gradLoad) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b bytes.Buffer
+	b.WriteString("start_unix_ns,transaction,ms\n")
+	for _, s := range l.samples {
+		fmt.Fprintf(&b, "%d,%s,%.4f\n", s.start.UnixNano(), s.txn, s.ms)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Error(err)
+		return
+	}
+	t.Logf("wrote %d client samples to %s", len(l.samples), path)
+}
+
 // txnOf maps the coordinator's transaction name ("GET /txn/Home") to ours.
 func txnOf(s string) string { return s[strings.LastIndex(s, "/")+1:] }
 
@@ -377,8 +394,10 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// each of which then takes its adaptive cycle and its windows, ~2·N bins.
 	k, n, scale := envInt(t, "GRADIENTS_K", 32), envInt(t, "GRADIENTS_N", 128), float64(envInt(t, "GRADIENTS_SCALE", 90))
 	minSNR := envInt(t, "GRADIENTS_MIN_SNR", 15)
+	maxWindows := envInt(t, "GRADIENTS_MAX_WINDOWS", 2)
 	inWindow := envInt(t, "GRADIENTS_ADAPTIVE_IN_WINDOW", 0) == 1
-	// GRADIENTS_RUN picks the parts (sync, async, lb, predict); default all.
+	// GRADIENTS_RUN picks the parts (sync, async, lb, predict; noise records
+	// GRADIENTS_NOISE_SECONDS of unperturbed load); default all but noise.
 	parts := map[string]bool{"sync": true, "async": true, "lb": true, "predict": true}
 	if v := os.Getenv("GRADIENTS_RUN"); v != "" {
 		parts = map[string]bool{}
@@ -386,7 +405,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			parts[strings.TrimSpace(p)] = true
 		}
 	}
-	t.Logf("k=%d N=%d M=%d d=%v min_snr %d, %d users with %v mean think time; parts %v", k, n, m, scale, minSNR, users, think, parts)
+	t.Logf("k=%d N=%d M=%d d=%v min_snr %d max_windows %d, %d users with %v mean think time; parts %v", k, n, m, scale, minSNR, maxWindows, users, think, parts)
 	lab, err := netns.New(t)
 	if err != nil {
 		t.Fatal(err)
@@ -451,7 +470,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			"storage": map[string]any{"dsn": "sqlite://" + filepath.Join(dir, "perfmodel.db")},
 			"experiments": map[string]any{
 				"injector": injA, "front_services": []string{"web"},
-				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR, "adaptive_in_window": inWindow,
+				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR, "max_windows": maxWindows, "adaptive_in_window": inWindow,
 				"links": map[string]any{
 					"app->db":    map[string]any{"address": dbFromApp, "injector": injB},
 					"web->app-1": map[string]any{"address": app1},
@@ -533,9 +552,9 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			t.Errorf("%v: %v", elements, err)
 			return
 		}
-		// Training ≈ M·N bins, each element ≈ 3·N bins (two windows) plus a minute.
+		// Training ≈ M·N bins, each element ≈ (max_windows+1)·N bins plus a minute.
 		binGuess := 1.3 * float64(k) / (0.4 * float64(users) * 0.9)
-		limit := time.Duration((float64((m+3*len(elements))*n)*binGuess + 90*float64(len(elements)+1)) * 1.5 * float64(time.Second))
+		limit := time.Duration((float64((m+(maxWindows+1)*len(elements))*n)*binGuess + 90*float64(len(elements)+1)) * 1.5 * float64(time.Second))
 		step, stepAt := "", begun
 		var trainedAt time.Time
 		elementStart := map[string]time.Time{}
@@ -645,6 +664,14 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		}
 	}
 
+	if parts["noise"] {
+		secs := envInt(t, "GRADIENTS_NOISE_SECONDS", 600)
+		t.Logf("recording %d s of unperturbed load", secs)
+		time.Sleep(time.Duration(secs) * time.Second)
+	}
+	if out := os.Getenv("GRADIENTS_SAMPLES"); out != "" {
+		defer writeSamples(t, out, &load)
+	}
 	var elements []string
 	if parts["sync"] || parts["predict"] {
 		elements = append(elements, "link:app->db")
@@ -655,7 +682,9 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	if parts["lb"] {
 		elements = append(elements, "link:web->app-1", "link:web->app-2")
 	}
-	measure(elements)
+	if len(elements) > 0 {
+		measure(elements)
+	}
 	// 1. Sync and serial: app->db is crossed once by Home, three times by
 	// ViewItem, once by PutBid.
 	if _, ok := gradients["link:app->db"]; ok {

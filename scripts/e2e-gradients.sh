@@ -8,7 +8,11 @@
 #   scripts/e2e-gradients.sh            # uses build/otelcol-tierscope/otelcol-tierscope
 #   REBUILD=1 scripts/e2e-gradients.sh  # rebuilds the collector first
 #   GRADIENTS_RUN=sync GRADIENTS_K=48 scripts/e2e-gradients.sh  # one part, larger bins
-# (GRADIENTS_RUN: sync,async,lb,predict; GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR: k, N, d, closed-loop users, min_snr)
+# (GRADIENTS_RUN: sync,async,lb,predict, or noise, which records GRADIENTS_NOISE_SECONDS
+#  of unperturbed load; GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR/_MAX_WINDOWS: k, N, d,
+#  closed-loop users, min_snr, max_windows; GRADIENTS_SAMPLES=file.csv keeps every
+#  client response time)
+#   GRADIENTS_MAX_WINDOWS=3 scripts/e2e-gradients.sh  # up to three windows per element (run S)
 #   GRADIENTS_ADAPTIVE_IN_WINDOW=1 scripts/e2e-gradients.sh  # the adaptive cycle inside the window (runs N, O, Q)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configopaque"
 
+	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/spectral"
 	"github.com/tierscope/tierscope/internal/workfactor"
 )
@@ -171,10 +172,16 @@ type ExperimentsConfig struct {
 	// time by floor × gradient for the whole lease; 0 turns it off.
 	DelayFloor time.Duration `mapstructure:"delay_floor"`
 	// MinSNR is the least SNR of the target transaction's spike; below it
-	// an element is measured once more with up to 3 times the amplitude and
-	// the two windows' estimates are combined (0 turns it off). At SNR 6 the
+	// an element is measured again with up to 3 times the amplitude, and the
+	// windows' spikes are averaged coherently, until the combined SNR
+	// reaches it or max_windows have run (0 turns it off). At SNR 6 the
 	// estimate's standard error is ~12%.
 	MinSNR float64 `mapstructure:"min_snr"`
+	// MaxWindows bounds an element's active windows of N bins (default 2).
+	// On a noisy host, where the perturbation bound keeps the amplitude
+	// down, more windows are what buys precision: the SNR grows with their
+	// square root.
+	MaxWindows int `mapstructure:"max_windows"`
 	// MaxPerturbation bounds the active windows' perturbation of each
 	// transaction's response time, in standard deviations of its natural
 	// noise (paper 000 Table 3 keeps it under 1): A_d′ is kept to 0.8 of it
@@ -333,6 +340,9 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 	}
 	if !(c.MinSNR >= 0) || math.IsInf(c.MinSNR, 0) {
 		bad("experiments.min_snr", "must be ≥ 0, got %v", c.MinSNR)
+	}
+	if c.MaxWindows < 1 || c.MaxWindows > gradient.MaxWindowsLimit {
+		bad("experiments.max_windows", "must be in [1, %d], got %d", gradient.MaxWindowsLimit, c.MaxWindows)
 	}
 	if !(c.MaxPerturbation >= 0) || math.IsInf(c.MaxPerturbation, 0) {
 		bad("experiments.max_perturbation", "must be ≥ 0, got %v", c.MaxPerturbation)

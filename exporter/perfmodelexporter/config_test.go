@@ -21,6 +21,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, DefaultEndpoint, c.NetAddr.Endpoint)
 			require.Equal(t, time.Minute, c.Window)
 			require.Equal(t, "sqlite://perfmodel.db", c.Storage.DSN)
+			require.Equal(t, 2, c.Experiments.MaxWindows)
 			require.Equal(t, WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"}, c.WorkFactors)
 		},
 		"custom": func(c *Config) {
@@ -29,6 +30,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, "analyzer-1", c.Storage.Shard)
 			require.Equal(t, 12*time.Hour, c.Storage.DownsampleAfter)
 			require.Equal(t, 9170.0, c.MachineCapacityMHz["xd008"])
+			require.Equal(t, 4, c.Experiments.MaxWindows)
 			require.Equal(t, WorkFactorsConfig{HalfLife: time.Hour, SmoothingHalfLife: 15 * time.Minute, Method: "ridge"}, c.WorkFactors)
 		},
 	} {
@@ -57,6 +59,8 @@ func TestValidateNamesField(t *testing.T) {
 		"work_factors.half_life":           func(c *Config) { c.WorkFactors.HalfLife = 30 * time.Second },
 		"work_factors.smoothing_half_life": func(c *Config) { c.WorkFactors.SmoothingHalfLife = 0 },
 		"work_factors.method":              func(c *Config) { c.WorkFactors.Method = "lasso" },
+		"experiments.max_windows":          func(c *Config) { c.Experiments.MaxWindows = 0 },
+		"experiments.min_snr":              func(c *Config) { c.Experiments.MinSNR = -1 },
 	} {
 		cfg := createDefaultConfig().(*Config)
 		mutate(cfg)

@@ -375,6 +375,7 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		Elements:         elements,
 		Lateness:         lateness,
 		MinSNR:           xc.MinSNR,
+		MaxWindows:       xc.MaxWindows,
 		MaxPerturbation:  xc.MaxPerturbation,
 		AdaptiveInWindow: xc.AdaptiveInWindow,
 		Guard:            gradient.Guard{P99Ms: p99},

@@ -29,16 +29,18 @@ import (
 const coordinatorChildEnv = "TIERSCOPE_PERFMODEL_COORDINATOR_CHILD"
 
 // The child is a coordinator with load: it starts a link experiment through
-// the injector at the URL it is given and runs until it is killed.
+// the injector at the URL it is given and runs until it is killed. Its store
+// lives in the directory the parent gives, since a killed child cannot
+// remove a TempDir of its own.
 func TestCoordinatorChild(t *testing.T) {
 	args := strings.Fields(os.Getenv(coordinatorChildEnv))
-	if len(args) != 2 {
+	if len(args) != 3 {
 		t.Skip("run by TestKilledCoordinatorLeavesNoInjection")
 	}
 	injectorURL := args[0]
 	echo, err := strconv.Atoi(args[1])
 	require.NoError(t, err)
-	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
+	te := startLiveEngine(t, "sqlite://"+filepath.Join(args[2], "p.db"), func(c *Config) {
 		c.Experiments.Injector = injectorURL
 		c.Experiments.Links = map[string]ExperimentLink{"front->back": {Address: fmt.Sprintf("udp://127.0.0.1:%d", echo)}}
 		c.Experiments.K, c.Experiments.N, c.Experiments.Chunks, c.Experiments.Scale = 4, 32, 2, 30
@@ -127,7 +129,7 @@ func TestKilledCoordinatorLeavesNoInjection(t *testing.T) {
 	proxyURL, grants := recordingProxy(t, inj.url)
 
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestCoordinatorChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", coordinatorChildEnv, proxyURL, echo))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s", coordinatorChildEnv, proxyURL, echo, t.TempDir()))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

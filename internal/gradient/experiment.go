@@ -151,13 +151,19 @@ type Config struct {
 	// adaptive phase.
 	AdaptiveInWindow bool
 	// MinSNR, when > 0, is the least SNR the target transaction's spike
-	// must reach in the active phase. Below it the element is measured once
-	// more, its amplitude scaled by the shortfall (at most RemeasureGrowth
-	// times, within the element's bounds), and each transaction's two
-	// estimates are combined by inverse variance. The rough gradient of one
+	// must reach in the active phase. Below it the element is measured
+	// again, its amplitude scaled by the shortfall (at most RemeasureGrowth
+	// times, within the element's bounds), and each transaction's estimates
+	// are combined by inverse variance, until the combined SNR reaches
+	// MinSNR or MaxWindows windows have run. The rough gradient of one
 	// cycle can be far off in noise that is not white, and then A_d/g′
 	// leaves the spike in the noise; the active window's own SNR tells.
 	MinSNR float64
+	// MaxWindows bounds the active windows of one element (default 2). Each
+	// window is N bins; under the perturbation bound the SNR grows with the
+	// square root of the windows once the amplitude has reached it, so a
+	// noisy host buys precision with time here.
+	MaxWindows int
 	// RemeasureGrowth bounds the remeasured amplitude to this many times
 	// the first (default 3).
 	RemeasureGrowth float64
@@ -166,11 +172,11 @@ type Config struct {
 	// natural noise (paper 000 Table 3 keeps it under 1). The first window's
 	// A_d′ is kept to where each transaction's one-cycle gradient (target
 	// and significant ones, at their upper standard error) would reach it;
-	// a remeasured window grows at most to where the first window's largest
-	// measured perturbation (also at its upper standard error) would. When
-	// it cannot grow, the second window is taken at the same amplitude;
-	// combined, the two still halve the variance. The element's
-	// MinAmplitude overrides it.
+	// a remeasured window grows at most to where the largest perturbation
+	// measured so far (by the windows' combined gradients, at their upper
+	// standard error) would. When it cannot grow, the next window is taken
+	// at the same amplitude; combined, two windows still halve the
+	// variance. The element's MinAmplitude overrides it.
 	MaxPerturbation float64
 	// PerturbationAim is the fraction of MaxPerturbation the amplitudes are
 	// chosen for (default 0.8). Aiming at the bound itself overshoots it in
@@ -186,6 +192,10 @@ type Config struct {
 	// (default 200000); sizing happens early when it fills.
 	MaxBuffered int
 }
+
+// MaxWindowsLimit is the largest MaxWindows: past it the SNR's square-root
+// growth no longer pays for the time.
+const MaxWindowsLimit = 16
 
 func (c *Config) defaults() {
 	if c.Train == (spectral.TrainConfig{}) {
@@ -213,6 +223,9 @@ func (c *Config) defaults() {
 	}
 	if c.RemeasureGrowth == 0 {
 		c.RemeasureGrowth = 3
+	}
+	if c.MaxWindows == 0 {
+		c.MaxWindows = 2
 	}
 	if c.MaxGrowth == 0 {
 		c.MaxGrowth = 20
@@ -271,6 +284,8 @@ func (c Config) Validate() error {
 		return errors.New("experiment: adaptive fraction and gradient floor must be > 0, max growth ≥ 1")
 	case !(c.MinSNR >= 0) || !(c.RemeasureGrowth >= 1) || !(c.MaxPerturbation >= 0):
 		return errors.New("experiment: min SNR and max perturbation must be ≥ 0, remeasure growth ≥ 1")
+	case c.MaxWindows < 1 || c.MaxWindows > MaxWindowsLimit:
+		return fmt.Errorf("experiment: max windows must be in [1, %d], got %d", MaxWindowsLimit, c.MaxWindows)
 	case !(c.PerturbationAim > 0 && c.PerturbationAim <= 1):
 		return fmt.Errorf("experiment: perturbation aim must be in (0, 1], got %v", c.PerturbationAim)
 	case c.Guard.P99Ms < 0 || c.Guard.Window <= 0 || c.Guard.MinSamples < 1:
@@ -404,14 +419,14 @@ type Experiment struct {
 	plan      *spectral.Plan
 
 	// Elements.
-	idx        int
-	cur        *run
-	results    []ElementResult
-	seq        int
-	remeasured bool                         // the current element's active phase ran twice
-	first      map[string]spectral.Estimate // its first window's estimates
-	measured   int                          // elements whose active phase finished
-	twice      int                          // of those, the ones measured twice (for the ETA)
+	idx      int
+	cur      *run
+	results  []ElementResult
+	seq      int
+	windows  int                          // active windows of the current element so far
+	prior    map[string]spectral.Estimate // its earlier windows' combined estimates
+	measured int                          // elements whose active phase finished
+	extra    int                          // their windows past the first (for the ETA)
 
 	guard   guardWindow
 	quiet   quietLevel
@@ -576,9 +591,7 @@ func (x *Experiment) step(t float64) ([]Action, bool) {
 			return append(acts, more...), true
 		}
 		x.measured++
-		if x.remeasured {
-			x.twice++
-		}
+		x.extra += max(0, x.windows-1)
 		return append(acts, x.nextElement(t)...), true
 	}
 	return acts, false
@@ -740,6 +753,7 @@ func (x *Experiment) startActive(t, a float64) []Action {
 	g := x.skew()
 	r := x.beginRun(t, PhaseActive, a, g, x.plan.N)
 	r.stopAt = r.winEnd + g
+	x.windows++
 	res := &x.results[x.idx]
 	res.Amplitude, res.FrequencyHz, res.Kd = a, x.plan.FrequencyHz, x.plan.Kd
 	res.WindowStart, res.WindowEnd = timeAt(r.winStart), timeAt(r.winEnd)
@@ -947,8 +961,13 @@ func (x *Experiment) finishActive() {
 		if sd := x.plan.Transactions[tx].StdMs; sd > 0 {
 			est.PerturbationOverStd = est.PerturbationMs / sd
 		}
-		if f, ok := x.first[tx]; ok {
-			est = combine(f, est)
+		if f, ok := x.prior[tx]; ok {
+			// The perturbation is this window's, by the combined gradient.
+			est = spectral.CombineCoherent(f, est)
+			est.PerturbationMs = est.Gradient * largest
+			if sd := x.plan.Transactions[tx].StdMs; sd > 0 {
+				est.PerturbationOverStd = est.PerturbationMs / sd
+			}
 		}
 		res.Transactions[tx] = est
 		if td, err := spectral.OnOffBins(b, r.waveStart, r.period, onOff); err == nil {
@@ -971,30 +990,13 @@ func (x *Experiment) failElement(t float64, msg string) []Action {
 	return x.nextElement(t)
 }
 
-// combine merges a transaction's estimates from two active windows by
-// inverse variance: the gradient, its standard error and interval are
-// combined, the SNRs add in quadrature, and the rest is the second window's.
-func combine(a, b spectral.Estimate) spectral.Estimate {
-	if !(a.StdErr > 0) || !(b.StdErr > 0) {
-		return b
-	}
-	wa, wb := 1/(a.StdErr*a.StdErr), 1/(b.StdErr*b.StdErr)
-	out := b
-	out.Gradient = (wa*a.Gradient + wb*b.Gradient) / (wa + wb)
-	out.StdErr = 1 / math.Sqrt(wa+wb)
-	out.SNR = math.Hypot(a.SNR, b.SNR)
-	out.Significant = out.SNR >= spectral.SignificantSNR
-	out.CI95 = [2]float64{math.Max(0, out.Gradient-z95*out.StdErr), out.Gradient + z95*out.StdErr}
-	out.Samples = a.Samples + b.Samples
-	return out
-}
-
-// remeasure starts a second active phase when the target's spike stayed
-// under MinSNR (see Config.MinSNR), once per element.
+// remeasure starts another active window when the target's spike, over
+// the element's windows so far, stayed under MinSNR (see Config.MinSNR),
+// up to MaxWindows per element.
 func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 	res := &x.results[x.idx]
 	est, ok := res.Transactions[x.cfg.Target]
-	if x.cfg.MinSNR <= 0 || x.remeasured || res.Status != "done" || !ok || est.SNR >= x.cfg.MinSNR {
+	if x.cfg.MinSNR <= 0 || x.windows >= x.cfg.MaxWindows || res.Status != "done" || !ok || est.SNR >= x.cfg.MinSNR {
 		return nil, false
 	}
 	e := x.cfg.Elements[x.idx]
@@ -1008,9 +1010,9 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 	growth := math.Min(x.cfg.RemeasureGrowth, 1.25*x.cfg.MinSNR/math.Max(est.SNR, 0.1))
 	bound := ""
 	if x.cfg.MaxPerturbation > 0 {
-		// Each first-window perturbation at its upper standard error: at
-		// SNR 6 the point estimate is ~17% uncertain, and a low draw would
-		// let the second window past the bound.
+		// Each perturbation so far at its upper standard error: at SNR 6
+		// the point estimate is ~17% uncertain, and a low draw would let
+		// the next window past the bound.
 		// With the adaptive cycle in the window, a perturbation counts the
 		// larger of A⁰ and A_d′; the second window grows from A_d′'s.
 		worst := 0.0
@@ -1027,7 +1029,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		}
 		if worst > 0 && x.aim()/worst < growth {
 			growth = math.Max(1, x.aim()/worst)
-			bound = fmt.Sprintf(", kept to %.3gσ of perturbation (%.2fσ in the first, at its upper standard error)", x.aim(), worst)
+			bound = fmt.Sprintf(", kept to %.3gσ of perturbation (%.2fσ in window %d, at its upper standard error)", x.aim(), worst, x.windows)
 		}
 	}
 	a := x.clampAmplitude(e, first*growth, math.Inf(1))
@@ -1038,17 +1040,16 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		}
 		a = first // a second window at the same amplitude still halves the variance
 	}
-	x.remeasured = true
-	x.first = res.Transactions
-	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f at amplitude %.4g (gradient %.3f); measured again at %.4g%s",
-		est.SNR, x.cfg.MinSNR, first, est.Gradient, a, bound))
+	x.prior = res.Transactions
+	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f after %d window(s), the last at amplitude %.4g (gradient %.3f); measured again at %.4g%s",
+		est.SNR, x.cfg.MinSNR, x.windows, first, est.Gradient, a, bound))
 	res.Status, res.Transactions, res.TimeDomain, res.Errors = "pending", nil, nil, nil
 	return x.startActive(t, a), true
 }
 
 func (x *Experiment) nextElement(t float64) []Action {
 	x.cur = nil
-	x.remeasured, x.first = false, nil
+	x.windows, x.prior = 0, nil
 	x.idx++
 	return x.startElement(t)
 }
@@ -1194,9 +1195,9 @@ func (x *Experiment) Progress(now time.Time) Progress {
 		}
 		return adaptive, active
 	}
-	again := 0.0 // expected second windows per first one
+	again := 0.0 // expected windows past the first, per element
 	if x.cfg.MinSNR > 0 && x.measured > 0 {
-		again = float64(x.twice) / float64(x.measured)
+		again = float64(x.extra) / float64(x.measured)
 	}
 	first := x.idx
 	if x.cur != nil {
@@ -1213,8 +1214,8 @@ func (x *Experiment) Progress(now time.Time) Progress {
 		switch {
 		case r.phase == PhaseAdaptive && r.fold == nil:
 			remaining += active * (1 + again)
-		case !x.remeasured:
-			remaining += active * again
+		default:
+			remaining += active * math.Max(0, again-float64(max(0, x.windows-1)))
 		}
 		first++
 	}

@@ -7,6 +7,7 @@ package gradient_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -476,6 +477,41 @@ func TestExperimentRemeasuresLowSNR(t *testing.T) {
 	}
 }
 
+// With MaxWindows above 2 an element is measured until its combined SNR
+// reaches MinSNR or the windows run out; every window joins the estimate,
+// whose standard error falls with the square root of the windows.
+func TestExperimentMeasuresUpToMaxWindows(t *testing.T) {
+	stdErr := map[int]float64{}
+	for _, windows := range []int{2, 4} {
+		s, err := sim.New(sim.Patterns(3, 0.1, 0.03))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A tiny amplitude that the bound keeps from growing: the SNR stays
+		// under MinSNR in every window.
+		x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 40, MaxPerturbation: 1e-3, MaxWindows: windows,
+			Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100}}})
+		run(t, &sim.Driver{Sim: s, X: x}, 60000)
+		el := x.Result().Elements[0]
+		e := el.Transactions["Sync"]
+		again := 0
+		for _, n := range el.Notes {
+			if strings.Contains(n, "measured again") {
+				again++
+			}
+		}
+		t.Logf("max windows %d: gradient %.3f ± %.3f, SNR %.1f, %d samples over %d bins; notes %v", windows, e.Gradient, e.StdErr, e.SNR, e.Samples, e.Bins, el.Notes)
+		if again != windows-1 || e.Samples < windows*e.Bins || el.Amplitude != 2 {
+			t.Fatalf("max windows %d: %d remeasures, %d samples over %d bins, amplitude %v: want %d windows at 2 ms, all combined", windows, again, e.Samples, e.Bins, el.Amplitude, windows)
+		}
+		stdErr[windows] = e.StdErr
+		within(t, "Sync", e.Gradient, 1, max(0.15, 3*e.StdErr))
+	}
+	if r := stdErr[4] / stdErr[2]; r > 0.85 {
+		t.Errorf("standard error with 4 windows / with 2 = %.2f, want about 1/√2", r)
+	}
+}
+
 // A perturbation bound keeps the first active window's amplitude down where
 // A_d/g′ alone would move the response time by several σ. Aiming under the
 // bound keeps every window within it, not just the average one.
@@ -534,12 +570,23 @@ func TestExperimentNoRemeasureForZeroGradient(t *testing.T) {
 // one for the elements still to come: at the start of the second element
 // it points at the real end, not half-way.
 func TestExperimentETACountsRemeasures(t *testing.T) {
+	for _, windows := range []int{2, 3} {
+		t.Run(fmt.Sprintf("max windows %d", windows), func(t *testing.T) { testETACountsRemeasures(t, windows) })
+	}
+}
+
+func testETACountsRemeasures(t *testing.T, windows int) {
 	s, err := sim.New(sim.Patterns(3, 0.1, 0.03))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Tiny fixed amplitudes leave both spikes in the noise.
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 8, Elements: []gradient.Element{
+	// Tiny fixed amplitudes, which the bound keeps from growing, leave both
+	// spikes in the noise in every window.
+	bound := 0.0
+	if windows > 2 {
+		bound = 1e-3
+	}
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 8, MaxWindows: windows, MaxPerturbation: bound, Elements: []gradient.Element{
 		{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100},
 		{ID: "back->front", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x}
@@ -554,8 +601,8 @@ func TestExperimentETACountsRemeasures(t *testing.T) {
 		t.Fatal("experiment did not finish")
 	}
 	for i, el := range x.Result().Elements {
-		if len(el.Notes) != 1 || !strings.Contains(el.Notes[0], "measured again") {
-			t.Fatalf("element %d notes %v: want one remeasure each", i, el.Notes)
+		if len(el.Notes) != windows-1 || !strings.Contains(el.Notes[0], "measured again") {
+			t.Fatalf("element %d notes %v: want %d remeasures each", i, el.Notes, windows-1)
 		}
 	}
 	left := d.Sim.Now() - at

@@ -142,6 +142,7 @@ func (x *Experiment) startFolded(t, a0 float64) []Action {
 	g := x.skew()
 	r := x.beginRun(t, PhaseAdaptive, a0, g, x.plan.N)
 	r.stopAt = r.winEnd + g
+	x.windows++ // the folded cycle is the first window's start
 	waveStart, p := r.waveStart, r.period
 	j := x.foldCycles(e, x.plan.Kd, p)
 	next := waveStart + float64(j)*p
@@ -267,6 +268,7 @@ func (x *Experiment) decideFold(t float64) []Action {
 		// was a separate adaptive cycle after all.
 		res.AdaptiveInWindow = false
 		res.Notes = append(res.Notes, fmt.Sprintf("adaptive cycle: decided %.1f s late; a separate active window follows", t-f.decideAt))
+		x.windows-- // the folded start was no window after all
 		return append(acts, x.startActive(t, a)...)
 	}
 	if more, over := x.guardBlocks(); over {

@@ -300,3 +300,61 @@ func TestOnOff(t *testing.T) {
 		t.Fatalf("bins: %+v %v", tb, err)
 	}
 }
+
+// Windows combined coherently lose the modulus's upward bias as their
+// combined SNR grows; moduli combined by inverse variance keep each
+// window's. Four windows at SNR ~1.5 each, the wave at the same offset in
+// every window (as the coordinator places it).
+func TestCombineCoherentRemovesLowSNRBias(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	// A wave of g·Δ has a coefficient of about g·Δ/π against the noise's
+	// sd/√n: SNR 1.5 at Δ = 1.5·π·sd/√n.
+	const n, kd, sd, g, windows, trials = 128, 12, 8.0, 1.0, 4, 400
+	delta := 1.5 * math.Pi * sd / math.Sqrt(n)
+	sigma := sd / math.Sqrt(n) // white noise's normalized coefficient
+	var coherent, single, incoherent float64
+	covered := 0
+	for range trials {
+		offset := r.Float64() * float64(n) / kd
+		var comb Estimate
+		var wsum, gsum float64
+		for w := range windows {
+			x := square(n, kd, g*delta, offset)
+			for i := range x {
+				x[i] += 100 + sd*r.NormFloat64()
+			}
+			e, err := EstimateGradient(EstimateInput{Values: x, Kd: kd, BaselineMean: complex(0, 0), BaselineSigma: sigma, Delta: delta})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w == 0 {
+				comb = e
+				single += e.Gradient
+			} else {
+				comb = CombineCoherent(comb, e)
+			}
+			wt := 1 / (e.NoiseStdErr * e.NoiseStdErr)
+			wsum, gsum = wsum+wt, gsum+wt*e.Gradient
+		}
+		coherent += comb.Gradient
+		incoherent += gsum / wsum
+		if comb.CI95[0] <= g && g <= comb.CI95[1] {
+			covered++
+		}
+		// Each window's σ is the larger of the baseline's and the one it
+		// measures, so at least the baseline's; combined, /√windows.
+		want := sigma / math.Sqrt2 / PhaseAveragedGain(n, kd) / delta / math.Sqrt(windows)
+		if r := comb.NoiseStdErr / want; r < 0.99 || r > 1.4 {
+			t.Fatalf("combined noise error %v over %d windows, want about %v", comb.NoiseStdErr, windows, want)
+		}
+	}
+	coherent, single, incoherent = coherent/trials, single/trials, incoherent/trials
+	t.Logf("mean gradient (true %v): one window %.3f, %d windows coherent %.3f, moduli by inverse variance %.3f; coverage %.3f",
+		g, single, windows, coherent, incoherent, float64(covered)/trials)
+	if single < 1.1*g || incoherent < 1.1*g {
+		t.Fatalf("the setup should show the modulus bias: one window %.3f, incoherent %.3f", single, incoherent)
+	}
+	if math.Abs(coherent-g) > 0.05*g || float64(covered)/trials < 0.9 {
+		t.Fatalf("coherent mean %.3f, coverage %.3f: want %v ± 5%%, ≥ 0.9", coherent, float64(covered)/trials, g)
+	}
+}
