@@ -354,15 +354,16 @@ func clientView(t *testing.T, element string, detail json.RawMessage, l *gradLoa
 	}
 }
 
-// writeSamples writes every client response time as CSV (start in unix
-// nanoseconds, transaction, milliseconds), for offline study of the noise.
+// writeSamples writes every client response time in the sample format of
+// FORMATS.md §7 (timestamp in Unix seconds, transaction, milliseconds), the
+// input of scripts/noise-study.sh and of `tierscope gradient train`.
 func writeSamples(t *testing.T, path string, l *gradLoad) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var b bytes.Buffer
-	b.WriteString("start_unix_ns,transaction,ms\n")
+	b.WriteString("timestamp,transaction,response_time_ms\n")
 	for _, s := range l.samples {
-		fmt.Fprintf(&b, "%d,%s,%.4f\n", s.start.UnixNano(), s.txn, s.ms)
+		fmt.Fprintf(&b, "%.6f,%s,%.4f\n", float64(s.start.UnixMicro())/1e6, s.txn, s.ms)
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Error(err)
