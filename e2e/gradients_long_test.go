@@ -742,8 +742,20 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			return out
 		}
 		base, with := pool(off), pool(on)
-		t.Logf("constant %.0f ms delay loops (app -> db): %v", delta, st)
-		req := api.PredictRequest{BaselineMs: map[string]float64{}, Changes: []api.Change{{Element: "link:app->db", Delta: delta}}}
+		// The prediction is for the change actually applied, as equation 5
+		// takes the delay actually injected: on a host whose threads wake
+		// late the loop holds packets past 20 ms (run S: 22.1 and 21.0 ms).
+		var held, packets float64
+		for _, d := range st {
+			held += float64(d.Count) * float64(d.Mean) / float64(time.Millisecond)
+			packets += float64(d.Count)
+		}
+		applied := delta
+		if packets > 0 {
+			applied = held / packets
+		}
+		t.Logf("constant %.0f ms delay loops (app -> db): %v; %.2f ms applied", delta, st, applied)
+		req := api.PredictRequest{BaselineMs: map[string]float64{}, Changes: []api.Change{{Element: "link:app->db", Delta: applied}}}
 		for _, g := range gradients["link:app->db"] {
 			req.BaselineMs[g.Transaction] = base[txnOf(g.Transaction)][0]
 		}
@@ -755,10 +767,10 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			tx := txnOf(p.Transaction)
 			got := with[tx][0]
 			ok := got >= p.CI95[0] && got <= p.CI95[1]
-			t.Logf("+%.0f ms on app->db: %-8s baseline %6.2f ms predicted %6.2f [%6.2f, %6.2f] measured %6.2f ms (n=%.0f) within=%v",
-				delta, tx, p.BaselineMs, p.PredictedMs, p.CI95[0], p.CI95[1], got, with[tx][2], ok)
+			t.Logf("+%.0f ms (%.2f applied) on app->db: %-8s baseline %6.2f ms predicted %6.2f [%6.2f, %6.2f] measured %6.2f ms (n=%.0f) within=%v",
+				delta, applied, tx, p.BaselineMs, p.PredictedMs, p.CI95[0], p.CI95[1], got, with[tx][2], ok)
 			if _, ours := natural[tx]; ours && !ok {
-				t.Errorf("+%.0f ms on app->db: %s measured %.2f ms outside the predicted 95%% interval [%.2f, %.2f]", delta, tx, got, p.CI95[0], p.CI95[1])
+				t.Errorf("+%.0f ms (%.2f applied) on app->db: %s measured %.2f ms outside the predicted 95%% interval [%.2f, %.2f]", delta, applied, tx, got, p.CI95[0], p.CI95[1])
 			}
 		}
 	}
