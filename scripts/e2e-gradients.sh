@@ -2,9 +2,10 @@
 # Issue 11's real-testbed link gradients: testbed tiers in network namespaces,
 # real NFQUEUE delays through the injector, the coordinator in the real
 # collector (e2e/gradients_long_test.go), one experiment measuring every link
-# after one shared training phase. Needs root; takes about 35 minutes
-# (k = 32, d = 90, min_snr 15; GRADIENTS_K=16 GRADIENTS_SCALE=45
-# GRADIENTS_MIN_SNR=9 is the setup of runs C–F).
+# after one shared training phase. Needs root; takes about 40 minutes
+# (k = 32, d = 90, min_snr 15, max_windows 3; GRADIENTS_MAX_WINDOWS=2 is the
+# setup of runs J–R, GRADIENTS_K=16 GRADIENTS_SCALE=45 GRADIENTS_MIN_SNR=9
+# GRADIENTS_MAX_WINDOWS=2 that of runs C–F).
 #   scripts/e2e-gradients.sh            # uses build/otelcol-tierscope/otelcol-tierscope
 #   REBUILD=1 scripts/e2e-gradients.sh  # rebuilds the collector first
 #   GRADIENTS_RUN=sync GRADIENTS_K=48 scripts/e2e-gradients.sh  # one part, larger bins
@@ -12,7 +13,6 @@
 #  of unperturbed load; GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR/_MAX_WINDOWS: k, N, d,
 #  closed-loop users, min_snr, max_windows; GRADIENTS_SAMPLES=file.csv keeps every
 #  client response time)
-#   GRADIENTS_MAX_WINDOWS=3 scripts/e2e-gradients.sh  # up to three windows per element (run S)
 #   GRADIENTS_ADAPTIVE_IN_WINDOW=1 scripts/e2e-gradients.sh  # the adaptive cycle inside the window (runs N, O, Q)
 set -euo pipefail
 cd "$(dirname "$0")/.."
