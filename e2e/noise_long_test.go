@@ -104,7 +104,7 @@ func TestTestbedNoise(t *testing.T) {
 		target = "Home"
 	}
 	pert := float64(envInt(t, "NOISE_PERTURBATION_PCT", 50)) / 100 // of σ
-	const warmUp = 40.0                                                // seconds
+	const warmUp = 40.0                                            // seconds
 	if len(samples) == 0 || samples[len(samples)-1].Time-samples[0].Time < warmUp+float64(2*n) {
 		t.Fatalf("%s: too short a recording", path)
 	}
