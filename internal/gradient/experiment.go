@@ -946,14 +946,16 @@ func (x *Experiment) finishActive() {
 		b := r.bins[tx]
 		mean, sigma, _ := x.plan.Baseline(tx)
 		s, err := b.Series()
-		if err != nil {
-			setErr(res, tx, err)
-			continue
+		var est spectral.Estimate
+		if err == nil {
+			est, err = spectral.EstimateGradient(spectral.EstimateInput{Values: s.Values, Kd: x.plan.Kd, BaselineMean: mean, BaselineSigma: sigma,
+				Chunks: x.plan.Chunks, Delta: delta, DeltaStdErr: deltaSE})
 		}
-		est, err := spectral.EstimateGradient(spectral.EstimateInput{Values: s.Values, Kd: x.plan.Kd, BaselineMean: mean, BaselineSigma: sigma,
-			Chunks: x.plan.Chunks, Delta: delta, DeltaStdErr: deltaSE})
 		if err != nil {
 			setErr(res, tx, err)
+			if f, ok := x.prior[tx]; ok {
+				res.Transactions[tx] = f // the earlier windows' estimate stands
+			}
 			continue
 		}
 		est.Samples, est.EmptyBins = s.Samples, s.Empty
@@ -1005,7 +1007,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		// its gradient is pinned near 0, which no amplitude would sharpen.
 		return nil, false
 	}
-	first := res.Amplitude
+	last := res.Amplitude
 	// SNR grows with the amplitude: aim a quarter above the bound.
 	growth := math.Min(x.cfg.RemeasureGrowth, 1.25*x.cfg.MinSNR/math.Max(est.SNR, 0.1))
 	bound := ""
@@ -1014,7 +1016,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		// the point estimate is ~17% uncertain, and a low draw would let
 		// the next window past the bound.
 		// With the adaptive cycle in the window, a perturbation counts the
-		// larger of A⁰ and A_d′; the second window grows from A_d′'s.
+		// larger of A⁰ and A_d′; the next window grows from A_d′'s.
 		worst := 0.0
 		for tx, te := range res.Transactions {
 			if (tx == x.cfg.Target || te.Significant) && te.Gradient > 0 {
@@ -1032,17 +1034,17 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 			bound = fmt.Sprintf(", kept to %.3gσ of perturbation (%.2fσ in window %d, at its upper standard error)", x.aim(), worst, x.windows)
 		}
 	}
-	a := x.clampAmplitude(e, first*growth, math.Inf(1))
-	if !(a > 1.05*first) {
+	a := x.clampAmplitude(e, last*growth, math.Inf(1))
+	if !(a > 1.05*last) {
 		if x.cfg.MaxPerturbation <= 0 {
-			res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f, but the amplitude %.4g cannot grow", est.SNR, x.cfg.MinSNR, first))
+			res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f, but the amplitude %.4g cannot grow", est.SNR, x.cfg.MinSNR, last))
 			return nil, false
 		}
-		a = first // a second window at the same amplitude still halves the variance
+		a = last // another window at the same amplitude still adds its samples
 	}
 	x.prior = res.Transactions
 	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f after %d window(s), the last at amplitude %.4g (gradient %.3f); measured again at %.4g%s",
-		est.SNR, x.cfg.MinSNR, x.windows, first, est.Gradient, a, bound))
+		est.SNR, x.cfg.MinSNR, x.windows, last, est.Gradient, a, bound))
 	res.Status, res.Transactions, res.TimeDomain, res.Errors = "pending", nil, nil, nil
 	return x.startActive(t, a), true
 }
