@@ -29,6 +29,8 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/tierscope/tierscope/internal/spectral"
 )
 
@@ -38,16 +40,11 @@ type binStat struct {
 	of   func(v []float64) float64
 }
 
-func meanOf(v []float64) float64 {
-	s := 0.0
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
-}
+func meanOf(v []float64) float64 { return stat.Mean(v, nil) }
 
+// quantileOf is the q-quantile of sorted values.
 func quantileOf(sorted []float64, q float64) float64 {
-	return sorted[int(math.Round(q*float64(len(sorted)-1)))]
+	return stat.Quantile(q, stat.Empirical, sorted, nil)
 }
 
 // noiseSeries bins the transaction's samples from start into n bins of
@@ -135,12 +132,7 @@ func TestTestbedNoise(t *testing.T) {
 	for _, tx := range names {
 		v := slices.Clone(byTx[tx])
 		slices.Sort(v)
-		m := meanOf(v)
-		sd := 0.0
-		for _, x := range v {
-			sd += (x - m) * (x - m)
-		}
-		sd = math.Sqrt(sd / float64(len(v)-1))
+		m, sd := stat.MeanStdDev(v, nil)
 		t.Logf("%s: n %d, mean %.2f ms, σ %.2f ms, p50 %.2f, p99 %.2f, p99.9 %.2f, max %.2f ms",
 			tx, len(v), m, sd, quantileOf(v, 0.5), quantileOf(v, 0.99), quantileOf(v, 0.999), v[len(v)-1])
 		p99, hi := quantileOf(v, 0.99), m+3*sd
@@ -177,7 +169,7 @@ func TestTestbedNoise(t *testing.T) {
 					}
 					est = append(est, cmplx.Abs(spec[kd])/gain/change) // equation 5 with Δ = the change
 				}
-				mean, se := meanStd(est)
+				mean, se := stat.MeanStdDev(est, nil)
 				t.Logf("  %-8s share %.1f %-16s gradient %.3f (true %.1f), per-window standard error %.3f = %4.1f%% over %d windows",
 					tx, share, st.name, mean, share, se, 100*se/share, len(est))
 				if st.name == "mean (paper)" && share == 1 && math.Abs(mean-1) > math.Max(0.05, 2*se/math.Sqrt(float64(len(est))/8)) {
@@ -229,13 +221,4 @@ func winsorizedMean(v []float64, limit float64) float64 {
 		s += math.Min(x, limit)
 	}
 	return s / float64(len(v))
-}
-
-func meanStd(v []float64) (float64, float64) {
-	m := meanOf(v)
-	s := 0.0
-	for _, x := range v {
-		s += (x - m) * (x - m)
-	}
-	return m, math.Sqrt(s / float64(max(1, len(v)-1)))
 }

@@ -13,7 +13,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,15 +27,14 @@ import (
 
 const coordinatorChildEnv = "TIERSCOPE_PERFMODEL_COORDINATOR_CHILD"
 
-// The child is a coordinator with load: it starts a link experiment through
-// the injector at the URL it is given and runs until it is killed. Its store
-// lives in the directory the parent gives, since a killed child cannot
-// remove a TempDir of its own.
-func TestCoordinatorChild(t *testing.T) {
-	args := strings.Fields(os.Getenv(coordinatorChildEnv))
-	if len(args) != 3 {
-		t.Skip("run by TestKilledCoordinatorLeavesNoInjection")
-	}
+// coordinatorChild is the killed process of
+// TestKilledCoordinatorLeavesNoInjection: a coordinator with load that
+// starts a link experiment through the injector at the URL it is given and
+// runs until it is killed. Its store lives in the directory the parent
+// gives, since a killed child cannot remove a TempDir of its own.
+func coordinatorChild(t *testing.T, arg string) {
+	args := strings.Fields(arg)
+	require.Len(t, args, 3, "%s=%q: want the injector URL, the echo port and a directory", coordinatorChildEnv, arg)
 	injectorURL := args[0]
 	echo, err := strconv.Atoi(args[1])
 	require.NoError(t, err)
@@ -123,13 +121,16 @@ func recordingProxy(t *testing.T, injectorURL string) (string, <-chan leaseGrant
 // the lease's own expiry at the latest. The injector is the guarantee, not
 // the coordinator.
 func TestKilledCoordinatorLeavesNoInjection(t *testing.T) {
+	if arg, ok := os.LookupEnv(coordinatorChildEnv); ok {
+		coordinatorChild(t, arg)
+		return
+	}
 	needRoot(t)
 	echo := udpEcho(t)
 	inj := startInjector(t, 3320, echo)
 	proxyURL, grants := recordingProxy(t, inj.url)
 
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestCoordinatorChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s", coordinatorChildEnv, proxyURL, echo, t.TempDir()))
+	cmd := reexecAsChild(t, coordinatorChildEnv, fmt.Sprintf("%s %d %s", proxyURL, echo, t.TempDir()))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

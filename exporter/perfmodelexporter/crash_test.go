@@ -24,13 +24,19 @@ import (
 
 const crashChildEnv = "TIERSCOPE_PERFMODEL_CRASH_CHILD"
 
-// The child ingests without pause into SQLite, flushing every 100 ms, and
+// reexecAsChild returns this test binary set to run the calling test again
+// with env=value, which makes that test play the child it kills. Its output
+// is the caller's to read.
+func reexecAsChild(t *testing.T, env, value string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env+"="+value)
+	return cmd
+}
+
+// crashChild is the killed process of TestKill9DuringIngest: it ingests
+// without pause into the SQLite database db, flushing every 100 ms, and
 // prints after every flush how many traces it had completed before it.
-func TestCrashChild(t *testing.T) {
-	db := os.Getenv(crashChildEnv)
-	if db == "" {
-		t.Skip("run by TestKill9DuringIngest")
-	}
+func crashChild(t *testing.T, db string) {
 	te := startEngine(t, "sqlite://"+db, "crash", loadStart, func(c *Config) { c.FlushInterval = time.Hour })
 	cfg := loadgen.DefaultConfig()
 	cfg.DropFraction = 0
@@ -60,9 +66,12 @@ func TestCrashChild(t *testing.T) {
 // bounded by what had not been flushed: at most flush_interval of statistics,
 // plus the traces still being assembled (at most trace_wait).
 func TestKill9DuringIngest(t *testing.T) {
+	if db, ok := os.LookupEnv(crashChildEnv); ok {
+		crashChild(t, db)
+		return
+	}
 	db := filepath.Join(t.TempDir(), "crash.db")
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+db)
+	cmd := reexecAsChild(t, crashChildEnv, db)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr

@@ -959,17 +959,14 @@ func (x *Experiment) finishActive() {
 			continue
 		}
 		est.Samples, est.EmptyBins = s.Samples, s.Empty
-		est.PerturbationMs = est.Gradient * largest // the first period's A⁰ may be the larger
+		if f, ok := x.prior[tx]; ok {
+			est = spectral.CombineCoherent(f, est)
+		}
+		// The perturbation is this window's, by the (combined) gradient; the
+		// first period's A⁰ may be the larger change.
+		est.PerturbationMs = est.Gradient * largest
 		if sd := x.plan.Transactions[tx].StdMs; sd > 0 {
 			est.PerturbationOverStd = est.PerturbationMs / sd
-		}
-		if f, ok := x.prior[tx]; ok {
-			// The perturbation is this window's, by the combined gradient.
-			est = spectral.CombineCoherent(f, est)
-			est.PerturbationMs = est.Gradient * largest
-			if sd := x.plan.Transactions[tx].StdMs; sd > 0 {
-				est.PerturbationOverStd = est.PerturbationMs / sd
-			}
 		}
 		res.Transactions[tx] = est
 		if td, err := spectral.OnOffBins(b, r.waveStart, r.period, onOff); err == nil {
