@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -174,8 +175,27 @@ type Link struct {
 
 // Link creates a veth pair between a and b (created directly inside the two
 // namespaces; it never appears in the host's namespace), gives it the next /30
-// of the lab's block and brings both ends up.
+// of the lab's block, brings both ends up and waits until both have carrier.
 func (l *Lab) Link(a, b *Host) (*Link, error) {
+	lk, err := l.addLink(a, b)
+	if err != nil {
+		return nil, err
+	}
+	// A packet sent before the veth has carrier triggers an ARP request that
+	// is dropped; the packets behind it wait a whole ARP retry (1 s) in the
+	// neighbour queue and arrive late, in a burst.
+	for _, end := range []struct {
+		h     *Host
+		iface string
+	}{{a, lk.AIface}, {b, lk.BIface}} {
+		if err := waitCarrier(end.h, end.iface, carrierWait); err != nil {
+			return nil, err
+		}
+	}
+	return lk, nil
+}
+
+func (l *Lab) addLink(a, b *Host) (*Link, error) {
 	if a == nil || b == nil || a.lab != l || b.lab != l {
 		return nil, errors.New("netns: Link needs two hosts of this lab")
 	}
@@ -215,6 +235,35 @@ func (l *Lab) Link(a, b *Host) (*Link, error) {
 		}
 	}
 	return lk, nil
+}
+
+// carrierWait bounds how long Link waits for a new veth's carrier.
+const carrierWait = 5 * time.Second
+
+// waitCarrier polls iface in h until it is running (IFF_RUNNING: up, with
+// carrier) or timeout passes.
+func waitCarrier(h *Host, iface string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var running bool
+		if err := h.Run(func() error {
+			ifc, err := net.InterfaceByName(iface)
+			if err != nil {
+				return err
+			}
+			running = ifc.Flags&net.FlagRunning != 0
+			return nil
+		}); err != nil {
+			return fmt.Errorf("netns: %s in %s: %w", iface, h.ns, err)
+		}
+		if running {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netns: %s in %s has no carrier after %v", iface, h.ns, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (l *Lab) track(c interface{ Close() error }) error {

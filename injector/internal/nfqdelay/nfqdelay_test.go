@@ -40,6 +40,7 @@ type testbed struct {
 	port     uint16
 	rx       net.PacketConn
 	tx       net.Conn
+	runs     uint64 // tags each run's packets, so a late packet of an earlier run is not counted
 }
 
 func newTestbed(t *testing.T) *testbed {
@@ -104,6 +105,9 @@ type rec struct {
 // and what the server received (in arrival order) until quiet for 300 ms.
 func (tb *testbed) run(t *testing.T, rate int, dur time.Duration) (int, []rec) {
 	t.Helper()
+	tb.runs++
+	runID := tb.runs
+	stray := 0
 	got := make(chan []rec, 1)
 	go func() {
 		var rs []rec
@@ -119,7 +123,8 @@ func (tb *testbed) run(t *testing.T, rate int, dur time.Duration) (int, []rec) {
 				return
 			}
 			now := time.Now().UnixNano()
-			if n < 16 {
+			if n < 24 || binary.BigEndian.Uint64(buf[16:]) != runID {
+				stray++
 				continue
 			}
 			rs = append(rs, rec{seq: binary.BigEndian.Uint64(buf), owd: time.Duration(now - int64(binary.BigEndian.Uint64(buf[8:])))})
@@ -134,13 +139,18 @@ func (tb *testbed) run(t *testing.T, rate int, dur time.Duration) (int, []rec) {
 		for ; sent < target; sent++ {
 			binary.BigEndian.PutUint64(buf, uint64(sent))
 			binary.BigEndian.PutUint64(buf[8:], uint64(time.Now().UnixNano()))
+			binary.BigEndian.PutUint64(buf[16:], runID)
 			if _, err := tb.tx.Write(buf); err != nil {
 				t.Fatalf("send %d: %v", sent, err)
 			}
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	return sent, <-got
+	rs := <-got
+	if stray > 0 {
+		t.Logf("run %d: ignored %d packets of earlier runs or of unknown form", runID, stray)
+	}
+	return sent, rs
 }
 
 func medianOWD(rs []rec) time.Duration {
@@ -192,7 +202,10 @@ func TestOrderingOnFallingEdge(t *testing.T) {
 // wave's amplitude.
 func TestFloorUnderSquareWave(t *testing.T) {
 	tb := newTestbed(t)
-	_, base := tb.run(t, 500, 300*time.Millisecond)
+	baseSent, base := tb.run(t, 500, 300*time.Millisecond)
+	if len(base) != baseSent {
+		t.Fatalf("undelayed baseline: sent %d, received %d", baseSent, len(base))
+	}
 	b := medianOWD(base)
 	const floor, amp, half = 2 * time.Millisecond, 5 * time.Millisecond, 250 * time.Millisecond
 	var start time.Time
