@@ -39,6 +39,8 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/spectral"
@@ -268,6 +270,34 @@ func envInt(t *testing.T, name string, def int) int {
 	return i
 }
 
+// envList reads a comma-separated list of numbers, or def when name is unset.
+func envList(t *testing.T, name string, def []float64) []float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []float64
+	for _, f := range strings.Split(v, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || x <= 0 {
+			t.Fatalf("%s=%q: want positive numbers separated by commas", name, v)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// slopeRow formats the i-th slope of each transaction, for a progress line.
+func slopeRow(by map[string][]float64, i int) string {
+	var parts []string
+	for _, tx := range []string{"Home", "ViewItem", "PutBid"} {
+		if v := by[tx]; i >= 0 && i < len(v) {
+			parts = append(parts, fmt.Sprintf("%s %.3f", tx, v[i]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // clientView logs, beside the coordinator's estimates, the same element's
 // gradient seen from the load generator's own response times over the same
 // window: the spectral estimate (against no baseline) and the on/off
@@ -401,7 +431,8 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	maxWindows := envInt(t, "GRADIENTS_MAX_WINDOWS", 3)
 	inWindow := envInt(t, "GRADIENTS_ADAPTIVE_IN_WINDOW", 0) == 1
 	// GRADIENTS_RUN picks the parts (sync, async, lb, predict; noise records
-	// GRADIENTS_NOISE_SECONDS of unperturbed load); default all but noise.
+	// GRADIENTS_NOISE_SECONDS of unperturbed load; linearity steps constant
+	// delays on app->db); default all but noise and linearity.
 	parts := map[string]bool{"sync": true, "async": true, "lb": true, "predict": true}
 	if v := os.Getenv("GRADIENTS_RUN"); v != "" {
 		parts = map[string]bool{}
@@ -668,6 +699,28 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		}
 	}
 
+	// delayBlock holds 20 s without a delay, then a constant NFQUEUE delay
+	// on app->db (in the app namespace) for 20 s after a 2 s switch-over,
+	// and returns both blocks' [from, to) and what the delay loop applied.
+	delayBlock := func(delay time.Duration) (off, on []time.Time, st netns.DelayStats) {
+		o := time.Now()
+		time.Sleep(20 * time.Second)
+		off = []time.Time{o, time.Now()}
+		d, err := appH.StartDelay(netns.DelayOptions{Chain: "OUTPUT", DstPort: gradDBPort, OutIface: appDB.AIface, Delay: delay, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // requests in flight at the switch
+		a := time.Now()
+		time.Sleep(20 * time.Second)
+		on = []time.Time{a, time.Now()}
+		if st, err = d.Stop(); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(2 * time.Second)
+		return off, on, st
+	}
+
 	if parts["noise"] {
 		secs := envInt(t, "GRADIENTS_NOISE_SECONDS", 600)
 		t.Logf("recording %d s of unperturbed load", secs)
@@ -716,24 +769,8 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		var off, on []time.Time
 		var st []netns.DelayStats
 		for range 2 {
-			o := time.Now()
-			time.Sleep(20 * time.Second)
-			off = append(off, o, time.Now())
-			d, err := appH.StartDelay(netns.DelayOptions{Chain: "OUTPUT", DstPort: gradDBPort, OutIface: appDB.AIface,
-				Delay: time.Duration(delta * float64(time.Millisecond)), Lease: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(2 * time.Second) // requests in flight at the switch
-			a := time.Now()
-			time.Sleep(20 * time.Second)
-			on = append(on, a, time.Now())
-			s, err := d.Stop()
-			if err != nil {
-				t.Error(err)
-			}
-			st = append(st, s)
-			time.Sleep(2 * time.Second)
+			o, a, s := delayBlock(time.Duration(delta * float64(time.Millisecond)))
+			off, on, st = append(off, o...), append(on, a...), append(st, s)
 		}
 		pool := func(w []time.Time) map[string][3]float64 {
 			a, b := load.stats(w[0], w[1]), load.stats(w[2], w[3])
@@ -774,6 +811,51 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 				delta, applied, tx, p.BaselineMs, p.PredictedMs, p.CI95[0], p.CI95[1], got, with[tx][2], ok)
 			if _, ours := natural[tx]; ours && !ok {
 				t.Errorf("+%.0f ms (%.2f applied) on app->db: %s measured %.2f ms outside the predicted 95%% interval [%.2f, %.2f]", delta, applied, tx, got, p.CI95[0], p.CI95[1])
+			}
+		}
+	}
+
+	// 5. Linearity (GRADIENTS_RUN=linearity): constant delays of 2, 5 and
+	// 20 ms on app->db, each an on block after its own off block, levels
+	// rotated between repetitions so that drift does not follow a level. A
+	// linear system moves each transaction by calls × the delay applied at
+	// every level; a small-signal gradient above the call count (runs G, I,
+	// O, U in docs/gradient-report.md) would show as a 2 ms slope above the
+	// 20 ms one.
+	if parts["linearity"] {
+		levels := envList(t, "GRADIENTS_LINEARITY_MS", []float64{2, 5, 20})
+		reps := envInt(t, "GRADIENTS_LINEARITY_REPS", 4)
+		calls := map[string]float64{"Home": 1, "ViewItem": 3, "PutBid": 1}
+		slopes := make([]map[string][]float64, len(levels))
+		for i := range slopes {
+			slopes[i] = map[string][]float64{}
+		}
+		for r := range reps {
+			for j := range levels {
+				i := (j + r) % len(levels)
+				off, on, st := delayBlock(time.Duration(levels[i] * float64(time.Millisecond)))
+				applied := float64(st.Mean) / float64(time.Millisecond)
+				a, b := load.stats(off[0], off[1]), load.stats(on[0], on[1])
+				for tx := range calls {
+					if a[tx][2] > 0 && b[tx][2] > 0 && applied > 0 {
+						slopes[i][tx] = append(slopes[i][tx], (b[tx][0]-a[tx][0])/applied)
+					}
+				}
+				t.Logf("linearity rep %d, %.0f ms (%.2f applied, %d packets): %v", r+1, levels[i], applied, st.Count, slopeRow(slopes[i], len(slopes[i]["Home"])-1))
+			}
+		}
+		for i, lv := range levels {
+			for _, tx := range []string{"Home", "ViewItem", "PutBid"} {
+				v := slopes[i][tx]
+				if len(v) < 2 {
+					continue
+				}
+				m, sd := stat.MeanStdDev(v, nil)
+				se := sd / math.Sqrt(float64(len(v)))
+				t.Logf("linearity %5.1f ms %-8s (RT_on − RT_off)/delay %.3f ± %.3f (SE over %d reps), calls %.0f", lv, tx, m, se, len(v), calls[tx])
+				if d := math.Abs(m - calls[tx]); d > 0.1*calls[tx] && d > 2*se {
+					t.Errorf("linearity: %s at %.1f ms moves %.3f × the delay, want %.0f (±10%% or 2 SE)", tx, lv, m, calls[tx])
+				}
 			}
 		}
 	}
