@@ -270,32 +270,95 @@ func envInt(t *testing.T, name string, def int) int {
 	return i
 }
 
-// envList reads a comma-separated list of numbers, or def when name is unset.
-func envList(t *testing.T, name string, def []float64) []float64 {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
+// linearityStep is one square wave of amplitude ms and period on app->db,
+// for secs, through the injector at injURL (floor 0.3 ms, as the
+// coordinator's delay_floor). For each transaction it logs the response per
+// ms injected, (RT_on − RT_off) / (on − off delay the injector applied), with
+// its standard error over the wave's cycles, and flags a slope off the call
+// count by more than 10% and 2 standard errors.
+func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitude float64, period time.Duration, secs int, load *gradLoad) {
+	t.Helper()
+	const floor, skip = 0.3, 200 * time.Millisecond // skip: requests in flight at an edge
+	cycles := max(2, int(time.Duration(secs)*time.Second/period))
+	start := time.Now().Add(time.Second).UTC()
+	length := time.Duration(cycles) * period
+	req := map[string]any{
+		"kind":     "delay",
+		"target":   map[string]any{"link": map[string]any{"proto": "tcp", "dst": dbAddr, "dst_port": gradDBPort, "direction": "out"}},
+		"wave":     map[string]any{"amplitude": amplitude, "period": period.String(), "cycles": cycles, "start": start, "floor": floor},
+		"duration": (length + 30*time.Second).String(),
 	}
-	var out []float64
-	for _, f := range strings.Split(v, ",") {
-		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || x <= 0 {
-			t.Fatalf("%s=%q: want positive numbers separated by commas", name, v)
+	var lease struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+		Stats *struct {
+			On, Off struct {
+				Count  int     `json:"count"`
+				MeanMs float64 `json:"mean_ms"`
+			}
+		} `json:"stats"`
+	}
+	if _, err := sendJSON(hc, "POST", injURL+"/v1/leases", req, &lease); err != nil {
+		t.Fatalf("linearity %.1f ms: %v", amplitude, err)
+	}
+	time.Sleep(time.Until(start.Add(length + time.Second)))
+	if _, err := sendJSON(hc, "DELETE", injURL+"/v1/leases/"+lease.ID, nil, &lease); err != nil {
+		t.Fatalf("linearity %.1f ms: %v", amplitude, err)
+	}
+	if lease.Stats == nil || lease.Stats.On.Count == 0 || lease.Stats.Off.Count == 0 {
+		t.Fatalf("linearity %.1f ms: the lease (%s) kept no per-phase statistics", amplitude, lease.State)
+	}
+	injected := lease.Stats.On.MeanMs - lease.Stats.Off.MeanMs
+	calls := map[string]float64{"Home": 1, "ViewItem": 3, "PutBid": 1}
+	diffs := map[string][]float64{}
+	for c := range cycles {
+		c0 := start.Add(time.Duration(c) * period)
+		on, off := load.stats(c0.Add(skip), c0.Add(period/2)), load.stats(c0.Add(period/2+skip), c0.Add(period))
+		for tx := range calls {
+			if on[tx][2] > 0 && off[tx][2] > 0 {
+				diffs[tx] = append(diffs[tx], on[tx][0]-off[tx][0])
+			}
 		}
-		out = append(out, x)
 	}
-	return out
+	t.Logf("linearity %.1f ms every %v, %d cycles: the injector applied %.3f ms on − off (on %.3f ms over %d packets, off %.3f ms over %d)",
+		amplitude, period, cycles, injected, lease.Stats.On.MeanMs, lease.Stats.On.Count, lease.Stats.Off.MeanMs, lease.Stats.Off.Count)
+	for _, tx := range []string{"Home", "ViewItem", "PutBid"} {
+		v := diffs[tx]
+		if len(v) < 2 || !(injected > 0) {
+			t.Errorf("linearity %.1f ms %s: %d cycles with samples, injected %.3f ms", amplitude, tx, len(v), injected)
+			continue
+		}
+		m, sd := stat.MeanStdDev(v, nil)
+		slope, se := m/injected, sd/math.Sqrt(float64(len(v)))/injected
+		t.Logf("linearity %5.1f ms %-8s (RT_on − RT_off)/injected %.3f ± %.3f (calls %.0f; RT_on − RT_off %.3f ms)", amplitude, tx, slope, se, calls[tx], m)
+		if d := math.Abs(slope - calls[tx]); d > 0.1*calls[tx] && d > 2*se {
+			t.Errorf("linearity: %s moves %.3f ± %.3f × a %.1f ms wave, want %.0f", tx, slope, se, amplitude, calls[tx])
+		}
+	}
 }
 
-// slopeRow formats the i-th slope of each transaction, for a progress line.
-func slopeRow(by map[string][]float64, i int) string {
-	var parts []string
-	for _, tx := range []string{"Home", "ViewItem", "PutBid"} {
-		if v := by[tx]; i >= 0 && i < len(v) {
-			parts = append(parts, fmt.Sprintf("%s %.3f", tx, v[i]))
-		}
+type linearityWave struct {
+	amplitude float64
+	period    time.Duration
+}
+
+// envSteps reads "amplitude@period,..." (ms, Go durations) from name, or def.
+func envSteps(t *testing.T, name, def string) []linearityWave {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
 	}
-	return strings.Join(parts, ", ")
+	var out []linearityWave
+	for _, f := range strings.Split(v, ",") {
+		a, p, ok := strings.Cut(strings.TrimSpace(f), "@")
+		amp, err1 := strconv.ParseFloat(a, 64)
+		per, err2 := time.ParseDuration(p)
+		if !ok || err1 != nil || err2 != nil || !(amp > 0) || per <= 0 {
+			t.Fatalf("%s=%q: want amplitude_ms@period, e.g. 1.5@4s,20@4s", name, v)
+		}
+		out = append(out, linearityWave{amp, per})
+	}
+	return out
 }
 
 // clientView logs, beside the coordinator's estimates, the same element's
@@ -431,8 +494,9 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	maxWindows := envInt(t, "GRADIENTS_MAX_WINDOWS", 3)
 	inWindow := envInt(t, "GRADIENTS_ADAPTIVE_IN_WINDOW", 0) == 1
 	// GRADIENTS_RUN picks the parts (sync, async, lb, predict; noise records
-	// GRADIENTS_NOISE_SECONDS of unperturbed load; linearity steps constant
-	// delays on app->db); default all but noise and linearity.
+	// GRADIENTS_NOISE_SECONDS of unperturbed load; linearity runs square
+	// waves of several amplitudes on app->db); default all but noise and
+	// linearity.
 	parts := map[string]bool{"sync": true, "async": true, "lb": true, "predict": true}
 	if v := os.Getenv("GRADIENTS_RUN"); v != "" {
 		parts = map[string]bool{}
@@ -815,48 +879,18 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		}
 	}
 
-	// 5. Linearity (GRADIENTS_RUN=linearity): constant delays of 2, 5 and
-	// 20 ms on app->db, each an on block after its own off block, levels
-	// rotated between repetitions so that drift does not follow a level. A
-	// linear system moves each transaction by calls × the delay applied at
-	// every level; a small-signal gradient above the call count (runs G, I,
-	// O, U in docs/gradient-report.md) would show as a 2 ms slope above the
-	// 20 ms one.
+	// 5. Linearity (GRADIENTS_RUN=linearity): square waves of 1.5, 5 and
+	// 20 ms on app->db through the injector, with the coordinator's 0.3 ms
+	// floor under both phases, as an experiment's wave has. Each wave's
+	// response is measured phase-known (the on/off comparator) per cycle,
+	// over a short period so that the host's slow drift averages out. A
+	// linear system moves each transaction by calls × the delay injected at
+	// every amplitude; runs G, I, O, U and V read the small wave high.
 	if parts["linearity"] {
-		levels := envList(t, "GRADIENTS_LINEARITY_MS", []float64{2, 5, 20})
-		reps := envInt(t, "GRADIENTS_LINEARITY_REPS", 4)
-		calls := map[string]float64{"Home": 1, "ViewItem": 3, "PutBid": 1}
-		slopes := make([]map[string][]float64, len(levels))
-		for i := range slopes {
-			slopes[i] = map[string][]float64{}
-		}
-		for r := range reps {
-			for j := range levels {
-				i := (j + r) % len(levels)
-				off, on, st := delayBlock(time.Duration(levels[i] * float64(time.Millisecond)))
-				applied := float64(st.Mean) / float64(time.Millisecond)
-				a, b := load.stats(off[0], off[1]), load.stats(on[0], on[1])
-				for tx := range calls {
-					if a[tx][2] > 0 && b[tx][2] > 0 && applied > 0 {
-						slopes[i][tx] = append(slopes[i][tx], (b[tx][0]-a[tx][0])/applied)
-					}
-				}
-				t.Logf("linearity rep %d, %.0f ms (%.2f applied, %d packets): %v", r+1, levels[i], applied, st.Count, slopeRow(slopes[i], len(slopes[i]["Home"])-1))
-			}
-		}
-		for i, lv := range levels {
-			for _, tx := range []string{"Home", "ViewItem", "PutBid"} {
-				v := slopes[i][tx]
-				if len(v) < 2 {
-					continue
-				}
-				m, sd := stat.MeanStdDev(v, nil)
-				se := sd / math.Sqrt(float64(len(v)))
-				t.Logf("linearity %5.1f ms %-8s (RT_on − RT_off)/delay %.3f ± %.3f (SE over %d reps), calls %.0f", lv, tx, m, se, len(v), calls[tx])
-				if d := math.Abs(m - calls[tx]); d > 0.1*calls[tx] && d > 2*se {
-					t.Errorf("linearity: %s at %.1f ms moves %.3f × the delay, want %.0f (±10%% or 2 SE)", tx, lv, m, calls[tx])
-				}
-			}
+		steps := envSteps(t, "GRADIENTS_LINEARITY", "1.5@4s,5@4s,20@4s")
+		secs := envInt(t, "GRADIENTS_LINEARITY_SECONDS", 240)
+		for _, st := range steps {
+			linearityStep(t, hc, injB, appDB.BAddr.String(), st.amplitude, st.period, secs, &load)
 		}
 	}
 

@@ -10,9 +10,10 @@
 #   REBUILD=1 scripts/e2e-gradients.sh  # rebuilds the collector first
 #   GRADIENTS_RUN=sync GRADIENTS_K=48 scripts/e2e-gradients.sh  # one part, larger bins
 # (GRADIENTS_RUN: sync,async,lb,predict, or noise, which records GRADIENTS_NOISE_SECONDS
-#  of unperturbed load, or linearity, which steps constant delays of
-#  GRADIENTS_LINEARITY_MS (default 2,5,20) on app->db GRADIENTS_LINEARITY_REPS
-#  times (default 4; about 10 minutes); GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR/_MAX_WINDOWS: k, N, d,
+#  of unperturbed load, or linearity, which runs square waves through the
+#  injector on app->db, GRADIENTS_LINEARITY=amplitude_ms@period,... (default
+#  1.5@4s,5@4s,20@4s), each for GRADIENTS_LINEARITY_SECONDS (default 240),
+#  and reports (RT_on − RT_off)/injected per transaction; GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR/_MAX_WINDOWS: k, N, d,
 #  closed-loop users, min_snr, max_windows; GRADIENTS_SAMPLES=file.csv keeps every
 #  client response time)
 #   GRADIENTS_ADAPTIVE_IN_WINDOW=1 scripts/e2e-gradients.sh  # the adaptive cycle inside the window (runs N, O, Q)
