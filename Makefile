@@ -103,7 +103,7 @@ bench-gradient:
 # The injector's scheduler CPU per packet, passed and held, with and without
 # a floor under the wave (root, ~30 s).
 bench-hold-cost:
-	$(GO) test -tags timing -count=1 -run TestOnPhaseCost -v ./injector/internal/nfqdelay/
+	$(GO) test -tags timing -count=1 -run "TestOnPhaseCost|TestWaveAtReceiver" -v ./injector/internal/nfqdelay/
 
 # Packets/s the blackbox receiver captures without drops (root).
 bench-capture:

@@ -97,8 +97,9 @@ func (tb *testbed) start(t *testing.T, opt Options) *Delayer {
 }
 
 type rec struct {
-	seq uint64
-	owd time.Duration // receive time − send time (same clock)
+	seq  uint64
+	sent time.Time
+	owd  time.Duration // receive time − send time (same clock)
 }
 
 // run sends rate packets/s for dur from the client and returns the number sent
@@ -127,7 +128,8 @@ func (tb *testbed) run(t *testing.T, rate int, dur time.Duration) (int, []rec) {
 				stray++
 				continue
 			}
-			rs = append(rs, rec{seq: binary.BigEndian.Uint64(buf), owd: time.Duration(now - int64(binary.BigEndian.Uint64(buf[8:])))})
+			sent := int64(binary.BigEndian.Uint64(buf[8:]))
+			rs = append(rs, rec{seq: binary.BigEndian.Uint64(buf), sent: time.Unix(0, sent), owd: time.Duration(now - sent)})
 		}
 	}()
 	total := int(float64(rate) * dur.Seconds())
