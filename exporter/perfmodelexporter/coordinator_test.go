@@ -561,6 +561,7 @@ func TestExperimentMeasuresSeveralElementsAfterOneTraining(t *testing.T) {
 	require.NotNil(t, res.Plan)
 	require.Len(t, res.Elements, 2)
 	for _, el := range res.Elements {
+		t.Logf("%s: A⁰ %.3f ms (injected %.3f), A_d′ %.3f ms (injected %.3f), k_d %d; notes %v", el.Element, el.AdaptiveAmplitude, el.AdaptiveInjected, el.Amplitude, el.Injected, el.Kd, el.Notes)
 		require.Equal(t, "done", el.Status, el.Element)
 		require.True(t, el.WindowStart.After(begun), el.Element)
 	}
