@@ -41,6 +41,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/spectral"
@@ -271,14 +272,16 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // linearityStep is one square wave of amplitude ms and period on app->db,
-// for secs, through the injector at injURL (floor 0.3 ms, as the
-// coordinator's delay_floor). For each transaction it logs the response per
+// for secs, through the injector at injURL, over the coordinator's default
+// delay_floor. For each transaction it logs the response per
 // ms injected, (RT_on − RT_off) / (on − off delay the injector applied), with
 // its standard error over the wave's cycles, and flags a slope off the call
 // count by more than 10% and 2 standard errors.
 func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitude float64, period time.Duration, secs int, load *gradLoad) {
 	t.Helper()
-	const floor, skip = 0.3, 200 * time.Millisecond // skip: requests in flight at an edge
+	const skip = 200 * time.Millisecond // requests in flight at an edge
+	defaults := perfmodelexporter.NewFactory().CreateDefaultConfig().(*perfmodelexporter.Config)
+	floor := float64(defaults.Experiments.DelayFloor) / float64(time.Millisecond)
 	cycles := max(2, int(time.Duration(secs)*time.Second/period))
 	start := time.Now().Add(time.Second).UTC()
 	length := time.Duration(cycles) * period
@@ -763,28 +766,6 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		}
 	}
 
-	// delayBlock holds 20 s without a delay, then a constant NFQUEUE delay
-	// on app->db (in the app namespace) for 20 s after a 2 s switch-over,
-	// and returns both blocks' [from, to) and what the delay loop applied.
-	delayBlock := func(delay time.Duration) (off, on []time.Time, st netns.DelayStats) {
-		o := time.Now()
-		time.Sleep(20 * time.Second)
-		off = []time.Time{o, time.Now()}
-		d, err := appH.StartDelay(netns.DelayOptions{Chain: "OUTPUT", DstPort: gradDBPort, OutIface: appDB.AIface, Delay: delay, Lease: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Second) // requests in flight at the switch
-		a := time.Now()
-		time.Sleep(20 * time.Second)
-		on = []time.Time{a, time.Now()}
-		if st, err = d.Stop(); err != nil {
-			t.Error(err)
-		}
-		time.Sleep(2 * time.Second)
-		return off, on, st
-	}
-
 	if parts["noise"] {
 		secs := envInt(t, "GRADIENTS_NOISE_SECONDS", 600)
 		t.Logf("recording %d s of unperturbed load", secs)
@@ -833,8 +814,24 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		var off, on []time.Time
 		var st []netns.DelayStats
 		for range 2 {
-			o, a, s := delayBlock(time.Duration(delta * float64(time.Millisecond)))
-			off, on, st = append(off, o...), append(on, a...), append(st, s)
+			o := time.Now()
+			time.Sleep(20 * time.Second)
+			off = append(off, o, time.Now())
+			d, err := appH.StartDelay(netns.DelayOptions{Chain: "OUTPUT", DstPort: gradDBPort, OutIface: appDB.AIface,
+				Delay: time.Duration(delta * float64(time.Millisecond)), Lease: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // requests in flight at the switch
+			a := time.Now()
+			time.Sleep(20 * time.Second)
+			on = append(on, a, time.Now())
+			s, err := d.Stop()
+			if err != nil {
+				t.Error(err)
+			}
+			st = append(st, s)
+			time.Sleep(2 * time.Second)
 		}
 		pool := func(w []time.Time) map[string][3]float64 {
 			a, b := load.stats(w[0], w[1]), load.stats(w[2], w[3])
@@ -880,8 +877,8 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	}
 
 	// 5. Linearity (GRADIENTS_RUN=linearity): square waves of 1.5, 5 and
-	// 20 ms on app->db through the injector, with the coordinator's 0.3 ms
-	// floor under both phases, as an experiment's wave has. Each wave's
+	// 20 ms on app->db through the injector, with the coordinator's default
+	// floor (0.3 ms) under both phases, as an experiment's wave has. Each wave's
 	// response is measured phase-known (the on/off comparator) per cycle,
 	// over a short period so that the host's slow drift averages out. A
 	// linear system moves each transaction by calls × the delay injected at

@@ -175,15 +175,15 @@ type Link struct {
 
 // Link creates a veth pair between a and b (created directly inside the two
 // namespaces; it never appears in the host's namespace), gives it the next /30
-// of the lab's block, brings both ends up and waits until both have carrier.
+// of the lab's block, brings both ends up and waits until both are running.
 func (l *Lab) Link(a, b *Host) (*Link, error) {
 	lk, err := l.addLink(a, b)
 	if err != nil {
 		return nil, err
 	}
-	// A packet sent before the veth has carrier triggers an ARP request that
-	// is dropped; the packets behind it wait a whole ARP retry (1 s) in the
-	// neighbour queue and arrive late, in a burst.
+	// Until linkwatch marks a new veth running it has no active qdisc, and
+	// an ARP request sent then is dropped: the packets behind it wait a whole
+	// ARP retry (1 s) in the neighbour queue and arrive late, in a burst.
 	for _, end := range []struct {
 		h     *Host
 		iface string
@@ -237,7 +237,7 @@ func (l *Lab) addLink(a, b *Host) (*Link, error) {
 	return lk, nil
 }
 
-// carrierWait bounds how long Link waits for a new veth's carrier.
+// carrierWait bounds how long Link waits for a new veth to run.
 const carrierWait = 5 * time.Second
 
 // waitCarrier polls iface in h until it is running (IFF_RUNNING: up, with
