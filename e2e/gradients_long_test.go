@@ -291,14 +291,16 @@ func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitu
 		"wave":     map[string]any{"amplitude": amplitude, "period": period.String(), "cycles": cycles, "start": start, "floor": floor},
 		"duration": (length + 30*time.Second).String(),
 	}
+	type phase struct {
+		Count  int     `json:"count"`
+		MeanMs float64 `json:"mean_ms"`
+	}
 	var lease struct {
 		ID    string `json:"id"`
 		State string `json:"state"`
 		Stats *struct {
-			On, Off struct {
-				Count  int     `json:"count"`
-				MeanMs float64 `json:"mean_ms"`
-			}
+			On, Off phase
+			Probe   *struct{ On, Off phase } `json:"probe"`
 		} `json:"stats"`
 	}
 	if _, err := sendJSON(hc, "POST", injURL+"/v1/leases", req, &lease); err != nil {
@@ -311,7 +313,14 @@ func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitu
 	if lease.Stats == nil || lease.Stats.On.Count == 0 || lease.Stats.Off.Count == 0 {
 		t.Fatalf("linearity %.1f ms: the lease (%s) kept no per-phase statistics", amplitude, lease.State)
 	}
-	injected := lease.Stats.On.MeanMs - lease.Stats.Off.MeanMs
+	// The coordinator's denominator: the probes' on − off when there are
+	// enough, else the packets' (perfmodelexporter's injectedDelay).
+	injected, by := lease.Stats.On.MeanMs-lease.Stats.Off.MeanMs, "its packets, hook to verdict"
+	if p := lease.Stats.Probe; p != nil && p.On.Count >= 200 && p.Off.Count >= 200 {
+		t.Logf("linearity %.1f ms: packets on − off %.3f ms, probes on − off %.3f ms (%d on, %d off)",
+			amplitude, injected, p.On.MeanMs-p.Off.MeanMs, p.On.Count, p.Off.Count)
+		injected, by = p.On.MeanMs-p.Off.MeanMs, "its probes, send to receive"
+	}
 	calls := map[string]float64{"Home": 1, "ViewItem": 3, "PutBid": 1}
 	diffs := map[string][]float64{}
 	for c := range cycles {
@@ -323,8 +332,8 @@ func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitu
 			}
 		}
 	}
-	t.Logf("linearity %.1f ms every %v, %d cycles: the injector applied %.3f ms on − off (on %.3f ms over %d packets, off %.3f ms over %d)",
-		amplitude, period, cycles, injected, lease.Stats.On.MeanMs, lease.Stats.On.Count, lease.Stats.Off.MeanMs, lease.Stats.Off.Count)
+	t.Logf("linearity %.1f ms every %v, %d cycles: the injector applied %.3f ms on − off by %s (packets on %.3f ms over %d, off %.3f ms over %d)",
+		amplitude, period, cycles, injected, by, lease.Stats.On.MeanMs, lease.Stats.On.Count, lease.Stats.Off.MeanMs, lease.Stats.Off.Count)
 	for _, tx := range []string{"Home", "ViewItem", "PutBid"} {
 		v := diffs[tx]
 		if len(v) < 2 || !(injected > 0) {

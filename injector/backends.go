@@ -51,6 +51,7 @@ func (i *injector) openDelay(req *leaseRequest, slot int) (actuator, error) {
 		Delay:    func(time.Time) time.Duration { return time.Duration(a.cur.Load()) },
 		MaxDelay: i.cfg.MaxDelay,
 		Floor:    time.Duration(req.Wave.Floor * float64(time.Millisecond)),
+		Probe:    i.cfg.DelayProbeInterval,
 		// A backstop should this process hang: our own expiry comes first.
 		Lease: nfqdelay.MaxLease,
 	})
@@ -88,14 +89,17 @@ type delayStats struct {
 	RequestedMeanMs float64 `json:"requested_mean_ms"`
 	// On and Off split the packets by whether the wave requested a delay
 	// for them: on.mean_ms − off.mean_ms is the delay the wave added.
-	On           phaseStats `json:"on"`
-	Off          phaseStats `json:"off"`
-	ErrMeanMs    float64    `json:"err_mean_ms"`
-	ErrP99Ms     float64    `json:"err_p99_ms"`
-	HeldForOrder int        `json:"held_for_order"`
-	Flushed      int        `json:"flushed"`
-	Errors       int        `json:"errors"`
-	LastError    string     `json:"last_error,omitempty"`
+	On  phaseStats `json:"on"`
+	Off phaseStats `json:"off"`
+	// Probe is the loopback probe stream's one-way delay by phase
+	// (delay_probe_interval): unlike on/off, timed from send to receive.
+	Probe        *probeStats `json:"probe,omitempty"`
+	ErrMeanMs    float64     `json:"err_mean_ms"`
+	ErrP99Ms     float64     `json:"err_p99_ms"`
+	HeldForOrder int         `json:"held_for_order"`
+	Flushed      int         `json:"flushed"`
+	Errors       int         `json:"errors"`
+	LastError    string      `json:"last_error,omitempty"`
 }
 
 // phaseStats is the delay applied in one phase of the wave.
@@ -104,6 +108,14 @@ type phaseStats struct {
 	MeanMs          float64 `json:"mean_ms"`
 	StdMs           float64 `json:"std_ms"`
 	RequestedMeanMs float64 `json:"requested_mean_ms"`
+}
+
+// probeStats is what a delay lease's probe stream measured.
+type probeStats struct {
+	Sent     int        `json:"sent"`
+	Received int        `json:"received"`
+	On       phaseStats `json:"on"`
+	Off      phaseStats `json:"off"`
 }
 
 func toPhaseStats(s nfqdelay.PhaseStats) phaseStats {
@@ -123,6 +135,9 @@ func toDelayStats(s nfqdelay.Stats) delayStats {
 	}
 	if s.LastError != nil {
 		out.LastError = s.LastError.Error()
+	}
+	if p := s.Probe; p != nil {
+		out.Probe = &probeStats{Sent: p.Sent, Received: p.Received, On: toPhaseStats(p.On), Off: toPhaseStats(p.Off)}
 	}
 	return out
 }

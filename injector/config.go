@@ -39,6 +39,11 @@ type Config struct {
 	QueueBase uint16 `mapstructure:"queue_base"`
 	// MaxLeases bounds the number of active leases.
 	MaxLeases int `mapstructure:"max_leases"`
+	// DelayProbeInterval is how often a delay lease sends a loopback probe
+	// through its queue (nfqdelay.Options.Probe): the probes' one-way delay
+	// is the wave a receiver sees, reported as the lease's stats.probe. 0
+	// turns probing off.
+	DelayProbeInterval time.Duration `mapstructure:"delay_probe_interval"`
 }
 
 // Allowlist lists the targets leases may perturb.
@@ -93,6 +98,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CgroupRoot == "" {
 		errs = append(errs, errors.New("cgroup_root must not be empty"))
+	}
+	if c.DelayProbeInterval < 0 || c.DelayProbeInterval > time.Second {
+		errs = append(errs, fmt.Errorf("delay_probe_interval: %v must be in [0, 1s] (0 turns probing off)", c.DelayProbeInterval))
 	}
 	if c.MaxLeases <= 0 || int(c.QueueBase)+c.MaxLeases > 65536 {
 		errs = append(errs, fmt.Errorf("max_leases: %d must be > 0 and queue_base+max_leases <= 65536", c.MaxLeases))

@@ -47,6 +47,7 @@ func TestLoadConfig(t *testing.T) {
 			c.CgroupRoot = "/tmp/cgroup"
 			c.QueueBase = 100
 			c.MaxLeases = 4
+			c.DelayProbeInterval = 0
 		}},
 	} {
 		t.Run(tt.id.String(), func(t *testing.T) {
@@ -75,6 +76,7 @@ func TestValidateNamesField(t *testing.T) {
 		"sysfs_root":           func(c *Config) { c.SysfsRoot = "" },
 		"cgroup_root":          func(c *Config) { c.CgroupRoot = "" },
 		"max_leases":           func(c *Config) { c.MaxLeases = 0 },
+		"delay_probe_interval": func(c *Config) { c.DelayProbeInterval = -time.Millisecond },
 	} {
 		cfg := createDefaultConfig().(*Config)
 		mutate(cfg)

@@ -31,7 +31,9 @@
 //     contains the other).
 //   - A delay lease's wave is followed through timers (edge jitter of tens of
 //     µs); the delay actually applied is measured per packet by nfqdelay and
-//     reported in the lease status. nfqdelay's own one-hour lease is a
-//     backstop should this process hang.
+//     reported in the lease status, with a loopback probe stream's one-way
+//     delay through the same queue (delay_probe_interval), which also counts
+//     the wait before the hook and after the verdict. nfqdelay's own
+//     one-hour lease is a backstop should this process hang.
 //   - Ended leases stay queryable (newest 256) until deleted.
 package injector // import "github.com/tierscope/tierscope/injector"

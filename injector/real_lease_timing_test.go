@@ -75,7 +75,7 @@ func TestRealDelayLeaseOnLoopback(t *testing.T) {
 	id := lease["id"].(string)
 	rules, err := nfqdelay.Rules(nfqdelay.TagPrefix)
 	require.NoError(t, err)
-	require.Len(t, rules, 1, "one tagged rule while the lease runs")
+	require.Len(t, rules, 2, "the link's rule and its probe's while the lease runs")
 
 	conn, err := net.Dial("udp4", echo.LocalAddr().String())
 	require.NoError(t, err)
@@ -123,6 +123,9 @@ func TestRealDelayLeaseOnLoopback(t *testing.T) {
 	require.Contains(t, []any{stateExpired, stateCompleted}, st["state"], "a 1.2 s lease has ended by 1.5 s")
 	stats := st["stats"].(map[string]any)
 	require.Greater(t, stats["count"].(float64), 100.0)
+	probeStats := stats["probe"].(map[string]any)
+	require.Greater(t, probeStats["received"].(float64), 100.0, "the probe stream ran through the lease's queue")
+	require.Greater(t, probeStats["on"].(map[string]any)["count"].(float64), 20.0)
 
 	rules, err = nfqdelay.Rules(nfqdelay.TagPrefix)
 	require.NoError(t, err)

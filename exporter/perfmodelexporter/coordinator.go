@@ -751,6 +751,12 @@ type injLeaseStatus struct {
 		RequestedMeanMs float64   `json:"requested_mean_ms"`
 		On              *injPhase `json:"on"`
 		Off             *injPhase `json:"off"`
+		// Probe is the one-way delay of the injector's loopback probes
+		// through the lease's queue, by phase.
+		Probe *struct {
+			On  *injPhase `json:"on"`
+			Off *injPhase `json:"off"`
+		} `json:"probe"`
 		// StepKHz is the P-state step a cpufreq lease's on-phases took.
 		StepKHz float64 `json:"step_khz"`
 	} `json:"stats,omitempty"`
@@ -793,13 +799,7 @@ func (r *runner) startLease(a gradient.Action) error {
 }
 
 // stopLease deletes the lease at the injector and returns the on-phase delay
-// it actually applied, with its standard error. The injector splits its
-// packets by phase: the on-phase mean less the off-phase mean is the delay
-// the wave added, free of the pass-through time and the floor every packet
-// pays, scaled to the amplitude by the phases' requested difference. An injector without
-// the split gives only the mean over every packet; then the on-phase delay
-// is the amplitude scaled by the ratio of actual to requested means, after
-// the pass-through time (at least min_ms) is subtracted.
+// it actually applied, with its standard error (see injectedDelay).
 func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 	ref, ok := r.leases[name]
 	if !ok {
@@ -832,17 +832,45 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 	return injectedDelay(ref.amplitude, st)
 }
 
-// injectedDelay is the on-phase delay a lease's statistics show.
+// minProbesPerPhase is how many probes each phase needs before their on −
+// off is taken over the hook-to-verdict one: 1 s of a 5 ms probe stream.
+const minProbesPerPhase = 200
+
+// injectedDelay is the on-phase delay a lease's statistics show (paper 000
+// §3: the delay actually injected, not the amplitude requested). The
+// injector splits its measurements by phase: the on-phase mean less the
+// off-phase mean is the delay the wave added, free of the pass-through time
+// and the floor every packet pays, scaled to the amplitude by the phases'
+// requested difference. Its loopback probes, timed from send to receive,
+// are preferred when there are enough of them: the packets' own times run
+// from the injector's hook to its verdict and miss the extra wait a busy
+// host adds to the on-phase before the hook and after the verdict (a 1.5 ms
+// wave reached a receiver 4–11% larger than those times; the probes read
+// it within their standard error, `make bench-hold-cost`). An injector
+// without the split gives only the mean over every packet; then the
+// on-phase delay is the amplitude scaled by the ratio of actual to requested
+// means, after the pass-through time (at least min_ms) is subtracted.
 func injectedDelay(amplitude float64, st injLeaseStatus) (mean, stdErr float64, ok bool) {
 	s := st.Stats
 	if s == nil || s.Count == 0 {
 		return 0, 0, false
 	}
-	if on, off := s.On, s.Off; on != nil && off != nil && on.Count > 1 && off.Count > 1 && on.RequestedMeanMs > off.RequestedMeanMs {
+	byPhase := func(on, off *injPhase, min int) (mean, stdErr float64, ok bool) {
+		if on == nil || off == nil || on.Count < min || off.Count < min || !(on.RequestedMeanMs > off.RequestedMeanMs) {
+			return 0, 0, false
+		}
 		// Both phases' requests include the floor; their difference is the wave.
 		scale := amplitude / (on.RequestedMeanMs - off.RequestedMeanMs)
 		mean = math.Max(0, on.MeanMs-off.MeanMs) * scale
 		stdErr = math.Hypot(on.StdMs/math.Sqrt(float64(on.Count)), off.StdMs/math.Sqrt(float64(off.Count))) * scale
+		return mean, stdErr, true
+	}
+	if p := s.Probe; p != nil {
+		if mean, stdErr, ok := byPhase(p.On, p.Off, minProbesPerPhase); ok {
+			return mean, stdErr, true
+		}
+	}
+	if mean, stdErr, ok := byPhase(s.On, s.Off, 2); ok {
 		return mean, stdErr, true
 	}
 	if !(s.RequestedMeanMs > 0) {

@@ -415,9 +415,9 @@ func TestExperimentAbortAndShutdownReleaseLeases(t *testing.T) {
 	}
 }
 
-// The on-phase delay comes from the injector's phase split when it has one:
-// the pass-through time every packet pays is no part of the wave, however
-// small the amplitude.
+// The on-phase delay comes from the injector's phase split when it has one,
+// its probes' when they are enough: the pass-through time every packet pays
+// is no part of the wave, however small the amplitude.
 func TestInjectedDelayFromPhaseSplit(t *testing.T) {
 	var st injLeaseStatus
 	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.27,"min_ms":0.02,"requested_mean_ms":0.13,
@@ -438,6 +438,24 @@ func TestInjectedDelayFromPhaseSplit(t *testing.T) {
 	}
 	if mean, _, ok := injectedDelay(0.26, floored); !ok || math.Abs(mean-0.26) > 1e-9 {
 		t.Errorf("over a 0.3 ms floor: got %v (%v), want 0.26", mean, ok)
+	}
+	// Probes timed from send to receive win once each phase has enough of
+	// them; too few, and the packets' own split is used.
+	probed := injLeaseStatus{}
+	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.57,"min_ms":0.32,"requested_mean_ms":0.43,
+		"on":{"count":1000,"mean_ms":0.70,"std_ms":0.10,"requested_mean_ms":0.56},
+		"off":{"count":1000,"mean_ms":0.44,"std_ms":0.10,"requested_mean_ms":0.30},
+		"probe":{"sent":900,"received":900,
+			"on":{"count":400,"mean_ms":0.99,"std_ms":0.2,"requested_mean_ms":0.56},
+			"off":{"count":400,"mean_ms":0.70,"std_ms":0.2,"requested_mean_ms":0.30}}}}`), &probed); err != nil {
+		t.Fatal(err)
+	}
+	if mean, se, ok := injectedDelay(0.26, probed); !ok || math.Abs(mean-0.29) > 1e-9 || math.Abs(se-math.Hypot(0.2, 0.2)/20) > 1e-9 {
+		t.Errorf("probed: got %v ± %v (%v), want 0.29 ± %.4f", mean, se, ok, math.Hypot(0.2, 0.2)/20)
+	}
+	probed.Stats.Probe.On.Count = minProbesPerPhase - 1
+	if mean, _, ok := injectedDelay(0.26, probed); !ok || math.Abs(mean-0.26) > 1e-9 {
+		t.Errorf("too few probes: got %v (%v), want the packets' 0.26", mean, ok)
 	}
 	// Without the split the old ratio counts the pass-through time as delay.
 	st.Stats.On, st.Stats.Off = nil, nil

@@ -256,6 +256,59 @@ func TestFloorUnderSquareWave(t *testing.T) {
 	}
 }
 
+// TestProbeThroughTheQueue: the probe stream goes through the link's queue
+// and wave, is measured apart from the link's packets, reads the wave's
+// amplitude over the floor, and its rule goes with Stop.
+func TestProbeThroughTheQueue(t *testing.T) {
+	tb := newTestbed(t)
+	const floor, amp, half = 2 * time.Millisecond, 5 * time.Millisecond, 250 * time.Millisecond
+	start := time.Now()
+	d := tb.start(t, Options{Floor: floor, Probe: 2 * time.Millisecond, Delay: func(now time.Time) time.Duration {
+		if now.Sub(start)/half%2 == 0 {
+			return amp
+		}
+		return 0
+	}})
+	var rules []Rule
+	if err := tb.cli.Run(func() (err error) { rules, err = Rules(d.Tag()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 2 {
+		t.Fatalf("want the link's and the probe's rule, got %d: %+v", len(rules), rules)
+	}
+	sent, rs := tb.run(t, 500, 2*time.Second)
+	st, err := d.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := st.Probe
+	t.Logf("link: sent %d received %d, delayer %v; probe %+v", sent, len(rs), st, p)
+	if len(rs) != sent || st.Errors != 0 {
+		t.Fatalf("sent %d, received %d, %d errors", sent, len(rs), st.Errors)
+	}
+	if st.Count > sent {
+		t.Errorf("the link's stats count %d packets, more than the %d it sent: probes counted as link packets", st.Count, sent)
+	}
+	if p == nil || p.Sent < 500 || p.Received < p.Sent-5 {
+		t.Fatalf("probe stream: %+v, want ≥ 500 sent, all but the last few received", p)
+	}
+	if p.On.Count < 100 || p.Off.Count < 100 || p.On.Count+p.Off.Count > p.Received {
+		t.Fatalf("probe phases: on %d, off %d of %d received", p.On.Count, p.Off.Count, p.Received)
+	}
+	if got := p.On.Mean - p.Off.Mean; got < amp-500*time.Microsecond || got > amp+500*time.Microsecond {
+		t.Errorf("probe on − off = %v, want the wave's %v", got, amp)
+	}
+	if p.Off.Mean < floor || p.Off.RequestedMean != floor || p.On.RequestedMean != floor+amp {
+		t.Errorf("probe off-phase: %+v, want at least the floor %v, requested %v and %v", p.Off, floor, floor, floor+amp)
+	}
+	if err := tb.cli.Run(func() (err error) { rules, err = Rules(d.Tag()); return err }); err != nil || len(rules) != 0 {
+		t.Fatalf("after Stop: %d rules left (%v)", len(rules), err)
+	}
+	if _, err := Start(Options{Match: Match{Proto: "udp", DstPort: 9}, Probe: -time.Millisecond}); err == nil {
+		t.Errorf("a negative probe interval was accepted")
+	}
+}
+
 // TestChildDelayer is the helper process of TestKill9FailOpen; it does
 // nothing in a normal run.
 func TestChildDelayer(t *testing.T) {

@@ -4,9 +4,12 @@ package nfqdelay
 
 import (
 	"context"
+	"math"
 	"os/exec"
 	"testing"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
 )
 
 // TestWaveAtReceiver compares the wave a receiver sees with the one the
@@ -45,7 +48,7 @@ func TestWaveAtReceiver(t *testing.T) {
 				in := at.Sub(start) % half
 				return at.Sub(start)/half%2 == 0, in > edgeSkip && in < half-edgeSkip
 			}
-			d := tb.start(t, Options{Floor: floor, Delay: func(now time.Time) time.Duration {
+			d := tb.start(t, Options{Floor: floor, Probe: 5 * time.Millisecond, Delay: func(now time.Time) time.Duration {
 				if o, _ := on(now); o {
 					return amp
 				}
@@ -62,15 +65,18 @@ func TestWaveAtReceiver(t *testing.T) {
 			}
 			var sumOn, sumOff time.Duration
 			var nOn, nOff int
+			var ownOn, ownOff []float64
 			for _, r := range rs {
 				switch o, clear := on(r.sent); {
 				case !clear:
 				case o:
 					sumOn += r.owd
 					nOn++
+					ownOn = append(ownOn, float64(r.owd))
 				default:
 					sumOff += r.owd
 					nOff++
+					ownOff = append(ownOff, float64(r.owd))
 				}
 			}
 			if nOn == 0 || nOff == 0 {
@@ -78,6 +84,16 @@ func TestWaveAtReceiver(t *testing.T) {
 			}
 			recvOn, recvOff := sumOn/time.Duration(nOn), sumOff/time.Duration(nOff)
 			recv, rep := recvOn-recvOff, st.On.Mean-st.Off.Mean
+			pr := st.Probe
+			if pr == nil || pr.On.Count < 2 || pr.Off.Count < 2 {
+				t.Fatalf("probe stream measured too little: %+v", pr)
+			}
+			probe := pr.On.Mean - pr.Off.Mean
+			probeSE := time.Duration(math.Hypot(float64(pr.On.Std)/math.Sqrt(float64(pr.On.Count)), float64(pr.Off.Std)/math.Sqrt(float64(pr.Off.Count))))
+			recvSE := time.Duration(math.Hypot(stat.StdDev(ownOn, nil)/math.Sqrt(float64(nOn)), stat.StdDev(ownOff, nil)/math.Sqrt(float64(nOff))))
+			t.Logf("%d busy, wave %v over %v: probe on − off %v ± %v (%d sent, %d received), receiver %v ± %v: the receiver saw %.3f× the probe's (%+v)",
+				busy, amp, floor, probe.Round(time.Microsecond), probeSE.Round(time.Microsecond), pr.Sent, pr.Received,
+				recv.Round(time.Microsecond), recvSE.Round(time.Microsecond), float64(recv)/float64(probe), (recv - probe).Round(time.Microsecond))
 			t.Logf("%d busy, wave %v over %v: receiver on − off %v, Delayer on − off %v: the receiver saw %.3f× (%+v); receiver on %v off %v, Delayer on %v off %v",
 				busy, amp, floor, recv.Round(time.Microsecond), rep.Round(time.Microsecond), float64(recv)/float64(rep), (recv - rep).Round(time.Microsecond),
 				recvOn.Round(time.Microsecond), recvOff.Round(time.Microsecond), st.On.Mean.Round(time.Microsecond), st.Off.Mean.Round(time.Microsecond))
