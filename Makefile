@@ -105,9 +105,10 @@ bench-gradient:
 	scripts/bench-gradient.sh
 
 # The injector's scheduler CPU per packet, passed and held, with and without
-# a floor under the wave (root, ~30 s).
+# a floor under the wave; the probe stream's CPU; a wave at a receiver against
+# the Delayer's and the probes' on − off (root, ~90 s).
 bench-hold-cost:
-	$(GO) test -tags timing -count=1 -run "TestOnPhaseCost|TestWaveAtReceiver" -v ./injector/internal/nfqdelay/
+	$(GO) test -tags timing -count=1 -run "TestOnPhaseCost|TestProbeCost|TestWaveAtReceiver" -v ./injector/internal/nfqdelay/
 
 # Packets/s the blackbox receiver captures without drops (root).
 bench-capture:

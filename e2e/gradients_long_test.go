@@ -177,8 +177,17 @@ func nsProcess(t *testing.T, h *netns.Host, dir, name string, args ...string) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
+		b, _ := os.ReadFile(logPath)
+		// What each lease injected, by the injector's packets and by its
+		// probes (perfmodelexporter logs it as it releases the lease).
+		for _, line := range strings.Split(string(b), "\n") {
+			if i := strings.Index(line, "perfmodel: injector lease released"); i >= 0 {
+				if j := strings.Index(line, `"element"`); j >= 0 {
+					t.Logf("%s: lease released: %s", name, line[j:])
+				}
+			}
+		}
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
 			t.Logf("%s log (tail):\n%s", name, tail(string(b), 3000))
 		}
 	})

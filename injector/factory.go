@@ -34,9 +34,10 @@ func createDefaultConfig() component.Config {
 		CgroupRoot:     "/sys/fs/cgroup",
 		QueueBase:      17000,
 		MaxLeases:      16,
-		// 200 probes/s: ~1% of a core, and a 1.5 ms wave's on − off to a
-		// few µs over an experiment's window.
-		DelayProbeInterval: 5 * time.Millisecond,
+		// 20 probes/s: each costs ~1 ms of CPU on the test VM (thread
+		// wake-ups), 2% of a core (`make bench-hold-cost`); over a 2.5-minute
+		// window a wave's on − off to ~2% of 1.5 ms.
+		DelayProbeInterval: 50 * time.Millisecond,
 	}
 }
 

@@ -53,6 +53,7 @@ func TestRealDelayLeaseOnLoopback(t *testing.T) {
 	cfg.NetAddr.Endpoint = "127.0.0.1:0"
 	cfg.Allowlist = Allowlist{Links: []string{"127.0.0.1/32"}, Ports: []uint16{port}}
 	cfg.QueueBase = 3170
+	cfg.DelayProbeInterval = 5 * time.Millisecond // enough probes in this 1.2 s lease
 	require.NoError(t, cfg.Validate())
 	inj := newInjector(extensiontest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, inj.Start(context.Background(), testHost{}))

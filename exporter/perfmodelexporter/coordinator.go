@@ -829,11 +829,24 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 		}
 		return st.Stats.StepKHz, 0, true
 	}
-	return injectedDelay(ref.amplitude, st)
+	mean, stdErr, ok = injectedDelay(ref.amplitude, st)
+	if s := st.Stats; ok && s != nil {
+		fields := []zap.Field{zap.String("element", ref.element), zap.Float64("amplitude_ms", ref.amplitude),
+			zap.Float64("injected_ms", mean), zap.Float64("injected_se_ms", stdErr)}
+		if s.On != nil && s.Off != nil {
+			fields = append(fields, zap.Float64("packets_on_minus_off_ms", s.On.MeanMs-s.Off.MeanMs), zap.Int("packets_on", s.On.Count))
+		}
+		if p := s.Probe; p != nil && p.On != nil && p.Off != nil {
+			fields = append(fields, zap.Float64("probes_on_minus_off_ms", p.On.MeanMs-p.Off.MeanMs), zap.Int("probes_on", p.On.Count))
+		}
+		r.logger().Info("perfmodel: injector lease released", fields...)
+	}
+	return mean, stdErr, ok
 }
 
 // minProbesPerPhase is how many probes each phase needs before their on −
-// off is taken over the hook-to-verdict one: 1 s of a 5 ms probe stream.
+// off is taken over the hook-to-verdict one: 20 s of the injector's default
+// 50 ms probe stream, so an active window qualifies and a single cycle not.
 const minProbesPerPhase = 200
 
 // injectedDelay is the on-phase delay a lease's statistics show (paper 000

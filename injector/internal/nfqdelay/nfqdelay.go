@@ -104,7 +104,8 @@ type Options struct {
 	// Probe (on 127.0.0.1, marked ProbeMark, by a second rule with the same
 	// tag) and measures its one-way delay (Stats.Probe): the change a
 	// receiver sees, which the hook-to-verdict times under-count on a busy
-	// host. 5 ms (200 packets/s) costs ~1% of a core.
+	// host. Each probe costs what a packet of the link does: ~1 ms of CPU
+	// on the test VM, so 50 ms (20 packets/s) is 2% of a core (TestProbeCost).
 	Probe time.Duration
 	// ProbeMark is the probes' SO_MARK; 0 means DefaultProbeMark.
 	ProbeMark uint32
