@@ -182,7 +182,7 @@ func nsProcess(t *testing.T, h *netns.Host, dir, name string, args ...string) {
 		// probes (perfmodelexporter logs it as it releases the lease).
 		for _, line := range strings.Split(string(b), "\n") {
 			if i := strings.Index(line, "perfmodel: injector lease released"); i >= 0 {
-				if j := strings.Index(line, `"element"`); j >= 0 {
+				if j := strings.Index(line, `"lease_element"`); j >= 0 {
 					t.Logf("%s: lease released: %s", name, line[j:])
 				}
 			}

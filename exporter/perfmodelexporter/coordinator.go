@@ -831,7 +831,7 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 	}
 	mean, stdErr, ok = injectedDelay(ref.amplitude, st)
 	if s := st.Stats; ok && s != nil {
-		fields := []zap.Field{zap.String("element", ref.element), zap.Float64("amplitude_ms", ref.amplitude),
+		fields := []zap.Field{zap.String("lease_element", ref.element), zap.Float64("amplitude_ms", ref.amplitude),
 			zap.Float64("injected_ms", mean), zap.Float64("injected_se_ms", stdErr)}
 		if s.On != nil && s.Off != nil {
 			fields = append(fields, zap.Float64("packets_on_minus_off_ms", s.On.MeanMs-s.Off.MeanMs), zap.Int("packets_on", s.On.Count))
