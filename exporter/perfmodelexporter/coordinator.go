@@ -859,7 +859,7 @@ const minProbesPerPhase = 200
 // from the injector's hook to its verdict and miss the extra wait a busy
 // host adds to the on-phase before the hook and after the verdict (a 1.5 ms
 // wave reached a receiver 4–11% larger than those times; the probes read
-// it within their standard error, `make bench-hold-cost`). An injector
+// it within two standard errors in 11 of 12 cases, `make bench-hold-cost`). An injector
 // without the split gives only the mean over every packet; then the
 // on-phase delay is the amplitude scaled by the ratio of actual to requested
 // means, after the pass-through time (at least min_ms) is subtracted.
