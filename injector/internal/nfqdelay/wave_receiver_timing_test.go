@@ -63,26 +63,23 @@ func TestWaveAtReceiver(t *testing.T) {
 			if len(rs) != sent {
 				t.Fatalf("sent %d, received %d", sent, len(rs))
 			}
-			var sumOn, sumOff time.Duration
-			var nOn, nOff int
-			var ownOn, ownOff []float64
+			var ownOn, ownOff []float64 // ns, packets clear of an edge
 			for _, r := range rs {
 				switch o, clear := on(r.sent); {
 				case !clear:
 				case o:
-					sumOn += r.owd
-					nOn++
 					ownOn = append(ownOn, float64(r.owd))
 				default:
-					sumOff += r.owd
-					nOff++
 					ownOff = append(ownOff, float64(r.owd))
 				}
 			}
-			if nOn == 0 || nOff == 0 {
-				t.Fatalf("no packets clear of the edges: %d on, %d off", nOn, nOff)
+			nOn, nOff := len(ownOn), len(ownOff)
+			if nOn < 2 || nOff < 2 {
+				t.Fatalf("too few packets clear of the edges: %d on, %d off", nOn, nOff)
 			}
-			recvOn, recvOff := sumOn/time.Duration(nOn), sumOff/time.Duration(nOff)
+			meanOn, sdOn := stat.MeanStdDev(ownOn, nil)
+			meanOff, sdOff := stat.MeanStdDev(ownOff, nil)
+			recvOn, recvOff := time.Duration(meanOn), time.Duration(meanOff)
 			recv, rep := recvOn-recvOff, st.On.Mean-st.Off.Mean
 			pr := st.Probe
 			if pr == nil || pr.On.Count < 2 || pr.Off.Count < 2 {
@@ -90,7 +87,7 @@ func TestWaveAtReceiver(t *testing.T) {
 			}
 			probe := pr.On.Mean - pr.Off.Mean
 			probeSE := time.Duration(math.Hypot(float64(pr.On.Std)/math.Sqrt(float64(pr.On.Count)), float64(pr.Off.Std)/math.Sqrt(float64(pr.Off.Count))))
-			recvSE := time.Duration(math.Hypot(stat.StdDev(ownOn, nil)/math.Sqrt(float64(nOn)), stat.StdDev(ownOff, nil)/math.Sqrt(float64(nOff))))
+			recvSE := time.Duration(math.Hypot(sdOn/math.Sqrt(float64(nOn)), sdOff/math.Sqrt(float64(nOff))))
 			t.Logf("%d busy, wave %v over %v: probe on − off %v ± %v (%d sent, %d received), receiver %v ± %v: the receiver saw %.3f× the probe's (%+v)",
 				busy, amp, floor, probe.Round(time.Microsecond), probeSE.Round(time.Microsecond), pr.Sent, pr.Received,
 				recv.Round(time.Microsecond), recvSE.Round(time.Microsecond), float64(recv)/float64(probe), (recv - probe).Round(time.Microsecond))
