@@ -514,6 +514,10 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// R's, two windows at ≤ 0.8σ reach an SNR of 2–7 (docs/gradient-report.md).
 	maxWindows := envInt(t, "GRADIENTS_MAX_WINDOWS", 3)
 	inWindow := envInt(t, "GRADIENTS_ADAPTIVE_IN_WINDOW", 0) == 1
+	// The host's CPU steal, scraped every second by hostmetrics, adjusts
+	// the training and every window (experiments.steal_covariate); 0 runs
+	// without it.
+	steal := envInt(t, "GRADIENTS_STEAL", 1) == 1
 	// GRADIENTS_RUN picks the parts (sync, async, lb, predict; noise records
 	// GRADIENTS_NOISE_SECONDS of unperturbed load; linearity runs square
 	// waves of several amplitudes on app->db); default all but noise and
@@ -525,7 +529,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			parts[strings.TrimSpace(p)] = true
 		}
 	}
-	t.Logf("k=%d N=%d M=%d d=%v min_snr %d max_windows %d, %d users with %v mean think time; parts %v", k, n, m, scale, minSNR, maxWindows, users, think, parts)
+	t.Logf("k=%d N=%d M=%d d=%v min_snr %d max_windows %d, steal covariate %v, %d users with %v mean think time; parts %v", k, n, m, scale, minSNR, maxWindows, steal, users, think, parts)
 	lab, err := netns.New(t)
 	if err != nil {
 		t.Fatal(err)
@@ -582,15 +586,26 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	}
 	// Collector A: receives every tier's spans, runs the coordinator and the
 	// injector for the links whose caller is in the web namespace.
+	receiversA := map[string]any{"otlp": map[string]any{"protocols": map[string]any{"grpc": map[string]any{"endpoint": "0.0.0.0:4317"}}}}
+	pipelinesA := map[string]any{"traces": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}}}
+	if steal {
+		// Every tier shares this machine's kernel, so one scraper's
+		// /proc/stat is every tier's host.
+		receiversA["hostmetrics"] = map[string]any{"collection_interval": "1s", "scrapers": map[string]any{
+			"cpu": map[string]any{"metrics": map[string]any{"system.cpu.utilization": map[string]any{"enabled": true}}}}}
+		pipelinesA["metrics"] = map[string]any{"receivers": []string{"hostmetrics"}, "exporters": []string{"perfmodel"}}
+	}
 	colA := writeCfg("collector-web.yaml", map[string]any{
 		"extensions": map[string]any{"injector": injector(fmt.Sprintf("127.0.0.1:%d", gradInjPort), 3400)},
-		"receivers":  map[string]any{"otlp": map[string]any{"protocols": map[string]any{"grpc": map[string]any{"endpoint": "0.0.0.0:4317"}}}},
+		"receivers":  receiversA,
 		"exporters": map[string]any{"perfmodel": map[string]any{
 			"endpoint": fmt.Sprintf("127.0.0.1:%d", gradAPIPort), "window": "10s", "flush_interval": "1s", "trace_wait": "2s",
+			"host_name": "testbed-host",
 			"storage": map[string]any{"dsn": "sqlite://" + filepath.Join(dir, "perfmodel.db")},
 			"experiments": map[string]any{
 				"injector": injA, "front_services": []string{"web"},
 				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR, "max_windows": maxWindows, "adaptive_in_window": inWindow,
+				"steal_covariate": steal,
 				"links": map[string]any{
 					"app->db":    map[string]any{"address": dbFromApp, "injector": injB},
 					"web->app-1": map[string]any{"address": app1},
@@ -603,7 +618,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		"service": map[string]any{
 			"extensions": []string{"injector"},
 			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
-			"pipelines":  map[string]any{"traces": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}}},
+			"pipelines":  pipelinesA,
 		},
 	})
 	// Collector B: only the injector, in the app namespace (a pipeline is
@@ -736,10 +751,21 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		}
 		var res gradient.Result
 		_ = json.Unmarshal(ex.Detail, &res)
+		if res.Plan != nil {
+			t.Logf("covariates %v (%d samples dropped); training noise after/before %.2f", res.Covariates, res.CovariatesDropped, res.Plan.CovariateNoiseRatio)
+		}
+		if steal && len(res.Covariates) == 0 {
+			t.Errorf("no steal covariate reached the experiment")
+		}
 		for _, el := range res.Elements {
 			if el.Status != "done" {
 				t.Errorf("%s: %s: %s", el.Element, el.Status, el.Error)
 			}
+			ratios := map[string]string{}
+			for tx, g := range el.Transactions {
+				ratios[txnOf(tx)] = fmt.Sprintf("%.2f", g.CovariateNoiseRatio)
+			}
+			t.Logf("%s: last window adjusted for %v, noise after/before %v", el.Element, el.Covariates, ratios)
 			rough := "none"
 			if el.Rough != nil {
 				rough = fmt.Sprintf("%.3f ± %.3f", el.Rough.Gradient, el.Rough.StdErr)

@@ -39,6 +39,11 @@ const (
 	discoveryTimeout = 5 * time.Minute
 	// maxPending bounds the samples held while the target is chosen.
 	maxPending = 200000
+	// maxPendingCovariates bounds the steal readings held meanwhile (an
+	// hour of one host scraped every second), and covariateBuffer those
+	// queued to a running experiment.
+	maxPendingCovariates = 4096
+	covariateBuffer      = 1024
 	// persistEvery rewrites a running experiment's record this often (and
 	// on every phase change), so a crash leaves a recent one.
 	persistEvery = 10 * time.Second
@@ -53,10 +58,47 @@ type experiments struct {
 	running map[string]*runner
 	active  atomic.Int32 // len(running), read without the lock by observe
 	wg      sync.WaitGroup
+
+	// lastSteal is each host's previous steal reading (e.mu held): a
+	// reading is the mean since the one before.
+	lastSteal map[string]int64
 }
 
 func newExperiments(e *engine) *experiments {
-	return &experiments{e: e, running: map[string]*runner{}}
+	return &experiments{e: e, running: map[string]*runner{}, lastSteal: map[string]int64{}}
+}
+
+// covariateSample is one exogenous reading for the running experiments.
+type covariateSample struct {
+	name     string
+	from, to float64
+	v        float64
+}
+
+// maxStealHosts bounds the hosts whose last steal reading is remembered.
+const maxStealHosts = 256
+
+// observeSteal takes a host's CPU steal fraction over the scrape that ended
+// at ts (e.mu held; must be fast) and hands it to each running experiment
+// without blocking, as observe does with spans.
+func (x *experiments) observeSteal(host string, ts int64, steal float64) {
+	prev, seen := x.lastSteal[host]
+	if seen || len(x.lastSteal) < maxStealHosts {
+		x.lastSteal[host] = ts
+	}
+	if !seen || ts <= prev || x.active.Load() == 0 || !x.e.cfg.Experiments.StealCovariate {
+		return
+	}
+	c := covariateSample{name: "cpu.steal host=" + host, from: float64(prev) / 1e9, to: float64(ts) / 1e9, v: steal}
+	x.mu.Lock()
+	for _, r := range x.running {
+		select {
+		case r.covariates <- c:
+		default:
+			r.dropped.Add(1)
+		}
+	}
+	x.mu.Unlock()
 }
 
 // isFront reports whether a SERVER span is a front-tier request: of a
@@ -384,11 +426,12 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	label := strings.Join(names, ",")
 	run := &runner{
 		x: e.experiments, id: id, element: label, plans: plans, gcfg: gcfg,
-		samples: make(chan spectral.Sample, xc.SampleBuffer),
-		stopCh:  make(chan struct{}),
-		done:    make(chan struct{}),
-		leases:  map[string]*leaseRef{},
-		started: now,
+		samples:    make(chan spectral.Sample, xc.SampleBuffer),
+		covariates: make(chan covariateSample, covariateBuffer),
+		stopCh:     make(chan struct{}),
+		done:       make(chan struct{}),
+		leases:     map[string]*leaseRef{},
+		started:    now,
 		snap: api.Experiment{ID: id, Element: label, Elements: slices.Clone(names),
 			Phase: string(gradient.PhaseTraining), Started: now.Unix()},
 	}
@@ -553,7 +596,9 @@ type runner struct {
 	plans   map[string]elementPlan // by element: what its leases perturb, at which injector
 	gcfg    gradient.Config
 	samples chan spectral.Sample
-	dropped atomic.Int64
+	// covariates carries host steal readings (observeSteal).
+	covariates chan covariateSample
+	dropped    atomic.Int64
 
 	stopOnce   sync.Once
 	stopCh     chan struct{}
@@ -563,6 +608,7 @@ type runner struct {
 	// Owned by the run goroutine.
 	exp         *gradient.Experiment
 	pending     []spectral.Sample
+	pendingCovs []covariateSample
 	leases      map[string]*leaseRef
 	started     time.Time
 	lastPersist time.Time
@@ -606,6 +652,8 @@ func (r *runner) run() {
 			return
 		case s := <-r.samples:
 			r.observe(s)
+		case c := <-r.covariates:
+			r.observeCovariate(c)
 		case now := <-tick.C:
 			r.drain()
 			r.tick(now)
@@ -621,10 +669,27 @@ func (r *runner) drain() {
 		select {
 		case s := <-r.samples:
 			r.observe(s)
+		case c := <-r.covariates:
+			r.observeCovariate(c)
 		default:
 			return
 		}
 	}
+}
+
+// observeCovariate feeds a steal reading to the state machine, or holds it
+// (bounded) until the target is chosen: the training grid starts with the
+// samples held then.
+func (r *runner) observeCovariate(c covariateSample) {
+	if r.exp == nil {
+		if len(r.pendingCovs) < maxPendingCovariates {
+			r.pendingCovs = append(r.pendingCovs, c)
+		} else {
+			r.dropped.Add(1)
+		}
+		return
+	}
+	r.exp.ObserveCovariate(c.name, c.from, c.to, c.v)
 }
 
 func (r *runner) observe(s spectral.Sample) {
@@ -675,10 +740,13 @@ func (r *runner) discover(now time.Time) bool {
 		return false
 	}
 	r.exp = exp
+	for _, c := range r.pendingCovs {
+		exp.ObserveCovariate(c.name, c.from, c.to, c.v)
+	}
 	for _, s := range r.pending {
 		r.execute(exp.Observe(s))
 	}
-	r.pending = nil
+	r.pending, r.pendingCovs = nil, nil
 	return true
 }
 

@@ -543,6 +543,7 @@ func TestExperimentMeasuresSeveralElementsAfterOneTraining(t *testing.T) {
 		c.Experiments.K, c.Experiments.N, c.Experiments.Chunks, c.Experiments.Scale = 8, 64, 3, 80
 	})
 	front := startFront(t, te.engine, echo, 400)
+	feedSteal(t, te.engine, "front-host", 500*time.Millisecond)
 
 	var ex api.Experiment
 	begun := time.Now()
@@ -584,6 +585,12 @@ func TestExperimentMeasuresSeveralElementsAfterOneTraining(t *testing.T) {
 		require.True(t, el.WindowStart.After(begun), el.Element)
 	}
 	require.True(t, res.Elements[1].WindowStart.After(res.Elements[0].WindowEnd), "the links are measured in turn")
+	// The host's steal readings reached the state machine as a covariate
+	// of the training and of each window.
+	require.Equal(t, []string{"cpu.steal host=front-host"}, res.Covariates)
+	for _, el := range res.Elements {
+		require.Equal(t, []string{"cpu.steal host=front-host"}, el.Covariates, el.Element)
+	}
 
 	byElement := map[string]api.Gradient{}
 	for _, g := range ex.Gradients {
@@ -600,4 +607,41 @@ func TestExperimentMeasuresSeveralElementsAfterOneTraining(t *testing.T) {
 
 	require.Zero(t, inj.activeLeases(), "no lease after the experiment")
 	require.Zero(t, taggedRules(t, echo)+taggedRules(t, idle), "no tagged rule after the experiment")
+}
+
+// feedSteal sends the engine a hostmetrics-like system.cpu.utilization for
+// host every interval until the test ends: two CPUs, with a steal share that
+// wanders between 0 and 20%.
+func feedSteal(t *testing.T, e *engine, host string, every time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped })
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				md, dps := gaugeOf(host, "system.cpu.utilization")
+				steal := 0.1 + 0.1*math.Sin(float64(i)/7)
+				for _, cpu := range []string{"cpu0", "cpu1"} {
+					for state, v := range map[string]float64{"idle": 0.6, "user": 0.4 - steal, "steal": steal} {
+						dp := dps.AppendEmpty()
+						dp.SetTimestamp(pcommon.NewTimestampFromTime(now))
+						dp.Attributes().PutStr("cpu", cpu)
+						dp.Attributes().PutStr("state", state)
+						dp.SetDoubleValue(v)
+					}
+				}
+				if err := e.ConsumeMetrics(context.Background(), md); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/tierscope/tierscope/internal/model"
@@ -16,7 +17,9 @@ import (
 //     default): 1 − the idle share averaged over the logical CPUs, per host.name;
 //   - process.cpu.utilization (hostmetrics process scraper): the sum over
 //     states, per host.name/process.executable.name (paper 002 §4.6);
-//   - system.cpu.frequency × the logical CPUs, when present, is the capacity Ω.
+//   - system.cpu.frequency × the logical CPUs, when present, is the capacity Ω;
+//   - the steal share of system.cpu.utilization, per host.name, is handed to
+//     running gradient experiments as a covariate (experiments.steal_covariate).
 //
 // It also takes the connection inventory (the blackbox receiver's
 // tierscope.link.connections): links whose both ends are named services give
@@ -64,15 +67,22 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 				case "tierscope.link.connections":
 					e.learnInventory(dps)
 				case "system.cpu.utilization":
-					idle, cpus := 0.0, map[string]struct{}{}
+					idle, steal, hasSteal, cpus := 0.0, 0.0, false, map[string]struct{}{}
 					for d := 0; d < dps.Len(); d++ {
 						dp := dps.At(d)
 						cpus[attrString(dp.Attributes(), "cpu")] = struct{}{}
-						if attrString(dp.Attributes(), "state") == "idle" {
+						switch cpuState(dp.Attributes()) {
+						case "idle":
 							idle += value(dp)
+						case "steal":
+							steal += value(dp)
+							hasSteal = true
 						}
 					}
 					e.addCPU(ts, machine, 1-idle/float64(len(cpus)), capacity, len(cpus))
+					if hasSteal {
+						e.experiments.observeSteal(machine, ts, steal/float64(len(cpus)))
+					}
 				case "process.cpu.utilization":
 					if process == "" {
 						continue
@@ -122,6 +132,15 @@ func (e *engine) learnInventory(dps pmetric.NumberDataPointSlice) {
 		}
 		e.links.learnN(caller, callee, net.JoinHostPort(host, strconv.FormatInt(port.Int(), 10)), n)
 	}
+}
+
+// cpuState is a CPU data point's state: hostmetrics' "state", or the
+// semantic conventions' newer "cpu.mode".
+func cpuState(a pcommon.Map) string {
+	if s := attrString(a, "state"); s != "" {
+		return s
+	}
+	return attrString(a, "cpu.mode")
 }
 
 func value(dp pmetric.NumberDataPoint) float64 {

@@ -191,6 +191,11 @@ type Config struct {
 	// MaxBuffered bounds the samples held while the bins are sized
 	// (default 200000); sizing happens early when it fills.
 	MaxBuffered int
+	// MaxCovariates bounds the exogenous series kept (ObserveCovariate;
+	// default 8), and MaxCovariateSamples the samples kept of each (default
+	// 20000, the oldest dropped first); what is left out is counted.
+	MaxCovariates       int
+	MaxCovariateSamples int
 }
 
 // MaxWindowsLimit is the largest MaxWindows: past it the SNR's square-root
@@ -242,6 +247,12 @@ func (c *Config) defaults() {
 	if c.MaxBuffered == 0 {
 		c.MaxBuffered = 200000
 	}
+	if c.MaxCovariates == 0 {
+		c.MaxCovariates = 8
+	}
+	if c.MaxCovariateSamples == 0 {
+		c.MaxCovariateSamples = 20000
+	}
 }
 
 // Validate reports the first invalid setting (after defaults).
@@ -290,6 +301,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("experiment: perturbation aim must be in (0, 1], got %v", c.PerturbationAim)
 	case c.Guard.P99Ms < 0 || c.Guard.Window <= 0 || c.Guard.MinSamples < 1:
 		return errors.New("experiment: guard needs p99 ≥ 0, a window > 0 and min samples ≥ 1")
+	case c.MaxCovariates < 0 || c.MaxCovariateSamples < 1:
+		return errors.New("experiment: max covariates must be ≥ 0 and max covariate samples ≥ 1")
 	}
 	return nil
 }
@@ -328,6 +341,9 @@ type ElementResult struct {
 	Errors map[string]string `json:"errors,omitempty"`
 	// Notes records what went other than planned but did not fail.
 	Notes []string `json:"notes,omitempty"`
+	// Covariates names the exogenous series the last window was adjusted
+	// for (ObserveCovariate), if any.
+	Covariates []string `json:"covariates,omitempty"`
 }
 
 // Gradients lists the element's gradients for prediction.
@@ -349,6 +365,11 @@ type Result struct {
 	// Dropped counts samples left out: of a transaction over
 	// MaxTransactions or without a baseline, or over the calibration buffer.
 	Dropped int `json:"dropped"`
+	// Covariates names the exogenous series the training was adjusted for,
+	// and CovariatesDropped counts their samples left out (over
+	// MaxCovariates series or MaxCovariateSamples each).
+	Covariates        []string `json:"covariates,omitempty"`
+	CovariatesDropped int      `json:"covariates_dropped,omitempty"`
 }
 
 // Progress is where an experiment stands.
@@ -431,6 +452,9 @@ type Experiment struct {
 	guard   guardWindow
 	quiet   quietLevel
 	dropped int
+
+	cov      covariates
+	covNames []string // the training's
 }
 
 // NewExperiment validates cfg and returns an experiment in its first phase.
@@ -442,7 +466,8 @@ func NewExperiment(cfg Config) (*Experiment, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	x := &Experiment{cfg: cfg, phase: PhaseTraining, started: math.NaN(), plan: cfg.Plan}
+	x := &Experiment{cfg: cfg, phase: PhaseTraining, started: math.NaN(), plan: cfg.Plan,
+		cov: covariates{maxSeries: cfg.MaxCovariates, maxSamples: cfg.MaxCovariateSamples}}
 	x.guard.init(cfg.Guard)
 	x.quiet.reset(math.Inf(-1))
 	for _, e := range cfg.Elements {
@@ -505,6 +530,19 @@ func (x *Experiment) Observe(s spectral.Sample) []Action {
 		}
 	}
 	return nil
+}
+
+// ObserveCovariate takes one sample of an exogenous series that moves the
+// response times but that the perturbation does not move, such as a host's
+// CPU steal fraction: the value v held over (from, to], in Unix seconds.
+// When covariates cover the training, every chunk and every active window
+// is adjusted for them (spectral.Adjust), which removes the noise they
+// explain from the estimate without biasing it.
+func (x *Experiment) ObserveCovariate(name string, from, to, v float64) {
+	if x.Finished() {
+		return
+	}
+	x.cov.add(name, from, to, v)
 }
 
 func (x *Experiment) observeTraining(s spectral.Sample) {
@@ -614,12 +652,18 @@ func (x *Experiment) stepTraining(t float64) ([]Action, bool) {
 		return nil, false
 	}
 	cfg := x.cfg.Train
-	plan, err := spectral.TrainBins(x.trainBins, x.cfg.Target, x.sizing, cfg)
+	tb := x.trainBins[x.cfg.Target]
+	names, covs := x.cov.binned(tb.Start, tb.Width, tb.Len())
+	plan, err := spectral.TrainBinsAdjusted(x.trainBins, covs, x.cfg.Target, x.sizing, cfg)
+	if err != nil && len(covs) > 0 { // a covariate the fit cannot use must not cost the experiment
+		names = nil
+		plan, err = spectral.TrainBins(x.trainBins, x.cfg.Target, x.sizing, cfg)
+	}
 	x.trainBins = nil
 	if err != nil {
 		return x.abort("training: " + err.Error()), true
 	}
-	x.plan = plan
+	x.plan, x.covNames = plan, names
 	return x.startElement(t), true
 }
 
@@ -685,6 +729,7 @@ func (x *Experiment) newRun(phase Phase, amplitude, winStart float64, nbins int)
 	x.seq++
 	r := &run{phase: phase, lease: x.leaseName(x.cfg.Elements[x.idx], phase), requested: amplitude, period: x.plan.PeriodSeconds,
 		winStart: winStart, winEnd: winStart + float64(nbins)*x.plan.BinSeconds, bins: map[string]*spectral.Bins{}}
+	x.cov.prune(winStart - x.plan.BinSeconds) // no later window reaches back further
 	for tx, b := range x.plan.Transactions {
 		if b.Error == "" {
 			r.bins[tx] = spectral.NewBins(winStart, x.plan.BinSeconds, nbins)
@@ -942,14 +987,29 @@ func (x *Experiment) finishActive() {
 	}
 	res.Transactions = map[string]spectral.Estimate{}
 	res.TimeDomain = map[string]spectral.TimeDomain{}
+	// The window is adjusted for the covariates only if the baseline was:
+	// the interval's σ must describe the same series.
+	var covs [][]float64
+	res.Covariates = nil
+	if len(x.covNames) > 0 {
+		res.Covariates, covs = x.cov.binned(r.winStart, x.plan.BinSeconds, x.plan.N)
+	}
 	for _, tx := range sortedKeys(r.bins) {
 		b := r.bins[tx]
 		mean, sigma, _ := x.plan.Baseline(tx)
 		s, err := b.Series()
 		var est spectral.Estimate
+		var adj *spectral.Adjustment
+		values := s.Values
 		if err == nil {
-			est, err = spectral.EstimateGradient(spectral.EstimateInput{Values: s.Values, Kd: x.plan.Kd, BaselineMean: mean, BaselineSigma: sigma,
+			values, adj, err = adjustWindow(s.Values, covs, x.plan.Kd)
+		}
+		if err == nil {
+			est, err = spectral.EstimateGradient(spectral.EstimateInput{Values: values, Kd: x.plan.Kd, BaselineMean: mean, BaselineSigma: sigma,
 				Chunks: x.plan.Chunks, Delta: delta, DeltaStdErr: deltaSE})
+		}
+		if adj != nil && adj.NoiseBeforeMs > 0 {
+			est.CovariateNoiseRatio = adj.NoiseAfterMs / adj.NoiseBeforeMs
 		}
 		if err != nil {
 			setErr(res, tx, err)
@@ -1124,7 +1184,8 @@ func (x *Experiment) abort(reason string) []Action {
 
 // Result returns the experiment's findings so far.
 func (x *Experiment) Result() Result {
-	r := Result{Phase: x.phase, Reason: x.reason, Plan: x.plan, Dropped: x.dropped, Elements: slices.Clone(x.results)}
+	r := Result{Phase: x.phase, Reason: x.reason, Plan: x.plan, Dropped: x.dropped, Elements: slices.Clone(x.results),
+		Covariates: x.covNames, CovariatesDropped: x.cov.dropped}
 	return r
 }
 

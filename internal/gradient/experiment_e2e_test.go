@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/gradient/sim"
 	"github.com/tierscope/tierscope/internal/spectral"
@@ -609,5 +611,63 @@ func testETACountsRemeasures(t *testing.T, windows int) {
 	t.Logf("second element: ETA %.0f s, took %.0f s", eta, left)
 	if math.IsNaN(at) || math.Abs(eta-left) > 0.1*left {
 		t.Errorf("ETA at the second element's start %.0f s, it took %.0f s", eta, left)
+	}
+}
+
+// Host steal that slows the back end for everyone at once, as on the
+// testbed's VM: with the steal fraction fed in as a covariate, the same
+// waves (a fixed 30 ms) read the gradient with a fraction of the spread,
+// and still around 1.
+func TestExperimentCovariateAdjustment(t *testing.T) {
+	var raw, adjusted []float64
+	const seeds = 20
+	covered := 0
+	for seed := uint64(1); seed <= seeds; seed++ {
+		for _, withCov := range []bool{false, true} {
+			cfg := sim.FrontBack(seed, 0.1, 0.03)
+			steal := sim.NewSteal(seed, cfg.Start, 0.1, 0.06)
+			back := cfg.Servers["back"]
+			back.Modulation = steal.Slowdown(6)
+			cfg.Servers["back"] = back
+			s, err := sim.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(),
+				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 30}}})
+			d := &sim.Driver{Sim: s, X: x}
+			if withCov {
+				d.Covariates = map[string]func(float64) float64{"steal host=back": steal.At}
+			}
+			run(t, d, 40000)
+			res := x.Result()
+			g := res.Elements[0].Transactions["T"]
+			t.Logf("seed %d covariate %v: %.3f [%.3f, %.3f] SNR %.1f, amplitude %.1f ms, noise ratio %.2f (training %.2f) %v", seed, withCov,
+				g.Gradient, g.CI95[0], g.CI95[1], g.SNR, res.Elements[0].Amplitude, g.CovariateNoiseRatio, res.Plan.CovariateNoiseRatio, res.Elements[0].Notes)
+			if withCov {
+				if len(res.Covariates) != 1 || len(res.Elements[0].Covariates) != 1 || !(g.CovariateNoiseRatio > 0 && g.CovariateNoiseRatio < 1) {
+					t.Fatalf("seed %d: covariates %v / %v, noise ratio %.2f", seed, res.Covariates, res.Elements[0].Covariates, g.CovariateNoiseRatio)
+				}
+				adjusted = append(adjusted, g.Gradient)
+				if g.CI95[0] <= 1 && g.CI95[1] >= 1 {
+					covered++
+				}
+			} else {
+				raw = append(raw, g.Gradient)
+			}
+		}
+	}
+	rms := func(v []float64) float64 {
+		var s float64
+		for _, g := range v {
+			s += (g - 1) * (g - 1)
+		}
+		return math.Sqrt(s / float64(len(v)))
+	}
+	mean := stat.Mean(adjusted, nil)
+	t.Logf("RMS error: raw %.3f, adjusted %.3f; adjusted mean %.3f, intervals covering 1: %d of %d", rms(raw), rms(adjusted), mean, covered, seeds)
+	within(t, "adjusted mean", mean, 1, 0.05)
+	if rms(adjusted) > 0.8*rms(raw) || covered < seeds*8/10 {
+		t.Errorf("RMS error adjusted %.3f, raw %.3f (want ≤ 0.8×); %d of %d intervals cover 1", rms(adjusted), rms(raw), covered, seeds)
 	}
 }

@@ -50,6 +50,9 @@ type Estimate struct {
 	// PerturbationOverStd compares PerturbationMs with the natural standard
 	// deviation of the response time (paper 000 table 3); 0 when unknown.
 	PerturbationOverStd float64 `json:"perturbation_over_std,omitempty"`
+	// CovariateNoiseRatio is the window's noise after its covariate
+	// adjustment over before (Adjust); absent when it was not adjusted.
+	CovariateNoiseRatio float64 `json:"covariate_noise_ratio,omitempty"`
 	// Spike is the complex gradient (FFTᵈ − FFT⁰)(f_d) / (gain·Δ): its
 	// modulus is Gradient, its phase the wave's position in the window.
 	// Windows whose waves start at the same point of their bins share that

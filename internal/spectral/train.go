@@ -219,6 +219,9 @@ type TransactionBaseline struct {
 	// level step taken over one on-phase, as an adaptive cycle inside the
 	// active window takes it (gradient.Config.AdaptiveInWindow).
 	HalfPeriodStdMs float64 `json:"half_period_std_ms,omitempty"`
+	// CovariateNoiseRatio is the noise after the covariate adjustment over
+	// the noise before, averaged over the chunks (absent without covariates).
+	CovariateNoiseRatio float64 `json:"covariate_noise_ratio,omitempty"`
 	// Error says why this transaction has no usable baseline (too sparse).
 	Error string `json:"error,omitempty"`
 }
@@ -257,6 +260,11 @@ type Plan struct {
 	AdaptiveBins int `json:"adaptive_bins"`
 	// Transactions holds every transaction's baseline at k_d, the target's too.
 	Transactions map[string]TransactionBaseline `json:"transactions"`
+	// Covariates is how many exogenous series the baseline was adjusted for
+	// (TrainBinsAdjusted), and CovariateNoiseRatio the target's noise after
+	// the adjustment over before; the active windows must be adjusted alike.
+	Covariates          int     `json:"covariates,omitempty"`
+	CovariateNoiseRatio float64 `json:"covariate_noise_ratio,omitempty"`
 }
 
 // Validate checks a plan read from a file.
@@ -333,6 +341,16 @@ func Train(samples []Sample, target string, cfg TrainConfig) (*Plan, error) {
 // TrainBins is the training phase over already binned series, all on one
 // grid whose length is a multiple of cfg.N; cfg.Chunks caps the chunks used.
 func TrainBins(bins map[string]*Bins, target string, sizing BinSizing, cfg TrainConfig) (*Plan, error) {
+	return TrainBinsAdjusted(bins, nil, target, sizing, cfg)
+}
+
+// TrainBinsAdjusted is TrainBins with exogenous covariates on the same grid
+// (see Adjust): each chunk of every transaction's series is adjusted for
+// them before its spectrum is taken, so σ(FFT⁰), A_d and the choice of k_d
+// see the noise the active windows will see after their own adjustment.
+// The adaptive window's baseline stays unadjusted, as its one-cycle
+// estimate is. With no covariates it is TrainBins.
+func TrainBinsAdjusted(bins map[string]*Bins, covariates [][]float64, target string, sizing BinSizing, cfg TrainConfig) (*Plan, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -344,7 +362,11 @@ func TrainBins(bins map[string]*Bins, target string, sizing BinSizing, cfg Train
 	if err != nil {
 		return nil, fmt.Errorf("transaction %q: %w", target, err)
 	}
-	base, err := NewBaseline(series.Values, cfg.N, cfg.Chunks)
+	values, ratio, err := adjustBaseline(series.Values, covariates, cfg.N)
+	if err != nil {
+		return nil, fmt.Errorf("transaction %q: %w", target, err)
+	}
+	base, err := NewBaseline(values, cfg.N, cfg.Chunks)
 	if err != nil {
 		return nil, err
 	}
@@ -386,6 +408,10 @@ func TrainBins(bins map[string]*Bins, target string, sizing BinSizing, cfg Train
 		Candidates:          cands,
 		AdaptiveBins:        max(2, int(math.Round(float64(cfg.N)/float64(best.Kd)))),
 		Transactions:        map[string]TransactionBaseline{},
+		Covariates:          len(covariates),
+	}
+	if len(covariates) > 0 {
+		p.CovariateNoiseRatio = ratio
 	}
 	for k := range base.Mean {
 		p.BaselineFFTMean = append(p.BaselineFFTMean, C(base.Mean[k]))
@@ -397,14 +423,38 @@ func TrainBins(bins map[string]*Bins, target string, sizing BinSizing, cfg Train
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		p.Transactions[name] = transactionBaseline(bins[name], p, base.Chunks)
+		p.Transactions[name] = transactionBaseline(bins[name], covariates, p, base.Chunks)
 	}
 	return p, nil
 }
 
+// adjustBaseline adjusts each chunk of x for the covariates and returns the
+// mean ratio of the noise after to before (1 without covariates).
+func adjustBaseline(x []float64, covariates [][]float64, n int) ([]float64, float64, error) {
+	if len(covariates) == 0 {
+		return x, 1, nil
+	}
+	out, adjs, err := AdjustChunks(x, covariates, n)
+	if err != nil {
+		return nil, 0, err
+	}
+	var sum float64
+	var m int
+	for _, a := range adjs {
+		if a.NoiseBeforeMs > 0 {
+			sum += a.NoiseAfterMs / a.NoiseBeforeMs
+			m++
+		}
+	}
+	if m == 0 {
+		return out, 1, nil
+	}
+	return out, sum / float64(m), nil
+}
+
 // transactionBaseline computes one transaction's baseline at the plan's k_d
 // and for the adaptive window.
-func transactionBaseline(b *Bins, p *Plan, chunks int) TransactionBaseline {
+func transactionBaseline(b *Bins, covariates [][]float64, p *Plan, chunks int) TransactionBaseline {
 	tb := TransactionBaseline{ResponseTime: ResponseTimeOf(b)}
 	s, err := b.Series()
 	tb.EmptyBins = s.Empty
@@ -412,7 +462,15 @@ func transactionBaseline(b *Bins, p *Plan, chunks int) TransactionBaseline {
 		tb.Error = err.Error()
 		return tb
 	}
-	x := s.Values[:min(len(s.Values), chunks*p.N)]
+	raw := s.Values[:min(len(s.Values), chunks*p.N)]
+	x, ratio, err := adjustBaseline(raw, covariates, p.N)
+	if err != nil {
+		tb.Error = err.Error()
+		return tb
+	}
+	if len(covariates) > 0 {
+		tb.CovariateNoiseRatio = ratio
+	}
 	sigmaAt := func(k int) (complex128, complex128, error) {
 		var at []complex128
 		for c := 0; (c+1)*p.N <= len(x); c++ {
@@ -433,16 +491,17 @@ func transactionBaseline(b *Bins, p *Plan, chunks int) TransactionBaseline {
 		_, sd, _ := sigmaAt(k)
 		return cmplx.Abs(sd)
 	}, p.Kd, p.N)
-	// The adaptive window: consecutive one-period windows over the whole baseline.
+	// The adaptive window: consecutive one-period windows over the whole
+	// baseline, unadjusted as the one-cycle estimate is.
 	L := p.AdaptiveBins
 	var ad []complex128
-	for c := 0; (c+1)*L <= len(x); c++ {
-		ad = append(ad, DFT(x[c*L:(c+1)*L], 1))
+	for c := 0; (c+1)*L <= len(raw); c++ {
+		ad = append(ad, DFT(raw[c*L:(c+1)*L], 1))
 	}
 	if mean, std, err := complexStats(ad); err == nil {
 		tb.AdaptiveMean, tb.AdaptiveStd = C(mean), C(std)
 	}
-	tb.HalfPeriodStdMs = blockMeanStd(x, max(1, L/2))
+	tb.HalfPeriodStdMs = blockMeanStd(raw, max(1, L/2))
 	return tb
 }
 

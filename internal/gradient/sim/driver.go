@@ -33,6 +33,9 @@ type Driver struct {
 	// report will come (NoInjectedReport), as the coordinator does when the
 	// injector kept no statistics.
 	SayNoReport bool
+	// Covariates, if set, are fed to the experiment each step as what a host
+	// metrics scraper reports: the value at the step's end held over the step.
+	Covariates map[string]func(t float64) float64
 }
 
 func timeOf(s float64) time.Time { return time.Unix(0, int64(math.Round(s*1e9))) }
@@ -45,8 +48,15 @@ func (d *Driver) Run(limit float64) bool {
 	if d.Tick <= 0 {
 		d.Tick = 0.5
 	}
+	prev := d.Sim.Now()
 	for t := d.Sim.Now(); t <= limit; t += d.Tick {
 		d.Sim.RunUntil(t)
+		for _, name := range sortedNames(d.Covariates) {
+			if t > prev {
+				d.X.ObserveCovariate(name, prev, t, d.Covariates[name](t-1e-9))
+			}
+		}
+		prev = t
 		for _, s := range d.Sim.Drain() {
 			d.exec(d.X.Observe(s), t)
 		}
