@@ -514,10 +514,10 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// R's, two windows at ≤ 0.8σ reach an SNR of 2–7 (docs/gradient-report.md).
 	maxWindows := envInt(t, "GRADIENTS_MAX_WINDOWS", 3)
 	inWindow := envInt(t, "GRADIENTS_ADAPTIVE_IN_WINDOW", 0) == 1
-	// The host's CPU steal, scraped every second by hostmetrics, adjusts
-	// the training and every window (experiments.steal_covariate); 0 runs
-	// without it.
-	steal := envInt(t, "GRADIENTS_STEAL", 1) == 1
+	// GRADIENTS_STEAL=1 scrapes the host's CPU steal every second with
+	// hostmetrics and adjusts the training and every window for it
+	// (experiments.steal_covariate, run AC).
+	steal := envInt(t, "GRADIENTS_STEAL", 0) == 1
 	// GRADIENTS_RUN picks the parts (sync, async, lb, predict; noise records
 	// GRADIENTS_NOISE_SECONDS of unperturbed load; linearity runs square
 	// waves of several amplitudes on app->db); default all but noise and

@@ -217,7 +217,9 @@ type ExperimentsConfig struct {
 	// explained 88% of the variance of 5 s response-time means. It needs the
 	// hostmetrics cpu scraper with system.cpu.utilization enabled and a
 	// collection_interval shorter than a bin (1s); without those metrics,
-	// or on hosts without steal, nothing changes. On by default.
+	// or on hosts without steal, nothing changes. Off by default: in
+	// simulation it halves the error, but its one testbed run so far read
+	// 4 of 8 values within ±10% (docs/gradient-report.md, run AC).
 	StealCovariate bool `mapstructure:"steal_covariate"`
 }
 

@@ -90,15 +90,21 @@ func (x *experiments) observeSteal(host string, ts int64, steal float64) {
 		return
 	}
 	c := covariateSample{name: "cpu.steal host=" + host, from: float64(prev) / 1e9, to: float64(ts) / 1e9, v: steal}
+	fanOut(x, c, func(r *runner) chan covariateSample { return r.covariates })
+}
+
+// fanOut offers v to every running experiment's channel without blocking,
+// counting what a full buffer drops.
+func fanOut[T any](x *experiments, v T, ch func(*runner) chan T) {
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	for _, r := range x.running {
 		select {
-		case r.covariates <- c:
+		case ch(r) <- v:
 		default:
 			r.dropped.Add(1)
 		}
 	}
-	x.mu.Unlock()
 }
 
 // isFront reports whether a SERVER span is a front-tier request: of a
@@ -124,15 +130,7 @@ func (x *experiments) observe(s *model.Span) {
 		return
 	}
 	sample := spectral.Sample{Time: float64(s.Start) / 1e9, Transaction: s.Transaction, Ms: float64(s.End-s.Start) / 1e6}
-	x.mu.Lock()
-	for _, r := range x.running {
-		select {
-		case r.samples <- sample:
-		default:
-			r.dropped.Add(1)
-		}
-	}
-	x.mu.Unlock()
+	fanOut(x, sample, func(r *runner) chan spectral.Sample { return r.samples })
 }
 
 // abortAll stops every running experiment and waits (bounded) until each
@@ -682,23 +680,25 @@ func (r *runner) drain() {
 // samples held then.
 func (r *runner) observeCovariate(c covariateSample) {
 	if r.exp == nil {
-		if len(r.pendingCovs) < maxPendingCovariates {
-			r.pendingCovs = append(r.pendingCovs, c)
-		} else {
-			r.dropped.Add(1)
-		}
+		holdPending(r, &r.pendingCovs, c, maxPendingCovariates)
 		return
 	}
 	r.exp.ObserveCovariate(c.name, c.from, c.to, c.v)
 }
 
+// holdPending keeps v until the state machine exists, while buf has room,
+// and counts what it drops.
+func holdPending[T any](r *runner, buf *[]T, v T, limit int) {
+	if len(*buf) < limit {
+		*buf = append(*buf, v)
+	} else {
+		r.dropped.Add(1)
+	}
+}
+
 func (r *runner) observe(s spectral.Sample) {
 	if r.exp == nil {
-		if len(r.pending) < maxPending {
-			r.pending = append(r.pending, s)
-		} else {
-			r.dropped.Add(1)
-		}
+		holdPending(r, &r.pending, s, maxPending)
 		return
 	}
 	r.execute(r.exp.Observe(s)) // a stop when the SLO guard trips

@@ -541,6 +541,7 @@ func TestExperimentMeasuresSeveralElementsAfterOneTraining(t *testing.T) {
 			"front->idle": {Address: fmt.Sprintf("udp://127.0.0.1:%d", idle)},
 		}
 		c.Experiments.K, c.Experiments.N, c.Experiments.Chunks, c.Experiments.Scale = 8, 64, 3, 80
+		c.Experiments.StealCovariate = true
 	})
 	front := startFront(t, te.engine, echo, 400)
 	feedSteal(t, te.engine, "front-host", 500*time.Millisecond)

@@ -66,4 +66,19 @@
 //   - Per-transaction baselines. One perturbation measures every
 //     transaction, so the plan keeps each transaction's baseline at k_d (and
 //     for the adaptive window), on the target transaction's bins.
+//
+// # Beyond the paper: exogenous covariates
+//
+// Paper 000 §2.2 takes the noise as given and outruns it with a quiet
+// frequency. On a virtual machine much of it is not the application's: a
+// hypervisor's steal slows every tier at once (the namespace testbed's 5 s
+// response-time means were 0.94-correlated with its steal share). When
+// such a series is measured, Adjust regresses it out of each N-bin window,
+// y′ = y − Σ β_j·(c_j − c̄_j), with β fitted on the spectra at every
+// frequency except the wave's harmonics, so the fit cannot absorb the
+// wave; for a covariate the wave does not move equation 5 stays unbiased
+// at any β (analysis of covariance). TrainBinsAdjusted adjusts the
+// training chunks alike, so σ(FFT⁰) and A_d describe the adjusted series;
+// CovariateBins bins interval readings (a scraper's utilization) on the
+// response time's grid.
 package spectral
