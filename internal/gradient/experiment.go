@@ -863,9 +863,11 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 		return x.failElement(t, fmt.Sprintf("adaptive phase: target %q has no baseline", x.cfg.Target))
 	}
 	s, err := b.Series()
+	covs := x.adaptiveCovariates(r)
 	var rough spectral.Estimate
 	if err == nil {
-		rough, err = spectral.Rough(s.Values, base.AdaptiveMean.Value(), base.AdaptiveStd.Abs(), delta)
+		values, mean, sigma := roughInput(s.Values, base, covs)
+		rough, err = spectral.Rough(values, mean, sigma, delta)
 	}
 	if err != nil {
 		// No rough gradient (too few samples in one period): measure at A⁰.
@@ -874,7 +876,31 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	}
 	rough.Samples, rough.EmptyBins = s.Samples, s.Empty
 	res.Rough = &rough
-	return x.startActive(t, x.chooseAmplitude(e, res, rough, x.oneCycleRoughs(r, delta), r.requested))
+	return x.startActive(t, x.chooseAmplitude(e, res, rough, x.oneCycleRoughs(r, delta, covs), r.requested))
+}
+
+// adaptiveCovariates bins the training's covariates on the adaptive
+// window, or returns nil unless every one of them covers it: the one-cycle
+// baseline was adjusted for all of them.
+func (x *Experiment) adaptiveCovariates(r *run) [][]float64 {
+	if len(x.covNames) == 0 {
+		return nil
+	}
+	names, covs := x.cov.binned(r.winStart, x.plan.BinSeconds, x.plan.AdaptiveBins)
+	if !slices.Equal(names, x.covNames) {
+		return nil
+	}
+	return covs
+}
+
+// roughInput is a one-cycle window and its baseline: adjusted with the
+// training's β when the window has the covariates and the baseline was
+// adjusted, as it is, and as it was, otherwise.
+func roughInput(values []float64, base spectral.TransactionBaseline, covs [][]float64) ([]float64, complex128, float64) {
+	if len(covs) > 0 && len(base.CovariateBetas) == len(covs) && base.AdaptiveAdjustedStd.Abs() > 0 {
+		return spectral.SubtractCovariates(values, covs, base.CovariateBetas), base.AdaptiveAdjustedMean.Value(), base.AdaptiveAdjustedStd.Abs()
+	}
+	return values, base.AdaptiveMean.Value(), base.AdaptiveStd.Abs()
 }
 
 // chooseAmplitude is A_d′ from the target's rough gradient, kept within
@@ -894,7 +920,7 @@ func (x *Experiment) chooseAmplitude(e Element, res *ElementResult, rough spectr
 
 // oneCycleRoughs is every transaction's one-cycle gradient over the
 // adaptive window.
-func (x *Experiment) oneCycleRoughs(r *run, delta float64) map[string]spectral.Estimate {
+func (x *Experiment) oneCycleRoughs(r *run, delta float64, covs [][]float64) map[string]spectral.Estimate {
 	out := map[string]spectral.Estimate{}
 	for tx, b := range r.bins {
 		base := x.plan.Transactions[tx]
@@ -902,7 +928,8 @@ func (x *Experiment) oneCycleRoughs(r *run, delta float64) map[string]spectral.E
 		if err != nil {
 			continue
 		}
-		if g, err := spectral.Rough(s.Values, base.AdaptiveMean.Value(), base.AdaptiveStd.Abs(), delta); err == nil {
+		values, mean, sigma := roughInput(s.Values, base, covs)
+		if g, err := spectral.Rough(values, mean, sigma, delta); err == nil {
 			out[tx] = g
 		}
 	}

@@ -664,6 +664,40 @@ func TestExperimentCovariateAdjustment(t *testing.T) {
 		}
 		return math.Sqrt(s / float64(len(v)))
 	}
+	// The one-cycle estimate of the adaptive phase, at a fixed A⁰, is
+	// adjusted with the training's β: its relative error falls too.
+	var roughRaw, roughAdj []float64
+	for seed := uint64(1); seed <= 10; seed++ {
+		for _, withCov := range []bool{false, true} {
+			cfg := sim.FrontBack(seed, 0.1, 0.03)
+			steal := sim.NewSteal(seed, cfg.Start, 0.1, 0.06)
+			back := cfg.Servers["back"]
+			back.Modulation = steal.Slowdown(6)
+			cfg.Servers["back"] = back
+			s, _ := sim.New(cfg)
+			x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(),
+				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), InitialAmplitude: 20, MaxAmplitude: 100}}})
+			d := &sim.Driver{Sim: s, X: x}
+			if withCov {
+				d.Covariates = map[string]func(float64) float64{"steal host=back": steal.At}
+			}
+			run(t, d, 40000)
+			r := x.Result().Elements[0].Rough
+			if r == nil {
+				t.Fatalf("seed %d: no one-cycle estimate", seed)
+			}
+			if withCov {
+				roughAdj = append(roughAdj, r.StdErr/r.Gradient)
+			} else {
+				roughRaw = append(roughRaw, r.StdErr/r.Gradient)
+			}
+		}
+	}
+	t.Logf("one-cycle relative error at A⁰ 20 ms: raw %.3f, adjusted %.3f (means over 10 seeds)", stat.Mean(roughRaw, nil), stat.Mean(roughAdj, nil))
+	if stat.Mean(roughAdj, nil) > 0.85*stat.Mean(roughRaw, nil) {
+		t.Errorf("the adjusted one-cycle estimate should be tighter")
+	}
+
 	mean := stat.Mean(adjusted, nil)
 	t.Logf("RMS error: raw %.3f, adjusted %.3f; adjusted mean %.3f, intervals covering 1: %d of %d", rms(raw), rms(adjusted), mean, covered, seeds)
 	within(t, "adjusted mean", mean, 1, 0.05)

@@ -220,8 +220,15 @@ type TransactionBaseline struct {
 	// active window takes it (gradient.Config.AdaptiveInWindow).
 	HalfPeriodStdMs float64 `json:"half_period_std_ms,omitempty"`
 	// CovariateNoiseRatio is the noise after the covariate adjustment over
-	// the noise before, averaged over the chunks (absent without covariates).
-	CovariateNoiseRatio float64 `json:"covariate_noise_ratio,omitempty"`
+	// the noise before, averaged over the chunks (absent without covariates),
+	// and CovariateBetas the chunks' mean β, one per covariate.
+	CovariateNoiseRatio float64   `json:"covariate_noise_ratio,omitempty"`
+	CovariateBetas      []float64 `json:"covariate_betas,omitempty"`
+	// AdaptiveAdjustedMean and AdaptiveAdjustedStd are the adaptive window's
+	// baseline over the training series adjusted with CovariateBetas
+	// (SubtractCovariates), for a one-cycle window adjusted alike.
+	AdaptiveAdjustedMean Complex `json:"adaptive_adjusted_fft_mean,omitempty"`
+	AdaptiveAdjustedStd  Complex `json:"adaptive_adjusted_fft_std,omitempty"`
 	// Error says why this transaction has no usable baseline (too sparse).
 	Error string `json:"error,omitempty"`
 }
@@ -362,7 +369,7 @@ func TrainBinsAdjusted(bins map[string]*Bins, covariates [][]float64, target str
 	if err != nil {
 		return nil, fmt.Errorf("transaction %q: %w", target, err)
 	}
-	values, ratio, err := adjustBaseline(series.Values, covariates, cfg.N)
+	values, ratio, _, err := adjustBaseline(series.Values, covariates, cfg.N)
 	if err != nil {
 		return nil, fmt.Errorf("transaction %q: %w", target, err)
 	}
@@ -429,27 +436,51 @@ func TrainBinsAdjusted(bins map[string]*Bins, covariates [][]float64, target str
 }
 
 // adjustBaseline adjusts each chunk of x for the covariates and returns the
-// mean ratio of the noise after to before (1 without covariates).
-func adjustBaseline(x []float64, covariates [][]float64, n int) ([]float64, float64, error) {
+// mean ratio of the noise after to before (1 without covariates) and the
+// mean of the chunks' β.
+func adjustBaseline(x []float64, covariates [][]float64, n int) ([]float64, float64, []float64, error) {
 	if len(covariates) == 0 {
-		return x, 1, nil
+		return x, 1, nil, nil
 	}
 	out, adjs, err := AdjustChunks(x, covariates, n)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	var sum float64
 	var m int
+	betas := make([]float64, len(covariates))
 	for _, a := range adjs {
+		for j, b := range a.Betas {
+			betas[j] += b / float64(len(adjs))
+		}
 		if a.NoiseBeforeMs > 0 {
 			sum += a.NoiseAfterMs / a.NoiseBeforeMs
 			m++
 		}
 	}
 	if m == 0 {
-		return out, 1, nil
+		return out, 1, betas, nil
 	}
-	return out, sum / float64(m), nil
+	return out, sum / float64(m), betas, nil
+}
+
+// SubtractCovariates returns y − Σ β_j·(c_j − c̄_j) over y's length: a window
+// too short to fit β (the adaptive phase's one period) adjusted with the β
+// the training fitted.
+func SubtractCovariates(y []float64, covariates [][]float64, betas []float64) []float64 {
+	out := slices.Clone(y)
+	for j, c := range covariates {
+		c = c[:len(y)]
+		var mean float64
+		for _, v := range c {
+			mean += v
+		}
+		mean /= float64(len(c))
+		for i, v := range c {
+			out[i] -= betas[j] * (v - mean)
+		}
+	}
+	return out
 }
 
 // transactionBaseline computes one transaction's baseline at the plan's k_d
@@ -463,13 +494,13 @@ func transactionBaseline(b *Bins, covariates [][]float64, p *Plan, chunks int) T
 		return tb
 	}
 	raw := s.Values[:min(len(s.Values), chunks*p.N)]
-	x, ratio, err := adjustBaseline(raw, covariates, p.N)
+	x, ratio, betas, err := adjustBaseline(raw, covariates, p.N)
 	if err != nil {
 		tb.Error = err.Error()
 		return tb
 	}
 	if len(covariates) > 0 {
-		tb.CovariateNoiseRatio = ratio
+		tb.CovariateNoiseRatio, tb.CovariateBetas = ratio, betas
 	}
 	sigmaAt := func(k int) (complex128, complex128, error) {
 		var at []complex128
@@ -500,6 +531,16 @@ func transactionBaseline(b *Bins, covariates [][]float64, p *Plan, chunks int) T
 	}
 	if mean, std, err := complexStats(ad); err == nil {
 		tb.AdaptiveMean, tb.AdaptiveStd = C(mean), C(std)
+	}
+	if len(betas) > 0 { // the same windows adjusted with the mean β
+		adj := SubtractCovariates(raw, covariates, betas)
+		ad = ad[:0]
+		for c := 0; (c+1)*L <= len(adj); c++ {
+			ad = append(ad, DFT(adj[c*L:(c+1)*L], 1))
+		}
+		if mean, std, err := complexStats(ad); err == nil {
+			tb.AdaptiveAdjustedMean, tb.AdaptiveAdjustedStd = C(mean), C(std)
+		}
 	}
 	tb.HalfPeriodStdMs = blockMeanStd(raw, max(1, L/2))
 	return tb
