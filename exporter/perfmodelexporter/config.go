@@ -218,8 +218,8 @@ type ExperimentsConfig struct {
 	// hostmetrics cpu scraper with system.cpu.utilization enabled and a
 	// collection_interval shorter than a bin (1s); without those metrics,
 	// or on hosts without steal, nothing changes. Off by default: in
-	// simulation it halves the error, but its one testbed run so far read
-	// 4 of 8 values within ±10% (docs/gradient-report.md, run AC).
+	// simulation it halves the error, but its two testbed runs so far read
+	// 4 and 5 of 8 values within ±10% (docs/gradient-report.md, AC and AE).
 	StealCovariate bool `mapstructure:"steal_covariate"`
 }
 
