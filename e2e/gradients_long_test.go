@@ -601,7 +601,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		"exporters": map[string]any{"perfmodel": map[string]any{
 			"endpoint": fmt.Sprintf("127.0.0.1:%d", gradAPIPort), "window": "10s", "flush_interval": "1s", "trace_wait": "2s",
 			"host_name": "testbed-host",
-			"storage": map[string]any{"dsn": "sqlite://" + filepath.Join(dir, "perfmodel.db")},
+			"storage":   map[string]any{"dsn": "sqlite://" + filepath.Join(dir, "perfmodel.db")},
 			"experiments": map[string]any{
 				"injector": injA, "front_services": []string{"web"},
 				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR, "max_windows": maxWindows, "adaptive_in_window": inWindow,
