@@ -52,11 +52,14 @@ vet:
 	$(GO) vet ./...
 
 # The exporter's experiment tests inject real delays and estimate gradients
-# from response times measured over loopback; they run after the other
-# packages, alone, so that no other test package competes for the cores.
+# from response times measured over loopback, and nfqdelay's tests time real
+# packets held in a namespace to the millisecond; they run after the other
+# packages, each alone, so that no other test package competes for the cores
+# (run in parallel, nfqdelay's floor and probe checks once read 2 ms over).
 unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/exporter/perfmodelexporter$$')
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/exporter/perfmodelexporter$$' -e '/injector/internal/nfqdelay$$')
 	$(GO) test -count=1 ./exporter/perfmodelexporter/
+	$(GO) test -count=1 ./injector/internal/nfqdelay/
 
 # The real collector with generated configs, fed by the OTel SDK (e2e/).
 e2e: build-otelcol
