@@ -52,8 +52,8 @@ func TestPrecision(t *testing.T) {
 			t.Logf("delay %v attempt %d: mean error %v (bound 200µs + the host's %v), p99 error %v (bound 1ms + the host's %v); receiver one-way median %v − baseline %v = %v",
 				amp, attempt, st.ErrMean.Round(time.Microsecond), hostMean.Round(time.Microsecond), st.ErrP99.Round(time.Microsecond), hostP99.Round(time.Microsecond),
 				m.Round(time.Microsecond), b.Round(time.Microsecond), (m - b).Round(time.Microsecond))
-			// Loss, errors and a wrong delay at the receiver are failures of
-			// the backend, never of the machine: no retry.
+			// Loss and errors are failures of the backend, never of the
+			// machine: no retry.
 			if len(rs) != sent {
 				t.Fatalf("delay %v: sent %d, received %d", amp, sent, len(rs))
 			}
@@ -64,11 +64,18 @@ func TestPrecision(t *testing.T) {
 				t.Fatalf("delay %v: %d errors, last %v", amp, st.Errors, st.LastError)
 			}
 			// The receiver is an ordinary goroutine: it wakes as late as the
-			// host makes any thread wake.
-			if dm := m - b - amp; dm < -time.Millisecond || dm > 2*time.Millisecond+hostP99 {
+			// host makes any thread wake. Too little delay is the backend's
+			// failure; too much, on a host whose stalls outlast the wake-up
+			// probe's sample (a receiver median of 29 ms for a 1 ms delay was
+			// seen once in CI, the delayer's own median 2.2 ms), is retried.
+			dm := m - b - amp
+			if dm < -time.Millisecond {
 				t.Fatalf("delay %v: receiver sees %v added (the host's wake-up p99 %v)", amp, m-b, hostP99)
 			}
 			problems = problems[:0]
+			if dm > 2*time.Millisecond+hostP99 {
+				problems = append(problems, fmt.Sprintf("receiver sees %v added (the host's wake-up p99 %v)", m-b, hostP99))
+			}
 			if st.ErrMean > meanBound {
 				problems = append(problems, fmt.Sprintf("mean error %v > %v", st.ErrMean, meanBound))
 			}
