@@ -614,6 +614,28 @@ func testETACountsRemeasures(t *testing.T, windows int) {
 	}
 }
 
+// stealRun is the §4 system whose back end a host's steal slows (up to
+// 6 × the steal share), with one element, the steal fed to the experiment
+// as a covariate when withCov.
+func stealRun(t *testing.T, seed uint64, withCov bool, el gradient.Element) (*gradient.Experiment, *sim.Driver) {
+	t.Helper()
+	cfg := sim.FrontBack(seed, 0.1, 0.03)
+	steal := sim.NewSteal(seed, cfg.Start, 0.1, 0.06)
+	back := cfg.Servers["back"]
+	back.Modulation = steal.Slowdown(6)
+	cfg.Servers["back"] = back
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(), Elements: []gradient.Element{el}})
+	d := &sim.Driver{Sim: s, X: x}
+	if withCov {
+		d.Covariates = map[string]func(float64) float64{"steal host=back": steal.At}
+	}
+	return x, d
+}
+
 // Host steal that slows the back end for everyone at once, as on the
 // testbed's VM: with the steal fraction fed in as a covariate, the same
 // waves (a fixed 30 ms) read the gradient with a fraction of the spread,
@@ -624,21 +646,7 @@ func TestExperimentCovariateAdjustment(t *testing.T) {
 	covered := 0
 	for seed := uint64(1); seed <= seeds; seed++ {
 		for _, withCov := range []bool{false, true} {
-			cfg := sim.FrontBack(seed, 0.1, 0.03)
-			steal := sim.NewSteal(seed, cfg.Start, 0.1, 0.06)
-			back := cfg.Servers["back"]
-			back.Modulation = steal.Slowdown(6)
-			cfg.Servers["back"] = back
-			s, err := sim.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(),
-				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 30}}})
-			d := &sim.Driver{Sim: s, X: x}
-			if withCov {
-				d.Covariates = map[string]func(float64) float64{"steal host=back": steal.At}
-			}
+			x, d := stealRun(t, seed, withCov, gradient.Element{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 30})
 			run(t, d, 40000)
 			res := x.Result()
 			g := res.Elements[0].Transactions["T"]
@@ -669,18 +677,7 @@ func TestExperimentCovariateAdjustment(t *testing.T) {
 	var roughRaw, roughAdj []float64
 	for seed := uint64(1); seed <= 10; seed++ {
 		for _, withCov := range []bool{false, true} {
-			cfg := sim.FrontBack(seed, 0.1, 0.03)
-			steal := sim.NewSteal(seed, cfg.Start, 0.1, 0.06)
-			back := cfg.Servers["back"]
-			back.Modulation = steal.Slowdown(6)
-			cfg.Servers["back"] = back
-			s, _ := sim.New(cfg)
-			x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(),
-				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), InitialAmplitude: 20, MaxAmplitude: 100}}})
-			d := &sim.Driver{Sim: s, X: x}
-			if withCov {
-				d.Covariates = map[string]func(float64) float64{"steal host=back": steal.At}
-			}
+			x, d := stealRun(t, seed, withCov, gradient.Element{ID: "front->back", Basis: gradient.Link(), InitialAmplitude: 20, MaxAmplitude: 100})
 			run(t, d, 40000)
 			r := x.Result().Elements[0].Rough
 			if r == nil {
