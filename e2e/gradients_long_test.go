@@ -752,7 +752,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		var res gradient.Result
 		_ = json.Unmarshal(ex.Detail, &res)
 		if res.Plan != nil {
-			t.Logf("covariates %v (%d samples dropped); training noise after/before %.2f", res.Covariates, res.CovariatesDropped, res.Plan.CovariateNoiseRatio)
+			t.Logf("covariates %v (%d samples dropped); training noise after/before %.2f", res.Covariates, res.CovariatesDropped, res.Plan.Transactions[res.Plan.Transaction].CovariateNoiseRatio)
 		}
 		if steal && len(res.Covariates) == 0 {
 			t.Errorf("no steal covariate reached the experiment")

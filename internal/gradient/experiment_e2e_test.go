@@ -651,7 +651,7 @@ func TestExperimentCovariateAdjustment(t *testing.T) {
 			res := x.Result()
 			g := res.Elements[0].Transactions["T"]
 			t.Logf("seed %d covariate %v: %.3f [%.3f, %.3f] SNR %.1f, amplitude %.1f ms, noise ratio %.2f (training %.2f) %v", seed, withCov,
-				g.Gradient, g.CI95[0], g.CI95[1], g.SNR, res.Elements[0].Amplitude, g.CovariateNoiseRatio, res.Plan.CovariateNoiseRatio, res.Elements[0].Notes)
+				g.Gradient, g.CI95[0], g.CI95[1], g.SNR, res.Elements[0].Amplitude, g.CovariateNoiseRatio, res.Plan.Transactions[res.Plan.Transaction].CovariateNoiseRatio, res.Elements[0].Notes)
 			if withCov {
 				if len(res.Covariates) != 1 || len(res.Elements[0].Covariates) != 1 || !(g.CovariateNoiseRatio > 0 && g.CovariateNoiseRatio < 1) {
 					t.Fatalf("seed %d: covariates %v / %v, noise ratio %.2f", seed, res.Covariates, res.Elements[0].Covariates, g.CovariateNoiseRatio)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -176,31 +177,39 @@ func Adjust(y []float64, covs [][]float64, kd int) ([]float64, Adjustment, error
 	if err := beta.SolveVec(a, b); err != nil {
 		return nil, Adjustment{}, fmt.Errorf("fitting the covariates: %w", err)
 	}
-	out := make([]float64, n)
-	copy(out, y)
 	for col, j := range live {
-		bj := beta.AtVec(col)
-		adj.Betas[j] = bj
-		var mean float64
-		for _, v := range covs[j] {
-			mean += v
-		}
-		mean /= float64(n)
-		for i, v := range covs[j] {
-			out[i] -= bj * (v - mean)
-		}
+		adj.Betas[j] = beta.AtVec(col) // the others stay 0
 	}
+	out := SubtractCovariates(y, covs, adj.Betas)
 	after, _ := Spectrum(out)
 	adj.NoiseAfterMs = rmsAt(after, use)
 	return out, adj, nil
+}
+
+// SubtractCovariates returns y − Σ β_j·(c_j − c̄_j) over y's length: a window
+// too short to fit β (the adaptive phase's one period) adjusted with the β
+// the training fitted.
+func SubtractCovariates(y []float64, covariates [][]float64, betas []float64) []float64 {
+	out := slices.Clone(y)
+	for j, c := range covariates {
+		c = c[:len(y)]
+		var mean float64
+		for _, v := range c {
+			mean += v
+		}
+		mean /= float64(len(c))
+		for i, v := range c {
+			out[i] -= betas[j] * (v - mean)
+		}
+	}
+	return out
 }
 
 // AdjustChunks adjusts each whole chunk of n bins of x separately, as an
 // unperturbed baseline (kd = 0), and leaves a partial tail alone. A chunk
 // whose covariates do not vary is kept as it is.
 func AdjustChunks(x []float64, covs [][]float64, n int) ([]float64, []Adjustment, error) {
-	out := make([]float64, len(x))
-	copy(out, x)
+	out := slices.Clone(x)
 	var adjs []Adjustment
 	for c := 0; (c+1)*n <= len(x); c++ {
 		part := make([][]float64, len(covs))

@@ -268,10 +268,9 @@ type Plan struct {
 	// Transactions holds every transaction's baseline at k_d, the target's too.
 	Transactions map[string]TransactionBaseline `json:"transactions"`
 	// Covariates is how many exogenous series the baseline was adjusted for
-	// (TrainBinsAdjusted), and CovariateNoiseRatio the target's noise after
-	// the adjustment over before; the active windows must be adjusted alike.
-	Covariates          int     `json:"covariates,omitempty"`
-	CovariateNoiseRatio float64 `json:"covariate_noise_ratio,omitempty"`
+	// (TrainBinsAdjusted; each transaction's CovariateNoiseRatio says by
+	// how much); the active windows must be adjusted alike.
+	Covariates int `json:"covariates,omitempty"`
 }
 
 // Validate checks a plan read from a file.
@@ -355,8 +354,9 @@ func TrainBins(bins map[string]*Bins, target string, sizing BinSizing, cfg Train
 // (see Adjust): each chunk of every transaction's series is adjusted for
 // them before its spectrum is taken, so σ(FFT⁰), A_d and the choice of k_d
 // see the noise the active windows will see after their own adjustment.
-// The adaptive window's baseline stays unadjusted, as its one-cycle
-// estimate is. With no covariates it is TrainBins.
+// Each transaction also keeps the chunks' mean β and the one-cycle
+// baseline adjusted with it (SubtractCovariates), beside the unadjusted
+// one. With no covariates it is TrainBins.
 func TrainBinsAdjusted(bins map[string]*Bins, covariates [][]float64, target string, sizing BinSizing, cfg TrainConfig) (*Plan, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -369,7 +369,7 @@ func TrainBinsAdjusted(bins map[string]*Bins, covariates [][]float64, target str
 	if err != nil {
 		return nil, fmt.Errorf("transaction %q: %w", target, err)
 	}
-	values, ratio, _, err := adjustBaseline(series.Values, covariates, cfg.N)
+	values, _, _, err := adjustBaseline(series.Values, covariates, cfg.N)
 	if err != nil {
 		return nil, fmt.Errorf("transaction %q: %w", target, err)
 	}
@@ -417,9 +417,6 @@ func TrainBinsAdjusted(bins map[string]*Bins, covariates [][]float64, target str
 		Transactions:        map[string]TransactionBaseline{},
 		Covariates:          len(covariates),
 	}
-	if len(covariates) > 0 {
-		p.CovariateNoiseRatio = ratio
-	}
 	for k := range base.Mean {
 		p.BaselineFFTMean = append(p.BaselineFFTMean, C(base.Mean[k]))
 		p.BaselineFFTStd = append(p.BaselineFFTStd, C(base.Std[k]))
@@ -462,25 +459,6 @@ func adjustBaseline(x []float64, covariates [][]float64, n int) ([]float64, floa
 		return out, 1, betas, nil
 	}
 	return out, sum / float64(m), betas, nil
-}
-
-// SubtractCovariates returns y − Σ β_j·(c_j − c̄_j) over y's length: a window
-// too short to fit β (the adaptive phase's one period) adjusted with the β
-// the training fitted.
-func SubtractCovariates(y []float64, covariates [][]float64, betas []float64) []float64 {
-	out := slices.Clone(y)
-	for j, c := range covariates {
-		c = c[:len(y)]
-		var mean float64
-		for _, v := range c {
-			mean += v
-		}
-		mean /= float64(len(c))
-		for i, v := range c {
-			out[i] -= betas[j] * (v - mean)
-		}
-	}
-	return out
 }
 
 // transactionBaseline computes one transaction's baseline at the plan's k_d

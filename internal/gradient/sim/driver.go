@@ -51,12 +51,12 @@ func (d *Driver) Run(limit float64) bool {
 	prev := d.Sim.Now()
 	for t := d.Sim.Now(); t <= limit; t += d.Tick {
 		d.Sim.RunUntil(t)
-		for _, name := range sortedNames(d.Covariates) {
-			if t > prev {
+		if t > prev {
+			for _, name := range sortedNames(d.Covariates) {
 				d.X.ObserveCovariate(name, prev, t, d.Covariates[name](t-1e-9))
 			}
+			prev = t
 		}
-		prev = t
 		for _, s := range d.Sim.Drain() {
 			d.exec(d.X.Observe(s), t)
 		}
