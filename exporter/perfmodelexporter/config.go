@@ -189,6 +189,13 @@ type ExperimentsConfig struct {
 	// second window that would pass it keeps the first's amplitude.
 	// min_delay overrides it. 0 lifts the bound.
 	MaxPerturbation float64 `mapstructure:"max_perturbation"`
+	// PerturbationMeasure is what max_perturbation bounds: "peak" (the
+	// default), the change while the wave is on, or "mean", that change
+	// averaged over the window, half the peak: paper 000 Table 3's
+	// increase in response time during the measurement. "mean" lets the
+	// wave be twice as large, and one window reach the SNR two or three
+	// peak-bounded windows would (docs/gradient-report.md, run AF).
+	PerturbationMeasure string `mapstructure:"perturbation_measure"`
 	// AdaptiveInWindow runs the adaptive cycle (paper 000 §3) as the
 	// active window's first periods instead of a phase of its own: A⁰ for
 	// as few periods as the first on-phase's spans need to arrive
@@ -356,6 +363,9 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 	}
 	if !(c.MaxPerturbation >= 0) || math.IsInf(c.MaxPerturbation, 0) {
 		bad("experiments.max_perturbation", "must be ≥ 0, got %v", c.MaxPerturbation)
+	}
+	if c.PerturbationMeasure != gradient.PerturbationPeak && c.PerturbationMeasure != gradient.PerturbationMean {
+		bad("experiments.perturbation_measure", "must be %q or %q, got %q", gradient.PerturbationPeak, gradient.PerturbationMean, c.PerturbationMeasure)
 	}
 	if c.DelayFloor < 0 || c.DelayFloor >= c.MaxDelay {
 		bad("experiments.delay_floor", "must be in [0, max_delay %v), got %v", c.MaxDelay, c.DelayFloor)

@@ -22,6 +22,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, time.Minute, c.Window)
 			require.Equal(t, "sqlite://perfmodel.db", c.Storage.DSN)
 			require.Equal(t, 2, c.Experiments.MaxWindows)
+			require.Equal(t, "peak", c.Experiments.PerturbationMeasure)
 			require.Equal(t, WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"}, c.WorkFactors)
 		},
 		"custom": func(c *Config) {
@@ -31,6 +32,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, 12*time.Hour, c.Storage.DownsampleAfter)
 			require.Equal(t, 9170.0, c.MachineCapacityMHz["xd008"])
 			require.Equal(t, 4, c.Experiments.MaxWindows)
+			require.Equal(t, "mean", c.Experiments.PerturbationMeasure)
 			require.Equal(t, WorkFactorsConfig{HalfLife: time.Hour, SmoothingHalfLife: 15 * time.Minute, Method: "ridge"}, c.WorkFactors)
 		},
 	} {
@@ -61,6 +63,7 @@ func TestValidateNamesField(t *testing.T) {
 		"work_factors.method":              func(c *Config) { c.WorkFactors.Method = "lasso" },
 		"experiments.max_windows":          func(c *Config) { c.Experiments.MaxWindows = 0 },
 		"experiments.min_snr":              func(c *Config) { c.Experiments.MinSNR = -1 },
+		"experiments.perturbation_measure": func(c *Config) { c.Experiments.PerturbationMeasure = "max" },
 	} {
 		cfg := createDefaultConfig().(*Config)
 		mutate(cfg)

@@ -410,15 +410,16 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	}
 	id := newExperimentID()
 	gcfg := gradient.Config{
-		ID:               id,
-		Train:            train,
-		Elements:         elements,
-		Lateness:         lateness,
-		MinSNR:           xc.MinSNR,
-		MaxWindows:       xc.MaxWindows,
-		MaxPerturbation:  xc.MaxPerturbation,
-		AdaptiveInWindow: xc.AdaptiveInWindow,
-		Guard:            gradient.Guard{P99Ms: p99},
+		ID:                  id,
+		Train:               train,
+		Elements:            elements,
+		Lateness:            lateness,
+		MinSNR:              xc.MinSNR,
+		MaxWindows:          xc.MaxWindows,
+		MaxPerturbation:     xc.MaxPerturbation,
+		PerturbationMeasure: xc.PerturbationMeasure,
+		AdaptiveInWindow:    xc.AdaptiveInWindow,
+		Guard:               gradient.Guard{P99Ms: p99},
 	}
 	now := time.Now()
 	label := strings.Join(names, ",")
