@@ -193,8 +193,9 @@ type ExperimentsConfig struct {
 	// default), the change while the wave is on, or "mean", that change
 	// averaged over the window, half the peak: paper 000 Table 3's
 	// increase in response time during the measurement. "mean" lets the
-	// wave be twice as large, and one window reach the SNR two or three
-	// peak-bounded windows would (docs/gradient-report.md, run AF).
+	// wave's peak reach twice the bound; on the namespace testbed it did
+	// not save windows, as the first is still kept down by the one-cycle
+	// gradients' error (docs/gradient-report.md, run AF).
 	PerturbationMeasure string `mapstructure:"perturbation_measure"`
 	// AdaptiveInWindow runs the adaptive cycle (paper 000 §3) as the
 	// active window's first periods instead of a phase of its own: A⁰ for

@@ -189,8 +189,8 @@ type Config struct {
 	// PerturbationMean, that change averaged over the window, g·A/2 for a
 	// square wave on half the time. The mean is what paper 000 Table 3
 	// reports ("the increase in response time due to the delays injected
-	// during measurement"); the peak is twice as strict, and on a noisy
-	// host costs about twice the windows for the same precision.
+	// during measurement"); the peak, what a request sees while the wave
+	// is on, is twice as strict.
 	PerturbationMeasure string
 	Guard               Guard
 	// MaxTransactions bounds the series kept (default 64); samples of
