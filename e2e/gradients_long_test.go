@@ -782,8 +782,12 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			if el.Rough != nil {
 				rough = fmt.Sprintf("%.3f ± %.3f", el.Rough.Gradient, el.Rough.StdErr)
 			}
-			t.Logf("%s: adaptive cycle in the window %v, A⁰ %.2f ms (injected %.2f), rough gradient %s, A_d′ %.2f ms (injected %.2f), k_d %d; notes %v",
-				el.Element, el.AdaptiveInWindow, el.AdaptiveAmplitude, el.AdaptiveInjected, rough, el.Amplitude, el.Injected, el.Kd, el.Notes)
+			adaptive := map[string]string{}
+			for tx, p := range el.AdaptivePerturbationOverStd {
+				adaptive[txnOf(tx)] = fmt.Sprintf("%.2fσ", p)
+			}
+			t.Logf("%s: adaptive cycle in the window %v, A⁰ %.2f ms (injected %.2f), moving the response times by %v while on (unbounded: no gradient is known yet), rough gradient %s, A_d′ %.2f ms (injected %.2f), k_d %d; notes %v",
+				el.Element, el.AdaptiveInWindow, el.AdaptiveAmplitude, el.AdaptiveInjected, adaptive, rough, el.Amplitude, el.Injected, el.Kd, el.Notes)
 		}
 		for _, element := range elements {
 			clientView(t, element, ex.Detail, &load)

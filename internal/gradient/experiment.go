@@ -331,6 +331,12 @@ type ElementResult struct {
 	Rough             *spectral.Estimate `json:"rough,omitempty"`
 	AdaptiveAmplitude float64            `json:"adaptive_amplitude,omitempty"`
 	AdaptiveInjected  float64            `json:"adaptive_injected,omitempty"`
+	// AdaptivePerturbationOverStd is the adaptive cycle's change of each
+	// transaction's response time while A⁰ was on, in σ, by its one-cycle
+	// gradient (those significant, and the target's). The cycle comes before
+	// any gradient is known, so MaxPerturbation cannot bound it; this says
+	// what it did. It is as rough as those gradients.
+	AdaptivePerturbationOverStd map[string]float64 `json:"adaptive_perturbation_over_std,omitempty"`
 	// AdaptiveInWindow says the adaptive cycle was the active window's
 	// first periods (Config.AdaptiveInWindow): Amplitude and Injected are the
 	// other periods', BasisDelta the window's effective change.
@@ -889,7 +895,23 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	}
 	rough.Samples, rough.EmptyBins = s.Samples, s.Empty
 	res.Rough = &rough
-	return x.startActive(t, x.chooseAmplitude(e, res, rough, x.oneCycleRoughs(r, delta, covs), r.requested))
+	roughs := x.oneCycleRoughs(r, delta, covs)
+	res.AdaptivePerturbationOverStd = x.adaptivePerturbation(roughs)
+	return x.startActive(t, x.chooseAmplitude(e, res, rough, roughs, r.requested))
+}
+
+// adaptivePerturbation is each transaction's change while A⁰ was on, in σ,
+// by its one-cycle gradient: the target's, and the others' that stood out
+// of the noise.
+func (x *Experiment) adaptivePerturbation(roughs map[string]spectral.Estimate) map[string]float64 {
+	out := map[string]float64{}
+	for tx, g := range roughs {
+		sd := x.plan.Transactions[tx].StdMs
+		if (g.Significant || tx == x.cfg.Target) && sd > 0 && g.PerturbationMs > 0 {
+			out[tx] = g.PerturbationMs / sd
+		}
+	}
+	return out
 }
 
 // adaptiveCovariates bins the training's covariates on the adaptive

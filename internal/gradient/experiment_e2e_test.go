@@ -592,6 +592,35 @@ func TestExperimentMeanPerturbationMeasure(t *testing.T) {
 	}
 }
 
+// The adaptive cycle's own change of the response times, which no bound can
+// hold as no gradient is known yet, is reported per transaction: A⁰ times the
+// one-cycle gradient, in σ. Against the truth (Sync 1, Serial3 3 calls) it is
+// as good as a one-cycle gradient; the asynchronous call is not reported.
+func TestExperimentReportsAdaptivePerturbation(t *testing.T) {
+	s, err := sim.New(sim.Patterns(4, 0.1, 0.03))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := precise()
+	tr.Scale = 200
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: 0.5,
+		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500}}})
+	run(t, &sim.Driver{Sim: s, X: x}, 30000)
+	res := x.Result()
+	el := res.Elements[0]
+	for tx, calls := range map[string]float64{"Sync": 1, "Serial3": 3} {
+		got := el.AdaptivePerturbationOverStd[tx]
+		want := calls * el.AdaptiveInjected / res.Plan.Transactions[tx].StdMs
+		t.Logf("%s: adaptive cycle %.2fσ (A⁰ %.3g ms injected; %.2fσ by the call count), active window %.2fσ", tx, got, el.AdaptiveInjected, want, el.Transactions[tx].PerturbationOverStd)
+		if math.Abs(got-want) > 0.4*want {
+			t.Errorf("%s: adaptive perturbation %.2fσ, want about %.2fσ", tx, got, want)
+		}
+	}
+	if p, ok := el.AdaptivePerturbationOverStd["Async"]; ok {
+		t.Errorf("Async, whose one-cycle spike is noise, reported at %.2fσ", p)
+	}
+}
+
 // A link whose gradient is pinned near 0 is not measured again, however low
 // the SNR of a spike that is not there.
 func TestExperimentNoRemeasureForZeroGradient(t *testing.T) {
