@@ -100,6 +100,12 @@ type Guard struct {
 	Transactions []string
 }
 
+// The measures of a perturbation that MaxPerturbation can bound.
+const (
+	PerturbationPeak = "peak"
+	PerturbationMean = "mean"
+)
+
 // Config configures an experiment. Zero durations and counts take the
 // defaults noted.
 type Config struct {
@@ -970,12 +976,6 @@ func (x *Experiment) oneCycleRoughs(r *run, delta float64, covs [][]float64) map
 	}
 	return out
 }
-
-// The measures of a perturbation that MaxPerturbation can bound.
-const (
-	PerturbationPeak = "peak"
-	PerturbationMean = "mean"
-)
 
 // aim is the perturbation, in σ of the peak change g·A, the amplitudes are
 // chosen for: under the mean measure the wave is on half the window, so the
