@@ -526,9 +526,9 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	if pertMeasure == "" {
 		pertMeasure = gradient.PerturbationPeak
 	}
-	measuredShare := 1.0
-	if pertMeasure == gradient.PerturbationMean {
-		measuredShare = 0.5
+	measuredShare := gradient.PerturbationShare(pertMeasure)
+	if measuredShare == 0 {
+		t.Fatalf("GRADIENTS_PERTURBATION_MEASURE: %v", gradient.CheckPerturbationMeasure(pertMeasure))
 	}
 	// GRADIENTS_RUN picks the parts (sync, async, lb, predict; noise records
 	// GRADIENTS_NOISE_SECONDS of unperturbed load; linearity runs square

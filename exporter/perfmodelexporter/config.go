@@ -365,8 +365,8 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 	if !(c.MaxPerturbation >= 0) || math.IsInf(c.MaxPerturbation, 0) {
 		bad("experiments.max_perturbation", "must be ≥ 0, got %v", c.MaxPerturbation)
 	}
-	if c.PerturbationMeasure != gradient.PerturbationPeak && c.PerturbationMeasure != gradient.PerturbationMean {
-		bad("experiments.perturbation_measure", "must be %q or %q, got %q", gradient.PerturbationPeak, gradient.PerturbationMean, c.PerturbationMeasure)
+	if err := gradient.CheckPerturbationMeasure(c.PerturbationMeasure); err != nil {
+		bad("experiments.perturbation_measure", "%v", err)
 	}
 	if c.DelayFloor < 0 || c.DelayFloor >= c.MaxDelay {
 		bad("experiments.delay_floor", "must be in [0, max_delay %v), got %v", c.MaxDelay, c.DelayFloor)

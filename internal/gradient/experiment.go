@@ -106,6 +106,27 @@ const (
 	PerturbationMean = "mean"
 )
 
+// PerturbationShare is the share of the peak change g·A a measure counts:
+// 1 for the peak, ½ for the mean over a square wave on half the time; 0
+// for an unknown measure.
+func PerturbationShare(measure string) float64 {
+	switch measure {
+	case PerturbationPeak:
+		return 1
+	case PerturbationMean:
+		return 0.5
+	}
+	return 0
+}
+
+// CheckPerturbationMeasure refuses a measure PerturbationShare does not know.
+func CheckPerturbationMeasure(measure string) error {
+	if PerturbationShare(measure) == 0 {
+		return fmt.Errorf("must be %q or %q, got %q", PerturbationPeak, PerturbationMean, measure)
+	}
+	return nil
+}
+
 // Config configures an experiment. Zero durations and counts take the
 // defaults noted.
 type Config struct {
@@ -316,8 +337,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("experiment: max windows must be in [1, %d], got %d", MaxWindowsLimit, c.MaxWindows)
 	case !(c.PerturbationAim > 0 && c.PerturbationAim <= 1):
 		return fmt.Errorf("experiment: perturbation aim must be in (0, 1], got %v", c.PerturbationAim)
-	case c.PerturbationMeasure != PerturbationPeak && c.PerturbationMeasure != PerturbationMean:
-		return fmt.Errorf("experiment: perturbation measure must be %q or %q, got %q", PerturbationPeak, PerturbationMean, c.PerturbationMeasure)
+	case CheckPerturbationMeasure(c.PerturbationMeasure) != nil:
+		return fmt.Errorf("experiment: perturbation measure %w", CheckPerturbationMeasure(c.PerturbationMeasure))
 	case c.Guard.P99Ms < 0 || c.Guard.Window <= 0 || c.Guard.MinSamples < 1:
 		return errors.New("experiment: guard needs p99 ≥ 0, a window > 0 and min samples ≥ 1")
 	case c.MaxCovariates < 0 || c.MaxCovariateSamples < 1:
@@ -887,21 +908,15 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	if b == nil {
 		return x.failElement(t, fmt.Sprintf("adaptive phase: target %q has no baseline", x.cfg.Target))
 	}
-	s, err := b.Series()
 	covs := x.adaptiveCovariates(r)
-	var rough spectral.Estimate
-	if err == nil {
-		values, mean, sigma := roughInput(s.Values, base, covs)
-		rough, err = spectral.Rough(values, mean, sigma, delta)
-	}
+	rough, err := oneCycleRough(b, base, covs, delta)
 	if err != nil {
 		// No rough gradient (too few samples in one period): measure at A⁰.
 		res.Notes = append(res.Notes, "adaptive phase: "+err.Error()+"; the active phase injects A⁰")
 		return x.startActive(t, r.requested)
 	}
-	rough.Samples, rough.EmptyBins = s.Samples, s.Empty
 	res.Rough = &rough
-	roughs := x.oneCycleRoughs(r, delta, covs)
+	roughs := x.oneCycleRoughs(r, delta, covs, rough)
 	res.AdaptivePerturbationOverStd = x.adaptivePerturbation(roughs)
 	return x.startActive(t, x.chooseAmplitude(e, res, rough, roughs, r.requested))
 }
@@ -913,7 +928,7 @@ func (x *Experiment) adaptivePerturbation(roughs map[string]spectral.Estimate) m
 	out := map[string]float64{}
 	for tx, g := range roughs {
 		sd := x.plan.Transactions[tx].StdMs
-		if (g.Significant || tx == x.cfg.Target) && sd > 0 && g.PerturbationMs > 0 {
+		if x.counts(tx, g) && sd > 0 && g.PerturbationMs > 0 {
 			out[tx] = g.PerturbationMs / sd
 		}
 	}
@@ -960,32 +975,45 @@ func (x *Experiment) chooseAmplitude(e Element, res *ElementResult, rough spectr
 }
 
 // oneCycleRoughs is every transaction's one-cycle gradient over the
-// adaptive window.
-func (x *Experiment) oneCycleRoughs(r *run, delta float64, covs [][]float64) map[string]spectral.Estimate {
-	out := map[string]spectral.Estimate{}
+// adaptive window, the target's (already computed) included.
+func (x *Experiment) oneCycleRoughs(r *run, delta float64, covs [][]float64, target spectral.Estimate) map[string]spectral.Estimate {
+	out := map[string]spectral.Estimate{x.cfg.Target: target}
 	for tx, b := range r.bins {
-		base := x.plan.Transactions[tx]
-		s, err := b.Series()
-		if err != nil {
+		if tx == x.cfg.Target {
 			continue
 		}
-		values, mean, sigma := roughInput(s.Values, base, covs)
-		if g, err := spectral.Rough(values, mean, sigma, delta); err == nil {
+		if g, err := oneCycleRough(b, x.plan.Transactions[tx], covs, delta); err == nil {
 			out[tx] = g
 		}
 	}
 	return out
 }
 
+// oneCycleRough is a transaction's gradient from the adaptive window's
+// single period (spectral.Rough), covariate-adjusted as its baseline was.
+func oneCycleRough(b *spectral.Bins, base spectral.TransactionBaseline, covs [][]float64, delta float64) (spectral.Estimate, error) {
+	s, err := b.Series()
+	if err != nil {
+		return spectral.Estimate{}, err
+	}
+	values, mean, sigma := roughInput(s.Values, base, covs)
+	g, err := spectral.Rough(values, mean, sigma, delta)
+	g.Samples, g.EmptyBins = s.Samples, s.Empty
+	return g, err
+}
+
 // aim is the perturbation, in σ of the peak change g·A, the amplitudes are
 // chosen for: under the mean measure the wave is on half the window, so the
 // peak may be twice the bound.
 func (x *Experiment) aim() float64 {
-	a := x.cfg.PerturbationAim * x.cfg.MaxPerturbation
-	if x.cfg.PerturbationMeasure == PerturbationMean {
-		a *= 2
-	}
-	return a
+	return x.cfg.PerturbationAim * x.cfg.MaxPerturbation / PerturbationShare(x.cfg.PerturbationMeasure)
+}
+
+// counts says whether a transaction's gradient takes part in the
+// perturbation bound: the target's always, another's once its spike stands
+// out of the noise.
+func (x *Experiment) counts(tx string, g spectral.Estimate) bool {
+	return g.Significant || tx == x.cfg.Target
 }
 
 // perturbationCap is the largest amplitude whose perturbation of each
@@ -1004,7 +1032,7 @@ func (x *Experiment) perturbationCap(e Element, roughs map[string]spectral.Estim
 			continue
 		}
 		g := roughs[tx]
-		if !g.Significant && tx != x.cfg.Target {
+		if !x.counts(tx, g) {
 			continue
 		}
 		hi := g.Gradient + g.StdErr
@@ -1152,7 +1180,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		// larger of A⁰ and A_d′; the next window grows from A_d′'s.
 		worst := 0.0
 		for tx, te := range res.Transactions {
-			if (tx == x.cfg.Target || te.Significant) && te.Gradient > 0 {
+			if x.counts(tx, te) && te.Gradient > 0 {
 				p := te.PerturbationOverStd
 				if sd := x.plan.Transactions[tx].StdMs; res.AdaptiveInWindow && sd > 0 {
 					if d1, err := e.Basis.Delta(res.Injected); err == nil {

@@ -503,25 +503,26 @@ func transactionBaseline(b *Bins, covariates [][]float64, p *Plan, chunks int) T
 	// The adaptive window: consecutive one-period windows over the whole
 	// baseline, unadjusted as the one-cycle estimate is.
 	L := p.AdaptiveBins
-	var ad []complex128
-	for c := 0; (c+1)*L <= len(raw); c++ {
-		ad = append(ad, DFT(raw[c*L:(c+1)*L], 1))
-	}
-	if mean, std, err := complexStats(ad); err == nil {
+	if mean, std, err := oneCycleStats(raw, L); err == nil {
 		tb.AdaptiveMean, tb.AdaptiveStd = C(mean), C(std)
 	}
 	if len(betas) > 0 { // the same windows adjusted with the mean β
-		adj := SubtractCovariates(raw, covariates, betas)
-		ad = ad[:0]
-		for c := 0; (c+1)*L <= len(adj); c++ {
-			ad = append(ad, DFT(adj[c*L:(c+1)*L], 1))
-		}
-		if mean, std, err := complexStats(ad); err == nil {
+		if mean, std, err := oneCycleStats(SubtractCovariates(raw, covariates, betas), L); err == nil {
 			tb.AdaptiveAdjustedMean, tb.AdaptiveAdjustedStd = C(mean), C(std)
 		}
 	}
 	tb.HalfPeriodStdMs = blockMeanStd(raw, max(1, L/2))
 	return tb
+}
+
+// oneCycleStats is the mean and standard deviation of the first DFT
+// coefficient over consecutive windows of L bins of x.
+func oneCycleStats(x []float64, L int) (complex128, complex128, error) {
+	var at []complex128
+	for c := 0; (c+1)*L <= len(x); c++ {
+		at = append(at, DFT(x[c*L:(c+1)*L], 1))
+	}
+	return complexStats(at)
 }
 
 // blockMeanStd is the standard deviation of the means of consecutive
