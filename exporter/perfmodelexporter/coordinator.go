@@ -456,10 +456,17 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 			return p, badf("element: want link:<source>-><target>, got %q", name)
 		}
 		e.mu.Lock()
-		discovered := e.links.addresses(src, dst)
-		known := e.links.names()
+		lt, err := xc.linkTarget(rest, dst, e.links.addresses(src, dst), e.links.names())
+		var calls map[string]float64
+		if err == nil {
+			// The prior gradients: calls per request to the delayed
+			// address, else on the link (spans may name the callee by
+			// host name).
+			if calls = e.links.callsPerRequestTo(net.JoinHostPort(lt.host, strconv.Itoa(int(lt.port)))); len(calls) == 0 {
+				calls = e.links.callsPerRequest(src, dst)
+			}
+		}
 		e.mu.Unlock()
-		lt, err := xc.linkTarget(rest, dst, discovered, known)
 		if err != nil {
 			return p, badf("element %q: %v", name, err)
 		}
@@ -467,8 +474,9 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		p.target = injTarget{Link: &injLink{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
 		p.element = gradient.Element{
 			ID: name, Basis: gradient.Link(),
-			MinAmplitude: float64(xc.MinDelay) / float64(time.Millisecond),
-			MaxAmplitude: float64(xc.MaxDelay) / float64(time.Millisecond),
+			MinAmplitude:   float64(xc.MinDelay) / float64(time.Millisecond),
+			MaxAmplitude:   float64(xc.MaxDelay) / float64(time.Millisecond),
+			PriorGradients: calls,
 		}
 	case "capacity":
 		cp, ok := xc.Capacities[rest]

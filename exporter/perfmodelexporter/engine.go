@@ -49,7 +49,9 @@ type engine struct {
 	book         *stitch.AddressBook // address → service, learned from answered calls
 	links        *linkBook           // caller→callee → addresses, for link experiments
 	byID         map[uint64]int32    // scratch for resolvePeers
-	answered     []bool              // scratch for resolvePeers
+	answeredBy   []int32             // scratch for resolvePeers: the SERVER span answering each CLIENT span, or -1
+	syncPath     []int8              // scratch for countLinkCalls: each span's path state
+	chain        []int32             // scratch for markSyncPaths
 	openReported int64
 
 	flushMu sync.Mutex // one flush at a time; Put runs outside mu
@@ -321,11 +323,13 @@ func (e *engine) resolvePeers(spans []model.Span) {
 	for i := range spans {
 		e.byID[spans[i].SpanID] = int32(i)
 	}
-	if cap(e.answered) < len(spans) {
-		e.answered = make([]bool, len(spans))
+	if cap(e.answeredBy) < len(spans) {
+		e.answeredBy = make([]int32, len(spans))
 	}
-	answered := e.answered[:len(spans)]
-	clear(answered)
+	answeredBy := e.answeredBy[:len(spans)]
+	for i := range answeredBy {
+		answeredBy[i] = -1
+	}
 	for i := range spans {
 		s := &spans[i]
 		if s.Kind != model.KindServer || s.ParentID == 0 {
@@ -334,12 +338,12 @@ func (e *engine) resolvePeers(spans []model.Span) {
 		if p, ok := e.byID[s.ParentID]; ok && spans[p].Kind == model.KindClient {
 			e.book.Learn(spans[p].PeerAddress, s.Service)
 			e.links.learn(spans[p].Service, s.Service, spans[p].PeerAddress)
-			answered[p] = true
+			answeredBy[p] = int32(i)
 		}
 	}
 	for i := range spans {
 		s := &spans[i]
-		if s.Kind != model.KindClient || s.PeerAddress == "" || answered[i] {
+		if s.Kind != model.KindClient || s.PeerAddress == "" || answeredBy[i] >= 0 {
 			continue
 		}
 		if !s.Database {
@@ -348,6 +352,79 @@ func (e *engine) resolvePeers(spans []model.Span) {
 			}
 		}
 		e.links.learn(s.Service, s.Peer, s.PeerAddress)
+	}
+}
+
+// countLinkCalls counts the trace's request under the front transaction it
+// serves, and each CLIENT span on the request's synchronous path as a call
+// on its caller→callee link (e.mu held; after resolvePeers, whose scratch it
+// reads).
+func (e *engine) countLinkCalls(spans []model.Span) {
+	front := -1
+	for i := range spans {
+		if s := &spans[i]; s.Kind == model.KindServer && s.Transaction != "" && e.experiments.isFront(s) &&
+			(front < 0 || s.Start < spans[front].Start) {
+			front = i
+		}
+	}
+	if front < 0 || !e.links.countRequest(spans[front].Transaction) {
+		return
+	}
+	tx := spans[front].Transaction
+	e.markSyncPaths(spans, front)
+	for i := range spans {
+		s := &spans[i]
+		if s.Kind != model.KindClient || e.syncPath[i] != pathSync {
+			continue
+		}
+		callee := s.Peer
+		if a := e.answeredBy[i]; a >= 0 {
+			callee = spans[a].Service
+		}
+		e.links.countCall(s.Service, callee, s.PeerAddress, tx)
+	}
+}
+
+// Whether a span descends from the front span through spans that wait for
+// their children (markSyncPaths).
+const (
+	pathUnknown int8 = iota
+	pathSync
+	pathOff
+)
+
+// markSyncPaths fills e.syncPath: pathSync for the spans below the front
+// span with no PRODUCER or CONSUMER between (a queue on the path), pathOff
+// for the rest. Each span's chain is walked once: O(spans).
+func (e *engine) markSyncPaths(spans []model.Span, front int) {
+	if cap(e.syncPath) < len(spans) {
+		e.syncPath = make([]int8, len(spans))
+	}
+	state := e.syncPath[:len(spans)]
+	clear(state)
+	state[front] = pathSync
+	for i := range spans {
+		chain := e.chain[:0]
+		j, verdict := i, pathOff
+		for len(chain) <= len(spans) {
+			if state[j] != pathUnknown {
+				verdict = state[j]
+				break
+			}
+			chain = append(chain, int32(j))
+			if k := spans[j].Kind; k == model.KindProducer || k == model.KindConsumer {
+				break // pathOff: a queue between the front and what lies below
+			}
+			p, ok := e.byID[spans[j].ParentID]
+			if spans[j].ParentID == 0 || !ok {
+				break
+			}
+			j = int(p)
+		}
+		for _, c := range chain {
+			state[c] = verdict
+		}
+		e.chain = chain
 	}
 }
 
@@ -450,6 +527,7 @@ func (e *engine) emit(spans []model.Span) {
 		e.windows[start] = w
 	}
 	e.resolvePeers(spans)
+	e.countLinkCalls(spans)
 	for i := range spans {
 		if spans[i].Kind == model.KindServer {
 			e.experiments.observe(&spans[i])

@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 func TestLinkBookDiscoversAddresses(t *testing.T) {
@@ -92,4 +94,104 @@ func TestInventoryTeachesLinkAddresses(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "fd00::7", lt.host)
 	require.EqualValues(t, 6379, lt.port)
+}
+
+// The link book counts, per front transaction, the synchronous calls per
+// request on each link: the prior gradients that bound an experiment's
+// first pulse. Calls behind a queue are not on the request's path.
+func TestLinkCallsPerRequest(t *testing.T) {
+	base := time.Unix(alignDown(loadStart.Unix(), 60), 0)
+	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", base.Add(10*time.Minute), nil)
+	td := ptrace.NewTraces()
+	var trace byte
+	span := func(service, name string, kind ptrace.SpanKind, id, parent byte, addr string) {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", service)
+		sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		sp.SetName(name)
+		sp.SetTraceID(pcommon.TraceID{trace})
+		sp.SetSpanID(pcommon.SpanID{trace, id})
+		if parent != 0 {
+			sp.SetParentSpanID(pcommon.SpanID{trace, parent})
+		}
+		sp.SetKind(kind)
+		if addr != "" {
+			host, port, _ := strings.Cut(addr, ":")
+			sp.Attributes().PutStr("server.address", host)
+			sp.Attributes().PutStr("server.port", port)
+		}
+		at := base.Add(time.Duration(trace) * 100 * time.Millisecond)
+		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
+		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(5 * time.Millisecond)))
+	}
+	// Four ViewItem requests: web calls app-1 or app-2 in turn, which
+	// queries the database three times; web also publishes a message whose
+	// consumer queries the database behind the queue.
+	for i := range 4 {
+		trace++
+		app, addr := "app-1", "10.0.0.5:8081"
+		if i%2 == 1 {
+			app, addr = "app-2", "10.0.0.6:8081"
+		}
+		span("web", "GET /txn/ViewItem", ptrace.SpanKindServer, 1, 0, "")
+		span("web", "POST /op/view", ptrace.SpanKindClient, 2, 1, addr)
+		span(app, "POST /op/view", ptrace.SpanKindServer, 3, 2, "")
+		for q := range byte(3) {
+			span(app, "SELECT", ptrace.SpanKindClient, 4+q, 3, "10.0.0.9:5432")
+		}
+		span("web", "publish notify", ptrace.SpanKindProducer, 10, 1, "")
+		span("worker", "process notify", ptrace.SpanKindConsumer, 11, 10, "")
+		span("worker", "SELECT", ptrace.SpanKindClient, 12, 11, "10.0.0.9:5432")
+	}
+	// One Home request that calls app-1 once and nothing else.
+	trace++
+	span("web", "GET /txn/Home", ptrace.SpanKindServer, 1, 0, "")
+	span("web", "POST /op/home", ptrace.SpanKindClient, 2, 1, "10.0.0.5:8081")
+	span("app-1", "POST /op/home", ptrace.SpanKindServer, 3, 2, "")
+	require.NoError(t, te.ConsumeTraces(context.Background(), td))
+	te.completeAll()
+
+	te.mu.Lock()
+	got := map[string]map[string]float64{}
+	for _, l := range [][2]string{{"web", "app-1"}, {"web", "app-2"}, {"web", "worker"}, {"worker", "10.0.0.9:5432"}} {
+		got[l[0]+"->"+l[1]] = te.links.callsPerRequest(l[0], l[1])
+	}
+	for _, app := range []string{"app-1", "app-2"} {
+		for _, k := range []linkKey{{app, "10.0.0.9:5432"}} {
+			for tx, n := range te.links.callsPerRequest(k.caller, k.callee) {
+				if got["app->db"] == nil {
+					got["app->db"] = map[string]float64{}
+				}
+				got["app->db"][app+" "+tx] = n
+			}
+		}
+	}
+	te.mu.Unlock()
+	t.Logf("calls per request: %v", got)
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, got["web->app-1"])
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, got["web->app-2"])
+	require.Equal(t, map[string]float64{"app-1 GET /txn/ViewItem": 1.5, "app-2 GET /txn/ViewItem": 1.5}, got["app->db"])
+	require.Empty(t, got["web->worker"], "a PRODUCER span is not a call on the request's path")
+	require.Empty(t, got["worker->10.0.0.9:5432"], "the consumer's query is behind the queue")
+
+	// An experiment on a link carries them as its element's priors: the
+	// calls to the address it delays, whichever replica's service answers.
+	p, err := te.planElement("link:web->app-1", "http://127.0.0.1:1")
+	require.NoError(t, err)
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, p.element.PriorGradients)
+	te.cfg.Experiments.Links = map[string]ExperimentLink{"web->replica-2": {Address: "10.0.0.6:8081"}}
+	p, err = te.planElement("link:web->replica-2", "http://127.0.0.1:1")
+	require.NoError(t, err)
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, p.element.PriorGradients)
+
+	// Bounded: transactions past the bound are counted as overflow.
+	b := newLinkBook()
+	for i := range maxCallTransactions + 3 {
+		if b.countRequest(fmt.Sprint("tx", i)) {
+			b.countCall("a", "b", "10.0.0.1:80", fmt.Sprint("tx", i))
+		}
+	}
+	require.Len(t, b.requests, maxCallTransactions)
+	require.Len(t, b.callsPerRequest("a", "b"), maxCallTransactions)
+	require.EqualValues(t, 3, b.overflow)
 }

@@ -78,6 +78,13 @@
 //     then at least A⁰ rather than a scaled-down amplitude the active phase
 //     could not see either. Non-link elements must give A⁰ (there is no
 //     "gradient of 1" prior for a basis in ms·MHz).
+//   - The adaptive pulse's perturbation. Paper 000 Table 3 bounds what the
+//     measurement does to response times, and the single pulse of A⁰ comes
+//     before any gradient is measured. Element.PriorGradients, upper bounds
+//     on the gradients known beforehand (for a link, the synchronous calls
+//     per request the causal paths count: n delayed calls add at most n·d),
+//     keep A⁰ within the same bound as the active windows; without them
+//     the pulse is only reported (AdaptivePerturbationOverStd).
 //   - The SLO guard watches the p99 of the last Window (30 s) of the
 //     watched transactions' samples (all by default), by request time. The
 //     nearest-rank p99 exceeds the bound exactly when more than n − ⌈0.99·n⌉

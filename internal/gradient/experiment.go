@@ -84,6 +84,11 @@ type Element struct {
 	MinAmplitude, MaxAmplitude float64
 	// FixedAmplitude, when > 0, skips the adaptive phase and injects this.
 	FixedAmplitude float64
+	// PriorGradients are upper bounds, known before any wave, on each
+	// transaction's gradient (a link's calls per request, from the causal
+	// paths). A⁰ comes before any measured gradient, so these alone can keep
+	// the adaptive pulse within MaxPerturbation of each one's response time.
+	PriorGradients map[string]float64
 }
 
 // Guard is the SLO guard: the experiment aborts, releasing its lease at
@@ -322,6 +327,11 @@ func (c Config) Validate() error {
 		}
 		if e.MinAmplitude < 0 || (e.MaxAmplitude > 0 && e.MaxAmplitude < e.MinAmplitude) {
 			return fmt.Errorf("experiment: element %q: amplitude bounds [%v, %v]", e.ID, e.MinAmplitude, e.MaxAmplitude)
+		}
+		for _, tx := range sortedKeys(e.PriorGradients) {
+			if g := e.PriorGradients[tx]; !(g >= 0) || math.IsInf(g, 0) {
+				return fmt.Errorf("experiment: element %q: prior gradient of %q must be finite and ≥ 0, got %v", e.ID, tx, g)
+			}
 		}
 	}
 	switch {
@@ -750,6 +760,7 @@ func (x *Experiment) startElement(t float64) []Action {
 		a0 = x.cfg.AdaptiveFraction * x.plan.AmplitudeMs
 	}
 	a0 = x.clampAmplitude(e, a0, math.Inf(1))
+	a0 = x.priorBound(e, &x.results[x.idx], a0)
 	x.results[x.idx].AdaptiveAmplitude = a0
 	if x.folds(e) {
 		return x.startFolded(t, a0)
@@ -963,7 +974,7 @@ func roughInput(values []float64, base spectral.TransactionBaseline, covs [][]fl
 // the perturbation bound by every transaction's.
 func (x *Experiment) chooseAmplitude(e Element, res *ElementResult, rough spectral.Estimate, roughs map[string]spectral.Estimate, a0 float64) float64 {
 	a := x.activeAmplitude(e, rough, a0)
-	if capped, tx := x.perturbationCap(e, roughs); capped < a {
+	if capped, tx := x.amplitudeCap(e, x.roughUpperGradients(roughs)); capped < a {
 		if bounded := x.clampAmplitude(e, capped, a); bounded < a {
 			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, a peak change of %.3gσ in %s's response time", a, bounded, x.aim(), tx))
 			a = bounded
@@ -1016,26 +1027,50 @@ func (x *Experiment) counts(tx string, g spectral.Estimate) bool {
 	return g.Significant || tx == x.cfg.Target
 }
 
-// perturbationCap is the largest amplitude whose perturbation of each
-// transaction's response time stays within aim() of its natural
-// σ, by the rough gradients of the adaptive cycle (each taken at its
-// upper standard error, as it is rough); +Inf without a bound. It names the
-// transaction that sets it.
-func (x *Experiment) perturbationCap(e Element, roughs map[string]spectral.Estimate) (float64, string) {
+// roughUpperGradients are the adaptive cycle's rough gradients that the
+// perturbation bound counts, each at its upper standard error, as it is
+// rough.
+func (x *Experiment) roughUpperGradients(roughs map[string]spectral.Estimate) map[string]float64 {
+	out := make(map[string]float64, len(roughs))
+	for tx, g := range roughs {
+		if x.counts(tx, g) {
+			out[tx] = g.Gradient + g.StdErr
+		}
+	}
+	return out
+}
+
+// priorBound keeps A⁰ within the perturbation bound by the element's
+// PriorGradients, noting when it does.
+func (x *Experiment) priorBound(e Element, res *ElementResult, a0 float64) float64 {
+	capped, tx := x.amplitudeCap(e, e.PriorGradients)
+	if !(capped < a0) {
+		return a0
+	}
+	bounded := x.clampAmplitude(e, capped, a0)
+	if bounded > capped {
+		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: a peak change of %.3gσ in %s's response time by its prior gradient %.3g needs A⁰ %.4g, under the least amplitude %.4g", x.aim(), tx, e.PriorGradients[tx], capped, bounded))
+	} else {
+		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A⁰ %.4g kept to %.4g, a peak change of %.3gσ in %s's response time by its prior gradient %.3g", a0, bounded, x.aim(), tx, e.PriorGradients[tx]))
+	}
+	return bounded
+}
+
+// amplitudeCap is the largest amplitude whose change of each transaction's
+// response time, by the given upper bounds on its gradient, stays within
+// aim() of its natural σ; +Inf without a bound. It names the transaction
+// that sets it.
+func (x *Experiment) amplitudeCap(e Element, upper map[string]float64) (float64, string) {
 	best, who := math.Inf(1), ""
 	if x.cfg.MaxPerturbation <= 0 {
 		return best, who
 	}
-	for _, tx := range sortedKeys(roughs) {
-		base := x.plan.Transactions[tx]
-		if base.Error != "" || !(base.StdMs > 0) {
+	for _, tx := range sortedKeys(upper) {
+		base, ok := x.plan.Transactions[tx]
+		if !ok || base.Error != "" || !(base.StdMs > 0) {
 			continue
 		}
-		g := roughs[tx]
-		if !x.counts(tx, g) {
-			continue
-		}
-		hi := g.Gradient + g.StdErr
+		hi := upper[tx]
 		if !(hi > 0) {
 			continue
 		}

@@ -771,3 +771,38 @@ func TestExperimentCovariateAdjustment(t *testing.T) {
 		t.Errorf("RMS error adjusted %.3f, raw %.3f (want ≤ 0.8×); %d of %d intervals cover 1", rms(adjusted), rms(raw), covered, seeds)
 	}
 }
+
+// With prior gradients (the call counts the causal paths give), A⁰ itself
+// keeps within the bound: the pulse that moved Serial3 by 2.2σ above moves
+// no transaction by more than the aim, and the gradients still come out.
+func TestExperimentPriorGradientsBoundTheAdaptivePulse(t *testing.T) {
+	s, err := sim.New(sim.Patterns(4, 0.1, 0.03))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := precise()
+	tr.Scale = 200
+	calls := map[string]float64{"Sync": 1, "Serial3": 3, "Async": 0} // the asynchronous call is not on its path
+	const bound = 0.5
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: bound,
+		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500, PriorGradients: calls}}})
+	run(t, &sim.Driver{Sim: s, X: x}, 30000)
+	res := x.Result()
+	el := res.Elements[0]
+	aim := 0.8 * bound // the default PerturbationAim
+	if len(el.Notes) == 0 || !strings.Contains(el.Notes[0], "A⁰") || !strings.Contains(el.Notes[0], "Serial3") {
+		t.Errorf("notes %q: want the first to say Serial3's prior kept A⁰", el.Notes)
+	}
+	truth := map[string]float64{"Sync": 1, "Serial3": 3}
+	for tx, g := range truth {
+		byCalls := g * el.AdaptiveInjected / res.Plan.Transactions[tx].StdMs
+		est := el.Transactions[tx]
+		t.Logf("%s: A⁰ %.3g ms injected, %.2fσ by the call count (aim %.2fσ); gradient %.3f ± %.3f", tx, el.AdaptiveInjected, byCalls, aim, est.Gradient, est.StdErr)
+		if byCalls > aim*1.1 { // the injector's applied delay may exceed the request a little
+			t.Errorf("%s: the adaptive pulse moved it %.2fσ, over the aim %.2fσ", tx, byCalls, aim)
+		}
+		if math.Abs(est.Gradient-g) > 3*est.StdErr+0.05*g {
+			t.Errorf("%s: gradient %.3f ± %.3f, want %v", tx, est.Gradient, est.StdErr, g)
+		}
+	}
+}
