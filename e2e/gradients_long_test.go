@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -691,6 +692,14 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// One experiment measures every element in turn after a single training
 	// phase (paper 000 §3). It reports which element is under way, which
 	// gives each element's wall time.
+	// The testbed's calls per request on each link: the true gradients of
+	// the synchronous paths, against which the adaptive pulse is checked.
+	callsPerRequest := map[string]map[string]float64{
+		"link:app->db":    {"Home": 1, "ViewItem": 3, "PutBid": 1},
+		"link:web->app-1": {"Home": 0.5, "ViewItem": 1.5, "PutBid": 0.5},
+		"link:web->app-2": {"Home": 0.5, "ViewItem": 1.5, "PutBid": 0.5},
+		"link:worker->db": {},
+	}
 	measure := func(elements []string) {
 		t.Helper()
 		var ex api.Experiment
@@ -786,8 +795,19 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			for tx, p := range el.AdaptivePerturbationOverStd {
 				adaptive[txnOf(tx)] = fmt.Sprintf("%.2fσ", p)
 			}
-			t.Logf("%s: adaptive cycle in the window %v, A⁰ %.2f ms (injected %.2f), moving the response times by %v while on (unbounded: no gradient is known yet), rough gradient %s, A_d′ %.2f ms (injected %.2f), k_d %d; notes %v",
-				el.Element, el.AdaptiveInWindow, el.AdaptiveAmplitude, el.AdaptiveInjected, adaptive, rough, el.Amplitude, el.Injected, el.Kd, el.Notes)
+			byCalls := map[string]string{}
+			for _, tx := range slices.Sorted(maps.Keys(callsPerRequest[el.Element])) {
+				nat, calls := natural[tx][1], callsPerRequest[el.Element][tx]
+				pulse := calls * el.AdaptiveInjected
+				byCalls[tx] = fmt.Sprintf("%.2fσ", pulse/nat)
+				// The pulse is bounded by the traced call counts (the
+				// collector's prior gradients), like every window.
+				if measuredShare*pulse > nat {
+					t.Errorf("%s %s: the adaptive pulse's %s change %.2f ms (%v calls × %.2f ms) > natural σ %.2f ms", el.Element, tx, pertMeasure, measuredShare*pulse, calls, el.AdaptiveInjected, nat)
+				}
+			}
+			t.Logf("%s: adaptive cycle in the window %v, A⁰ %.2f ms (injected %.2f), moving the response times by %v while on (by the call counts %v), rough gradient %s, A_d′ %.2f ms (injected %.2f), k_d %d; notes %v",
+				el.Element, el.AdaptiveInWindow, el.AdaptiveAmplitude, el.AdaptiveInjected, adaptive, byCalls, rough, el.Amplitude, el.Injected, el.Kd, el.Notes)
 		}
 		for _, element := range elements {
 			clientView(t, element, ex.Detail, &load)
