@@ -104,25 +104,8 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", base.Add(10*time.Minute), nil)
 	td := ptrace.NewTraces()
 	var trace byte
-	span := func(service, name string, kind ptrace.SpanKind, id, parent byte, addr string) {
-		rs := td.ResourceSpans().AppendEmpty()
-		rs.Resource().Attributes().PutStr("service.name", service)
-		sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
-		sp.SetName(name)
-		sp.SetTraceID(pcommon.TraceID{trace})
-		sp.SetSpanID(pcommon.SpanID{trace, id})
-		if parent != 0 {
-			sp.SetParentSpanID(pcommon.SpanID{trace, parent})
-		}
-		sp.SetKind(kind)
-		if addr != "" {
-			host, port, _ := strings.Cut(addr, ":")
-			sp.Attributes().PutStr("server.address", host)
-			sp.Attributes().PutStr("server.port", port)
-		}
-		at := base.Add(time.Duration(trace) * 100 * time.Millisecond)
-		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
-		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(5 * time.Millisecond)))
+	span := func(service, name string, kind ptrace.SpanKind, id, parent byte, peer string) {
+		appendTestSpan(td, service, name, kind, trace, id, parent, base.Add(time.Duration(trace)*100*time.Millisecond), peer)
 	}
 	// Four ViewItem requests: web calls app-1 or app-2 in turn, which
 	// queries the database three times; web also publishes a message whose

@@ -3,6 +3,7 @@ package perfmodelexporter
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,31 +21,14 @@ func TestUnansweredCallsNamedByLearnedAddress(t *testing.T) {
 	base := time.Unix(alignDown(loadStart.Unix(), 60), 0)
 	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", base.Add(10*time.Minute), nil)
 	td := ptrace.NewTraces()
-	span := func(service string, kind ptrace.SpanKind, trace, id, parent byte, at time.Time, addr string) {
-		rs := td.ResourceSpans().AppendEmpty()
-		rs.Resource().Attributes().PutStr("service.name", service)
-		sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
-		sp.SetTraceID(pcommon.TraceID{trace})
-		sp.SetSpanID(pcommon.SpanID{trace, id})
-		if parent != 0 {
-			sp.SetParentSpanID(pcommon.SpanID{trace, parent})
-		}
-		sp.SetKind(kind)
-		if addr != "" {
-			sp.Attributes().PutStr("server.address", "10.0.0.7")
-			sp.Attributes().PutStr("server.port", addr)
-		}
-		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
-		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(5 * time.Millisecond)))
-	}
 	at := base.Add(time.Second)
 	// Trace 1: web calls app at 10.0.0.7:8081 and app answers.
-	span("web", ptrace.SpanKindServer, 1, 1, 0, at, "")
-	span("web", ptrace.SpanKindClient, 1, 2, 1, at, "8081")
-	span("app", ptrace.SpanKindServer, 1, 3, 2, at, "")
+	appendTestSpan(td, "web", "", ptrace.SpanKindServer, 1, 1, 0, at, "")
+	appendTestSpan(td, "web", "", ptrace.SpanKindClient, 1, 2, 1, at, "10.0.0.7:8081")
+	appendTestSpan(td, "app", "", ptrace.SpanKindServer, 1, 3, 2, at, "")
 	// Trace 2: the same call, but app's span lost its context.
-	span("web", ptrace.SpanKindServer, 2, 1, 0, at.Add(time.Second), "")
-	span("web", ptrace.SpanKindClient, 2, 2, 1, at.Add(time.Second), "8081")
+	appendTestSpan(td, "web", "", ptrace.SpanKindServer, 2, 1, 0, at.Add(time.Second), "")
+	appendTestSpan(td, "web", "", ptrace.SpanKindClient, 2, 2, 1, at.Add(time.Second), "10.0.0.7:8081")
 	require.NoError(t, te.ConsumeTraces(context.Background(), td))
 	te.completeAll()
 	// The window is settled by the engine's clock: the flush must reset
@@ -60,4 +44,25 @@ func TestUnansweredCallsNamedByLearnedAddress(t *testing.T) {
 		edges[e.ID] = e.Requests
 	}
 	require.Equal(t, map[string]int64{"web->app": 2}, edges)
+}
+
+// appendTestSpan appends one span of 5 ms, in a resource of its own, to td;
+// peer, when not empty, is the host:port a CLIENT span called.
+func appendTestSpan(td ptrace.Traces, service, name string, kind ptrace.SpanKind, trace, id, parent byte, at time.Time, peer string) {
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", service)
+	sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetName(name)
+	sp.SetTraceID(pcommon.TraceID{trace})
+	sp.SetSpanID(pcommon.SpanID{trace, id})
+	if parent != 0 {
+		sp.SetParentSpanID(pcommon.SpanID{trace, parent})
+	}
+	sp.SetKind(kind)
+	if host, port, ok := strings.Cut(peer, ":"); ok {
+		sp.Attributes().PutStr("server.address", host)
+		sp.Attributes().PutStr("server.port", port)
+	}
+	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
+	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(5 * time.Millisecond)))
 }
