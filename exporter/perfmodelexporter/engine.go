@@ -356,9 +356,9 @@ func (e *engine) resolvePeers(spans []model.Span) {
 }
 
 // countLinkCalls counts the trace's request under the front transaction it
-// serves, and each CLIENT span on the request's synchronous path as a call
-// on its caller→callee link (e.mu held; after resolvePeers, whose scratch it
-// reads).
+// serves, each SERVER span on the request's synchronous path, and each
+// CLIENT span on it as a call on its caller→callee link (e.mu held; after
+// resolvePeers, whose scratch it reads).
 func (e *engine) countLinkCalls(spans []model.Span) {
 	front := -1
 	for i := range spans {
@@ -367,21 +367,26 @@ func (e *engine) countLinkCalls(spans []model.Span) {
 			front = i
 		}
 	}
-	if front < 0 || !e.links.countRequest(spans[front].Transaction) {
+	if front < 0 || !e.links.countRequest(spans[front].Service, spans[front].Transaction) {
 		return
 	}
 	tx := spans[front].Transaction
 	e.markSyncPaths(spans, front)
 	for i := range spans {
 		s := &spans[i]
-		if s.Kind != model.KindClient || e.syncPath[i] != pathSync {
+		if e.syncPath[i] != pathSync {
 			continue
 		}
-		callee := s.Peer
-		if a := e.answeredBy[i]; a >= 0 {
-			callee = spans[a].Service
+		switch s.Kind {
+		case model.KindServer:
+			e.links.countServer(s.Service, tx)
+		case model.KindClient:
+			callee := s.Peer
+			if a := e.answeredBy[i]; a >= 0 {
+				callee = spans[a].Service
+			}
+			e.links.countCall(s.Service, callee, s.PeerAddress, tx)
 		}
-		e.links.countCall(s.Service, callee, s.PeerAddress, tx)
 	}
 }
 

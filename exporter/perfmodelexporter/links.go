@@ -1,18 +1,23 @@
 package perfmodelexporter
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
 
 // Bounds of the link book: how many caller→callee links it remembers, how
 // many addresses per link, how many front transactions it counts requests
-// of, and how many (link, address, transaction) call counts it keeps.
+// of, how many (link, address, transaction) call counts and how many
+// (service, transaction) server counts it keeps, and how many hops deep it
+// follows a transaction's calls.
 const (
 	maxBookLinks        = 4096
 	maxLinkAddresses    = 8
 	maxCallTransactions = 256
 	maxLinkCallCounts   = 16384
+	maxServerCounts     = 4096
+	maxCallDepth        = 16
 )
 
 type linkKey struct{ caller, callee string }
@@ -25,47 +30,72 @@ type linkCall struct {
 	tx      string
 }
 
+// serviceTx is one service on the paths of one front transaction.
+type serviceTx struct{ service, tx string }
+
 // linkBook remembers, per caller→callee link of the service graph, the
 // addresses the caller's CLIENT spans called it at (server.address and
 // server.port) and those of the connection inventory, so that a link experiment needs no address in the
 // configuration: the delay goes on packets to that address. It is bounded;
 // links and addresses past the bounds are counted, not kept.
 //
-// It also counts, per front transaction, the requests and the synchronous
-// calls on each link: calls per request bound a link's gradient before any
-// wave (a delay d on each of n calls on the request's path adds at most
-// n·d), which keeps an experiment's first pulse within its perturbation
-// bound (gradient.Element.PriorGradients).
+// It also counts, per front transaction, the calls per request on each link
+// of the request's synchronous path: they bound a link's gradient before any
+// wave (a delay d on each of n calls adds at most n·d), which keeps an
+// experiment's first pulse within its perturbation bound
+// (gradient.Element.PriorGradients). Spans of one service reach the
+// collector apart from the others', so a trace may lack a callee's subtree;
+// the calls are therefore counted per hop, as fan-outs per SERVER span of
+// the caller, and multiplied along the paths from the front (visits), as the
+// causal paths do: a missing subtree then counts neither its calls nor its
+// server spans.
 type linkBook struct {
 	links    map[linkKey]map[string]int64
-	requests map[string]int64
-	calls    map[linkCall]int64
+	requests map[serviceTx]int64 // front SERVER spans: the requests
+	servers  map[serviceTx]int64 // SERVER spans on the paths, the front's included
+	calls    map[linkCall]int64  // CLIENT spans on the paths
 	overflow int64
 }
 
 func newLinkBook() *linkBook {
-	return &linkBook{links: map[linkKey]map[string]int64{}, requests: map[string]int64{}, calls: map[linkCall]int64{}}
+	return &linkBook{links: map[linkKey]map[string]int64{}, requests: map[serviceTx]int64{},
+		servers: map[serviceTx]int64{}, calls: map[linkCall]int64{}}
 }
 
-// countRequest counts one request of a front transaction; it reports false
-// when the book is full and the request's calls must not be counted.
-func (b *linkBook) countRequest(tx string) bool {
-	if _, ok := b.requests[tx]; !ok && len(b.requests) >= maxCallTransactions {
+// countRequest counts one request of a front transaction served by front;
+// it reports false when the book is full and the request's spans must not be
+// counted.
+func (b *linkBook) countRequest(front, tx string) bool {
+	k := serviceTx{front, tx}
+	if _, ok := b.requests[k]; !ok && len(b.requests) >= maxCallTransactions {
 		b.overflow++
 		return false
 	}
-	b.requests[tx]++
+	b.requests[k]++
 	return true
 }
 
+// countServer counts one SERVER span of service on the path of a request of
+// tx (the front span included).
+func (b *linkBook) countServer(service, tx string) {
+	k := serviceTx{service, tx}
+	if len(b.servers) >= maxServerCounts { // look before adding only when full
+		if _, ok := b.servers[k]; !ok {
+			b.overflow++
+			return
+		}
+	}
+	b.servers[k]++
+}
+
 // countCall counts one synchronous call on caller→callee at address within
-// a request of tx (counted by countRequest).
+// a request of tx.
 func (b *linkBook) countCall(caller, callee, address, tx string) {
 	if caller == "" || callee == "" || caller == callee {
 		return
 	}
 	k := linkCall{linkKey{caller, callee}, address, tx}
-	if len(b.calls) >= maxLinkCallCounts { // look before adding only when full
+	if len(b.calls) >= maxLinkCallCounts {
 		if _, ok := b.calls[k]; !ok {
 			b.overflow++
 			return
@@ -74,7 +104,7 @@ func (b *linkBook) countCall(caller, callee, address, tx string) {
 	b.calls[k]++
 }
 
-// callsPerRequest is, per front transaction whose requests called on
+// callsPerRequest is, per front transaction whose requests call on
 // caller→callee synchronously, its mean number of such calls per request.
 func (b *linkBook) callsPerRequest(caller, callee string) map[string]float64 {
 	link := linkKey{caller, callee}
@@ -87,14 +117,65 @@ func (b *linkBook) callsPerRequestTo(address string) map[string]float64 {
 	return b.perRequest(func(k linkCall) bool { return k.address == address })
 }
 
+// perRequest sums, per transaction, the matching calls' visits·fan-out.
 func (b *linkBook) perRequest(match func(linkCall) bool) map[string]float64 {
+	byTx := map[string][]linkCall{}
+	for k := range b.calls {
+		byTx[k.tx] = append(byTx[k.tx], k)
+	}
 	out := map[string]float64{}
-	for k, n := range b.calls {
-		if match(k) && b.requests[k.tx] > 0 {
-			out[k.tx] += float64(n) / float64(b.requests[k.tx])
+	for tx, ks := range byTx {
+		visits := b.visits(tx, ks)
+		sum := 0.0
+		for _, k := range ks {
+			if match(k) {
+				sum += visits[k.link.caller] * b.fanOut(k)
+			}
+		}
+		if sum > 0 {
+			out[tx] = sum
 		}
 	}
 	return out
+}
+
+// fanOut is a link's calls per SERVER span of its caller on tx's paths.
+func (b *linkBook) fanOut(k linkCall) float64 {
+	n := b.servers[serviceTx{k.link.caller, k.tx}]
+	if n == 0 {
+		return 0
+	}
+	return float64(b.calls[k]) / float64(n)
+}
+
+// visits is how many times per request of tx each service serves on its
+// paths: the front's share of the requests, plus each caller's visits times
+// its fan-out to the service, followed at most maxCallDepth hops.
+func (b *linkBook) visits(tx string, calls []linkCall) map[string]float64 {
+	var total int64
+	for k, n := range b.requests {
+		if k.tx == tx {
+			total += n
+		}
+	}
+	base := map[string]float64{}
+	for k, n := range b.requests {
+		if k.tx == tx && total > 0 {
+			base[k.service] = float64(n) / float64(total)
+		}
+	}
+	visits := maps.Clone(base)
+	for range maxCallDepth {
+		next := maps.Clone(base)
+		for _, k := range calls {
+			next[k.link.callee] += visits[k.link.caller] * b.fanOut(k)
+		}
+		if maps.Equal(next, visits) {
+			break
+		}
+		visits = next
+	}
+	return visits
 }
 
 // learn counts one call from caller to callee at address (e.mu held; no
