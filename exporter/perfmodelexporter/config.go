@@ -231,6 +231,22 @@ type ExperimentsConfig struct {
 	StealCovariate bool `mapstructure:"steal_covariate"`
 }
 
+// linkInjectors reports whether an injector is configured for link
+// experiments (experiments.injector, or one link's own): only then does the
+// exporter keep the calls per request that bound their adaptive pulse, a
+// cost of some 5% of trace ingestion.
+func (c ExperimentsConfig) linkInjectors() bool {
+	if c.Injector != "" {
+		return true
+	}
+	for _, l := range c.Links {
+		if l.Injector != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // ExperimentLink locates one link for its delay lease.
 type ExperimentLink struct {
 	// Address is "tcp://10.0.0.5:5432", "udp://host:port" or "host:port".

@@ -48,6 +48,7 @@ type engine struct {
 	lastDropped  int64
 	book         *stitch.AddressBook // address → service, learned from answered calls
 	links        *linkBook           // caller→callee → addresses, for link experiments
+	countCalls   bool                // keep the link book's calls per request (linkInjectors)
 	byID         map[uint64]int32    // scratch for resolvePeers
 	answeredBy   []int32             // scratch for resolvePeers: the SERVER span answering each CLIENT span, or -1
 	syncPath     []int8              // scratch for countLinkCalls: each span's path state
@@ -93,6 +94,9 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 		book:    stitch.NewAddressBook(10000),
 		links:   newLinkBook(),
 		byID:    map[uint64]int32{},
+		// A request may name its injector, but without one configured
+		// the pulse is only reported, not bounded by the call counts.
+		countCalls: cfg.Experiments.linkInjectors(),
 	}
 	e.experiments = newExperiments(e)
 	e.cache = newBlockCache()
@@ -532,7 +536,9 @@ func (e *engine) emit(spans []model.Span) {
 		e.windows[start] = w
 	}
 	e.resolvePeers(spans)
-	e.countLinkCalls(spans)
+	if e.countCalls {
+		e.countLinkCalls(spans)
+	}
 	for i := range spans {
 		if spans[i].Kind == model.KindServer {
 			e.experiments.observe(&spans[i])

@@ -102,7 +102,9 @@ func TestInventoryTeachesLinkAddresses(t *testing.T) {
 // trace that lacks a callee's spans does not lower the callee's calls.
 func TestLinkCallsPerRequest(t *testing.T) {
 	base := time.Unix(alignDown(loadStart.Unix(), 60), 0)
-	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", base.Add(10*time.Minute), nil)
+	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", base.Add(10*time.Minute), func(c *Config) {
+		c.Experiments.Injector = "http://127.0.0.1:1" // the counts are kept for link experiments only
+	})
 	td := ptrace.NewTraces()
 	var trace byte
 	span := func(service, name string, kind ptrace.SpanKind, id, parent byte, peer string) {
@@ -173,13 +175,21 @@ func TestLinkCallsPerRequest(t *testing.T) {
 
 	// An experiment on a link carries them as its element's priors: the
 	// calls to the address it delays, whichever replica's service answers.
-	p, err := te.planElement("link:web->app-1", "http://127.0.0.1:1")
+	p, err := te.planElement("link:web->app-1", "")
 	require.NoError(t, err)
 	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, p.element.PriorGradients)
 	te.cfg.Experiments.Links = map[string]ExperimentLink{"web->replica-2": {Address: "10.0.0.6:8081"}}
-	p, err = te.planElement("link:web->replica-2", "http://127.0.0.1:1")
+	p, err = te.planElement("link:web->replica-2", "")
 	require.NoError(t, err)
 	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, p.element.PriorGradients)
+
+	// Without an injector for links nothing is counted.
+	bare := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "b.db"), "a", base.Add(10*time.Minute), nil)
+	require.NoError(t, bare.ConsumeTraces(context.Background(), td))
+	bare.completeAll()
+	bare.mu.Lock()
+	require.Empty(t, bare.links.calls)
+	bare.mu.Unlock()
 
 	// Bounded: transactions past the bound are counted as overflow.
 	b := newLinkBook()
