@@ -689,9 +689,6 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	}
 
 	gradients := map[string]map[string]api.Gradient{} // element -> txn
-	// One experiment measures every element in turn after a single training
-	// phase (paper 000 §3). It reports which element is under way, which
-	// gives each element's wall time.
 	// The testbed's calls per request on each link: the true gradients of
 	// the synchronous paths, against which the adaptive pulse is checked.
 	callsPerRequest := map[string]map[string]float64{
@@ -700,6 +697,9 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		"link:web->app-2": {"Home": 0.5, "ViewItem": 1.5, "PutBid": 0.5},
 		"link:worker->db": {},
 	}
+	// One experiment measures every element in turn after a single training
+	// phase (paper 000 §3). It reports which element is under way, which
+	// gives each element's wall time.
 	measure := func(elements []string) {
 		t.Helper()
 		var ex api.Experiment

@@ -62,30 +62,30 @@ func newLinkBook() *linkBook {
 		servers: map[serviceTx]int64{}, calls: map[linkCall]int64{}}
 }
 
+// countBounded adds one to m[k] unless m is full and lacks k, which it
+// counts in *overflow; it reports whether it added.
+func countBounded[K comparable](m map[K]int64, k K, limit int, overflow *int64) bool {
+	if len(m) >= limit { // look before adding only when full
+		if _, ok := m[k]; !ok {
+			*overflow++
+			return false
+		}
+	}
+	m[k]++
+	return true
+}
+
 // countRequest counts one request of a front transaction served by front;
 // it reports false when the book is full and the request's spans must not be
 // counted.
 func (b *linkBook) countRequest(front, tx string) bool {
-	k := serviceTx{front, tx}
-	if _, ok := b.requests[k]; !ok && len(b.requests) >= maxCallTransactions {
-		b.overflow++
-		return false
-	}
-	b.requests[k]++
-	return true
+	return countBounded(b.requests, serviceTx{front, tx}, maxCallTransactions, &b.overflow)
 }
 
 // countServer counts one SERVER span of service on the path of a request of
 // tx (the front span included).
 func (b *linkBook) countServer(service, tx string) {
-	k := serviceTx{service, tx}
-	if len(b.servers) >= maxServerCounts { // look before adding only when full
-		if _, ok := b.servers[k]; !ok {
-			b.overflow++
-			return
-		}
-	}
-	b.servers[k]++
+	countBounded(b.servers, serviceTx{service, tx}, maxServerCounts, &b.overflow)
 }
 
 // countCall counts one synchronous call on caller→callee at address within
@@ -94,14 +94,7 @@ func (b *linkBook) countCall(caller, callee, address, tx string) {
 	if caller == "" || callee == "" || caller == callee {
 		return
 	}
-	k := linkCall{linkKey{caller, callee}, address, tx}
-	if len(b.calls) >= maxLinkCallCounts {
-		if _, ok := b.calls[k]; !ok {
-			b.overflow++
-			return
-		}
-	}
-	b.calls[k]++
+	countBounded(b.calls, linkCall{linkKey{caller, callee}, address, tx}, maxLinkCallCounts, &b.overflow)
 }
 
 // callsPerRequest is, per front transaction whose requests call on

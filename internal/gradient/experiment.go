@@ -334,6 +334,9 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if err := CheckPerturbationMeasure(c.PerturbationMeasure); err != nil {
+		return fmt.Errorf("experiment: perturbation measure %w", err)
+	}
 	switch {
 	case c.CalibrationRequests < c.Train.K+2:
 		return fmt.Errorf("experiment: calibration needs at least k+2 = %d requests", c.Train.K+2)
@@ -347,8 +350,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("experiment: max windows must be in [1, %d], got %d", MaxWindowsLimit, c.MaxWindows)
 	case !(c.PerturbationAim > 0 && c.PerturbationAim <= 1):
 		return fmt.Errorf("experiment: perturbation aim must be in (0, 1], got %v", c.PerturbationAim)
-	case CheckPerturbationMeasure(c.PerturbationMeasure) != nil:
-		return fmt.Errorf("experiment: perturbation measure %w", CheckPerturbationMeasure(c.PerturbationMeasure))
 	case c.Guard.P99Ms < 0 || c.Guard.Window <= 0 || c.Guard.MinSamples < 1:
 		return errors.New("experiment: guard needs p99 ≥ 0, a window > 0 and min samples ≥ 1")
 	case c.MaxCovariates < 0 || c.MaxCovariateSamples < 1:

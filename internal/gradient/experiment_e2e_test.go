@@ -597,16 +597,7 @@ func TestExperimentMeanPerturbationMeasure(t *testing.T) {
 // one-cycle gradient, in σ. Against the truth (Sync 1, Serial3 3 calls) it is
 // as good as a one-cycle gradient; the asynchronous call is not reported.
 func TestExperimentReportsAdaptivePerturbation(t *testing.T) {
-	s, err := sim.New(sim.Patterns(4, 0.1, 0.03))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := precise()
-	tr.Scale = 200
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: 0.5,
-		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500}}})
-	run(t, &sim.Driver{Sim: s, X: x}, 30000)
-	res := x.Result()
+	res := runLargePulse(t, 0.5, nil)
 	el := res.Elements[0]
 	for tx, calls := range map[string]float64{"Sync": 1, "Serial3": 3} {
 		got := el.AdaptivePerturbationOverStd[tx]
@@ -776,18 +767,9 @@ func TestExperimentCovariateAdjustment(t *testing.T) {
 // keeps within the bound: the pulse that moved Serial3 by 2.2σ above moves
 // no transaction by more than the aim, and the gradients still come out.
 func TestExperimentPriorGradientsBoundTheAdaptivePulse(t *testing.T) {
-	s, err := sim.New(sim.Patterns(4, 0.1, 0.03))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := precise()
-	tr.Scale = 200
 	calls := map[string]float64{"Sync": 1, "Serial3": 3, "Async": 0} // the asynchronous call is not on its path
 	const bound = 0.5
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: bound,
-		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500, PriorGradients: calls}}})
-	run(t, &sim.Driver{Sim: s, X: x}, 30000)
-	res := x.Result()
+	res := runLargePulse(t, bound, calls)
 	el := res.Elements[0]
 	aim := 0.8 * bound // the default PerturbationAim
 	if len(el.Notes) == 0 || !strings.Contains(el.Notes[0], "A⁰") || !strings.Contains(el.Notes[0], "Serial3") {
@@ -805,4 +787,21 @@ func TestExperimentPriorGradientsBoundTheAdaptivePulse(t *testing.T) {
 			t.Errorf("%s: gradient %.3f ± %.3f, want %v", tx, est.Gradient, est.StdErr, g)
 		}
 	}
+}
+
+// runLargePulse runs one link experiment on the §4 patterns system at
+// d = 200, whose adaptive pulse (A_d/2) is far over a perturbation bound of
+// maxPerturbation unless the element's prior gradients hold it.
+func runLargePulse(t *testing.T, maxPerturbation float64, priors map[string]float64) gradient.Result {
+	t.Helper()
+	s, err := sim.New(sim.Patterns(4, 0.1, 0.03))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := precise()
+	tr.Scale = 200
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: maxPerturbation,
+		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500, PriorGradients: priors}}})
+	run(t, &sim.Driver{Sim: s, X: x}, 30000)
+	return x.Result()
 }

@@ -236,7 +236,7 @@ func TestFloorUnderSquareWave(t *testing.T) {
 	// How late the scheduler releases packets is the host's, not the
 	// delayer's: the off-phase may exceed the floor by about the lateness the
 	// delayer itself reports, never fall short of it.
-	if got, late := st.Off.Mean, lateness(st); got < floor || got > floor+late {
+	if got, late := st.Off.Mean, latenessSlack(st); got < floor || got > floor+late {
 		t.Errorf("off-phase packets held %v, want the floor %v (+ < %v, the reported lateness)", got, floor, late)
 	}
 	if got, tol := st.On.Mean-st.Off.Mean, waveTolerance(st.On, st.Off, 300*time.Microsecond); got < amp-tol || got > amp+tol {
@@ -262,22 +262,22 @@ func TestFloorUnderSquareWave(t *testing.T) {
 	}
 }
 
-// lateness is the slack an absolute timing check needs on a host whose
+// latenessSlack is the slack an absolute timing check needs on a host whose
 // scheduler is as busy as this run found it: twice the delayer's own mean
 // |actual − requested|, plus 1 ms.
-func lateness(st Stats) time.Duration {
+func latenessSlack(st Stats) time.Duration {
 	return 2*st.ErrMean + time.Millisecond
 }
 
 // waveTolerance is the slack for an on − off difference of means: at least
-// min, widened to three standard errors when the phases' spread is wide.
-func waveTolerance(on, off PhaseStats, min time.Duration) time.Duration {
+// least, widened to three standard errors when the phases' spread is wide.
+func waveTolerance(on, off PhaseStats, least time.Duration) time.Duration {
 	if on.Count == 0 || off.Count == 0 {
-		return min
+		return least
 	}
 	son, soff := float64(on.Std), float64(off.Std)
 	se := math.Sqrt(son*son/float64(on.Count) + soff*soff/float64(off.Count))
-	return max(min, time.Duration(3*se))
+	return max(least, time.Duration(3*se))
 }
 
 // TestProbeThroughTheQueue: the probe stream goes through the link's queue
