@@ -546,7 +546,7 @@ func (e *engine) emit(spans []model.Span) {
 	}
 	of := w.AddTrace(spans)
 	e.tel.ExporterPerfmodelTracesCompleted.Add(ctx, 1)
-	if n := of.Services + of.Edges + of.Patterns + of.Signatures; n > 0 {
+	if n := of.Services + of.Edges + of.Patterns + of.Signatures + e.links.takeOverflow(); n > 0 {
 		e.tel.ExporterPerfmodelOverflow.Add(ctx, n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/config/configauth"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/extension/extensionauth"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -40,6 +41,13 @@ type testEngine struct {
 // startEngine runs an engine on a free loopback port whose clock reads `now`.
 func startEngine(t *testing.T, dsn, shard string, now time.Time, mutate func(*Config)) *testEngine {
 	t.Helper()
+	return startEngineWith(t, exportertest.NewNopSettings(metadata.Type), dsn, shard, now, mutate)
+}
+
+// startEngineWith is startEngine with the given settings (e.g. a test
+// telemetry's, to read the engine's own metrics).
+func startEngineWith(t *testing.T, set exporter.Settings, dsn, shard string, now time.Time, mutate func(*Config)) *testEngine {
+	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.NetAddr.Endpoint = "127.0.0.1:0"
 	cfg.Storage.DSN = dsn
@@ -48,7 +56,6 @@ func startEngine(t *testing.T, dsn, shard string, now time.Time, mutate func(*Co
 		mutate(cfg)
 	}
 	require.NoError(t, cfg.Validate())
-	set := exportertest.NewNopSettings(metadata.Type)
 	e, err := newEngine(set, cfg)
 	require.NoError(t, err)
 	e.now = func() time.Time { return now }

@@ -54,12 +54,20 @@ type linkBook struct {
 	requests map[serviceTx]int64 // front SERVER spans: the requests
 	servers  map[serviceTx]int64 // SERVER spans on the paths, the front's included
 	calls    map[linkCall]int64  // CLIENT spans on the paths
-	overflow int64
+	overflow int64               // entries refused, in all
+	reported int64               // of overflow, already added to the telemetry
 }
 
 func newLinkBook() *linkBook {
 	return &linkBook{links: map[linkKey]map[string]int64{}, requests: map[serviceTx]int64{},
 		servers: map[serviceTx]int64{}, calls: map[linkCall]int64{}}
+}
+
+// takeOverflow returns the entries refused since it was last called.
+func (b *linkBook) takeOverflow() int64 {
+	n := b.overflow - b.reported
+	b.reported = b.overflow
+	return n
 }
 
 // countBounded adds one to m[k] unless m is full and lacks k, which it

@@ -9,8 +9,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadatatest"
 )
 
 func TestLinkBookDiscoversAddresses(t *testing.T) {
@@ -53,6 +58,34 @@ func TestLinkBookDiscoversAddresses(t *testing.T) {
 	if _, err := xc.linkTarget("web->nowhere", "nowhere", nil, []string{"app->db"}); err == nil || !strings.Contains(err.Error(), "links seen: app->db") {
 		t.Errorf("unknown link: %v", err)
 	}
+}
+
+// What the link book refuses at its bounds reaches the exporter's overflow
+// telemetry, once: a link with more addresses than it keeps, then one more.
+func TestLinkBookOverflowIsReported(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	te := startEngineWith(t, metadatatest.NewSettings(tel), "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", loadStart, nil)
+	inventory := func(first, n int) {
+		md, dps := gaugeOf("h1", "tierscope.link.connections")
+		for i := first; i < first+n; i++ {
+			dp := dps.AppendEmpty()
+			dp.SetTimestamp(pcommon.NewTimestampFromTime(loadStart))
+			dp.SetIntValue(1)
+			dp.Attributes().PutStr("tierscope.source.service", "app")
+			dp.Attributes().PutStr("tierscope.destination.service", "db")
+			dp.Attributes().PutStr("destination.address", fmt.Sprintf("10.0.0.%d", i))
+			dp.Attributes().PutInt("destination.port", 5432)
+		}
+		require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+	}
+	inventory(1, maxLinkAddresses+2)
+	metadatatest.AssertEqualExporterPerfmodelOverflow(t, tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
+	inventory(1, maxLinkAddresses+3) // the kept addresses again, and three refused
+	metadatatest.AssertEqualExporterPerfmodelOverflow(t, tel, []metricdata.DataPoint[int64]{{Value: 5}}, metricdatatest.IgnoreTimestamp())
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	require.Len(t, te.links.addresses("app", "db"), maxLinkAddresses)
 }
 
 // The connection inventory teaches the link book the links between named

@@ -132,6 +132,9 @@ func (e *engine) learnInventory(dps pmetric.NumberDataPointSlice) {
 		}
 		e.links.learnN(caller, callee, net.JoinHostPort(host, strconv.FormatInt(port.Int(), 10)), n)
 	}
+	if n := e.links.takeOverflow(); n > 0 {
+		e.tel.ExporterPerfmodelOverflow.Add(context.Background(), n)
+	}
 }
 
 // cpuState is a CPU data point's state: hostmetrics' "state", or the

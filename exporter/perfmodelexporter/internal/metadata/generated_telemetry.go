@@ -92,7 +92,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterPerfmodelOverflow, err = builder.meter.Int64Counter(
 		"otelcol_exporter_perfmodel_overflow",
-		metric.WithDescription("Services, edges, patterns or signatures a window could not keep because of its limits. [Development]"),
+		metric.WithDescription("Entries not kept because of their limits; services, edges, patterns or signatures of a window, and links, addresses or call counts of the link book. [Development]"),
 		metric.WithUnit("{entries}"),
 	)
 	errs = errors.Join(errs, err)

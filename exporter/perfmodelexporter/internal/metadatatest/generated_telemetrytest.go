@@ -88,7 +88,7 @@ func AssertEqualExporterPerfmodelOpenTraces(t *testing.T, tt *componenttest.Tele
 func AssertEqualExporterPerfmodelOverflow(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_perfmodel_overflow",
-		Description: "Services, edges, patterns or signatures a window could not keep because of its limits. [Development]",
+		Description: "Entries not kept because of their limits; services, edges, patterns or signatures of a window, and links, addresses or call counts of the link book. [Development]",
 		Unit:        "{entries}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
