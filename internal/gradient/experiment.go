@@ -91,20 +91,6 @@ type Element struct {
 	PriorGradients map[string]float64
 }
 
-// Guard is the SLO guard: the experiment aborts, releasing its lease at
-// once, when the p99 of the watched response times over the last Window
-// exceeds P99Ms while a lease is out, and it does not start a lease while
-// the p99 is over.
-type Guard struct {
-	P99Ms float64 // 0 turns the guard off
-	// Window is the span of request times the p99 is over (default 30 s).
-	Window time.Duration
-	// MinSamples is the fewest samples the p99 is judged on (default 100).
-	MinSamples int
-	// Transactions are watched together; empty watches every transaction.
-	Transactions []string
-}
-
 // The measures of a perturbation that MaxPerturbation can bound.
 const (
 	PerturbationPeak = "peak"
@@ -769,14 +755,6 @@ func (x *Experiment) startElement(t float64) []Action {
 	return x.startAdaptive(t, a0)
 }
 
-func (x *Experiment) clampAmplitude(e Element, a, growthCap float64) float64 {
-	if e.MaxAmplitude > 0 {
-		a = math.Min(a, e.MaxAmplitude)
-	}
-	a = math.Min(a, growthCap)
-	return math.Max(a, e.MinAmplitude)
-}
-
 // skew is the guard time around windows: SkewGuard, at most a quarter period.
 func (x *Experiment) skew() float64 {
 	return math.Min(x.cfg.SkewGuard.Seconds(), x.plan.PeriodSeconds/4)
@@ -933,20 +911,6 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	return x.startActive(t, x.chooseAmplitude(e, res, rough, roughs, r.requested))
 }
 
-// adaptivePerturbation is each transaction's change while A⁰ was on, in σ,
-// by its one-cycle gradient: the target's, and the others' that stood out
-// of the noise.
-func (x *Experiment) adaptivePerturbation(roughs map[string]spectral.Estimate) map[string]float64 {
-	out := map[string]float64{}
-	for tx, g := range roughs {
-		sd := x.plan.Transactions[tx].StdMs
-		if x.counts(tx, g) && sd > 0 && g.PerturbationMs > 0 {
-			out[tx] = g.PerturbationMs / sd
-		}
-	}
-	return out
-}
-
 // adaptiveCovariates bins the training's covariates on the adaptive
 // window, or returns nil unless every one of them covers it: the one-cycle
 // baseline was adjusted for all of them.
@@ -969,21 +933,6 @@ func roughInput(values []float64, base spectral.TransactionBaseline, covs [][]fl
 		return spectral.SubtractCovariates(values, covs, base.CovariateBetas), base.AdaptiveAdjustedMean.Value(), base.AdaptiveAdjustedStd.Abs()
 	}
 	return values, base.AdaptiveMean.Value(), base.AdaptiveStd.Abs()
-}
-
-// chooseAmplitude is A_d′ from the target's rough gradient, kept within
-// the perturbation bound by every transaction's.
-func (x *Experiment) chooseAmplitude(e Element, res *ElementResult, rough spectral.Estimate, roughs map[string]spectral.Estimate, a0 float64) float64 {
-	a := x.activeAmplitude(e, rough, a0)
-	if capped, tx := x.amplitudeCap(e, x.roughUpperGradients(roughs)); capped < a {
-		if bounded := x.clampAmplitude(e, capped, a); bounded < a {
-			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, a peak change of %.3gσ in %s's response time", a, bounded, x.aim(), tx))
-			a = bounded
-		} else {
-			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: a peak change of %.3gσ in %s's response time needs %.4g, under the least amplitude %.4g", x.aim(), tx, capped, a))
-		}
-	}
-	return a
 }
 
 // oneCycleRoughs is every transaction's one-cycle gradient over the
@@ -1012,99 +961,6 @@ func oneCycleRough(b *spectral.Bins, base spectral.TransactionBaseline, covs [][
 	g, err := spectral.Rough(values, mean, sigma, delta)
 	g.Samples, g.EmptyBins = s.Samples, s.Empty
 	return g, err
-}
-
-// aim is the perturbation, in σ of the peak change g·A, the amplitudes are
-// chosen for: under the mean measure the wave is on half the window, so the
-// peak may be twice the bound.
-func (x *Experiment) aim() float64 {
-	return x.cfg.PerturbationAim * x.cfg.MaxPerturbation / PerturbationShare(x.cfg.PerturbationMeasure)
-}
-
-// counts says whether a transaction's gradient takes part in the
-// perturbation bound: the target's always, another's once its spike stands
-// out of the noise.
-func (x *Experiment) counts(tx string, g spectral.Estimate) bool {
-	return g.Significant || tx == x.cfg.Target
-}
-
-// roughUpperGradients are the adaptive cycle's rough gradients that the
-// perturbation bound counts, each at its upper standard error, as it is
-// rough.
-func (x *Experiment) roughUpperGradients(roughs map[string]spectral.Estimate) map[string]float64 {
-	out := make(map[string]float64, len(roughs))
-	for tx, g := range roughs {
-		if x.counts(tx, g) {
-			out[tx] = g.Gradient + g.StdErr
-		}
-	}
-	return out
-}
-
-// priorBound keeps A⁰ within the perturbation bound by the element's
-// PriorGradients, noting when it does.
-func (x *Experiment) priorBound(e Element, res *ElementResult, a0 float64) float64 {
-	capped, tx := x.amplitudeCap(e, e.PriorGradients)
-	if !(capped < a0) {
-		return a0
-	}
-	bounded := x.clampAmplitude(e, capped, a0)
-	if bounded > capped {
-		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: a peak change of %.3gσ in %s's response time by its prior gradient %.3g needs A⁰ %.4g, under the least amplitude %.4g", x.aim(), tx, e.PriorGradients[tx], capped, bounded))
-	} else {
-		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A⁰ %.4g kept to %.4g, a peak change of %.3gσ in %s's response time by its prior gradient %.3g", a0, bounded, x.aim(), tx, e.PriorGradients[tx]))
-	}
-	return bounded
-}
-
-// amplitudeCap is the largest amplitude whose change of each transaction's
-// response time, by the given upper bounds on its gradient, stays within
-// aim() of its natural σ; +Inf without a bound. It names the transaction
-// that sets it.
-func (x *Experiment) amplitudeCap(e Element, upper map[string]float64) (float64, string) {
-	best, who := math.Inf(1), ""
-	if x.cfg.MaxPerturbation <= 0 {
-		return best, who
-	}
-	for _, tx := range sortedKeys(upper) {
-		base, ok := x.plan.Transactions[tx]
-		if !ok || base.Error != "" || !(base.StdMs > 0) {
-			continue
-		}
-		hi := upper[tx]
-		if !(hi > 0) {
-			continue
-		}
-		if k, err := e.Basis.Knob(x.aim() * base.StdMs / hi); err == nil && k > 0 && k < best {
-			best, who = k, tx
-		}
-	}
-	return best, who
-}
-
-// activeAmplitude is A_d′ = A_d / g′, so that the response time moves by
-// about A_d whatever the gradient (paper 000 §3). For a link g′ is taken as
-// at least GradientFloor. When the rough spike was not significant, the
-// response to A⁰ was lost in the noise and g′ is mostly noise: A_d′ is then
-// at least A⁰, which was just injected without a visible effect, rather
-// than a scaled-down amplitude the active phase could not see either. For
-// any kind it grows at most MaxGrowth-fold over A⁰ and stays within the
-// element's bounds.
-func (x *Experiment) activeAmplitude(e Element, rough spectral.Estimate, a0 float64) float64 {
-	g := rough.Gradient
-	if e.Basis.Kind == KindLink {
-		g = math.Max(g, x.cfg.GradientFloor)
-	}
-	a := math.Inf(1)
-	if g > 0 {
-		if k, err := e.Basis.Knob(x.plan.AmplitudeMs / g); err == nil && k > 0 {
-			a = k
-		}
-	}
-	if !rough.Significant {
-		a = math.Max(a, a0)
-	}
-	return x.clampAmplitude(e, a, x.cfg.MaxGrowth*a0)
 }
 
 // finishActive computes every transaction's gradient from the window.
@@ -1442,94 +1298,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// guardWindow keeps the watched samples of the last Window (by request
-// time) and the count over the bound, so the p99 test is O(1): with n
-// samples the nearest-rank p99 is the ⌈0.99·n⌉-th smallest, so it exceeds
-// the bound exactly when more than n − ⌈0.99·n⌉ samples do.
-type guardWindow struct {
-	cfg    Guard
-	watch  map[string]bool
-	times  []float64 // a queue: times[head:], ms[head:]
-	ms     []float64
-	head   int
-	nOver  int
-	latest float64
-}
-
-// guardCap bounds the samples the guard holds; past it the oldest go.
-const guardCap = 1 << 18
-
-func (g *guardWindow) init(cfg Guard) {
-	g.cfg = cfg
-	if len(cfg.Transactions) > 0 {
-		g.watch = map[string]bool{}
-		for _, tx := range cfg.Transactions {
-			g.watch[tx] = true
-		}
-	}
-}
-
-// add records s and reports whether the guard is now violated.
-func (g *guardWindow) add(s spectral.Sample) bool {
-	if g.cfg.P99Ms <= 0 || (g.watch != nil && !g.watch[s.Transaction]) {
-		return false
-	}
-	if s.Time > g.latest {
-		g.latest = s.Time
-	}
-	if len(g.times)-g.head >= guardCap {
-		g.pop()
-	}
-	over := s.Ms > g.cfg.P99Ms
-	g.times = append(g.times, s.Time)
-	g.ms = append(g.ms, s.Ms)
-	if over {
-		g.nOver++
-	}
-	g.evict()
-	return over && g.violated()
-}
-
-func (g *guardWindow) pop() {
-	if g.ms[g.head] > g.cfg.P99Ms {
-		g.nOver--
-	}
-	g.head++
-	if g.head > 1024 && g.head*2 > len(g.times) {
-		g.times = append(g.times[:0], g.times[g.head:]...)
-		g.ms = append(g.ms[:0], g.ms[g.head:]...)
-		g.head = 0
-	}
-}
-
-// evict forgets samples older than Window before the latest. Samples come
-// roughly in time order (they are reported as requests end), so the oldest
-// are at the head; a straggler behind a newer sample leaves a little late.
-func (g *guardWindow) evict() {
-	for g.head < len(g.times) && g.times[g.head] < g.latest-g.cfg.Window.Seconds() {
-		g.pop()
-	}
-}
-
-func (g *guardWindow) violated() bool {
-	if g.cfg.P99Ms <= 0 {
-		return false
-	}
-	n := len(g.times) - g.head
-	if n < g.cfg.MinSamples {
-		return false
-	}
-	return g.nOver > n-int(math.Ceil(0.99*float64(n)))
-}
-
-// p99 is the nearest-rank p99 of the window, computed only for messages.
-func (g *guardWindow) p99() float64 {
-	v := slices.Clone(g.ms[g.head:])
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	return v[int(math.Ceil(0.99*float64(len(v))))-1]
 }
