@@ -281,13 +281,14 @@ func envInt(t *testing.T, name string, def int) int {
 	return i
 }
 
-// linearityStep is one square wave of amplitude ms and period on app->db,
-// for secs, through the injector at injURL, over the coordinator's default
+// linearityStep is one square wave of amplitude ms and period on a link
+// (its packets to dst:dstPort), for secs, through the injector at injURL,
+// whose transactions make calls across it per request, over the coordinator's default
 // delay_floor. For each transaction it logs the response per
 // ms injected, (RT_on − RT_off) / (on − off delay the injector applied), with
 // its standard error over the wave's cycles, and flags a slope off the call
 // count by more than 10% and 2 standard errors.
-func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitude float64, period time.Duration, secs int, load *gradLoad) {
+func linearityStep(t *testing.T, hc *http.Client, injURL, link, dst string, dstPort int, calls map[string]float64, amplitude float64, period time.Duration, secs int, load *gradLoad) {
 	t.Helper()
 	const skip = 200 * time.Millisecond // requests in flight at an edge
 	defaults := perfmodelexporter.NewFactory().CreateDefaultConfig().(*perfmodelexporter.Config)
@@ -297,7 +298,7 @@ func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitu
 	length := time.Duration(cycles) * period
 	req := map[string]any{
 		"kind":     "delay",
-		"target":   map[string]any{"link": map[string]any{"proto": "tcp", "dst": dbAddr, "dst_port": gradDBPort, "direction": "out"}},
+		"target":   map[string]any{"link": map[string]any{"proto": "tcp", "dst": dst, "dst_port": dstPort, "direction": "out"}},
 		"wave":     map[string]any{"amplitude": amplitude, "period": period.String(), "cycles": cycles, "start": start, "floor": floor},
 		"duration": (length + 30*time.Second).String(),
 	}
@@ -331,7 +332,6 @@ func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitu
 			amplitude, injected, p.On.MeanMs-p.Off.MeanMs, p.On.Count, p.Off.Count)
 		injected, by = p.On.MeanMs-p.Off.MeanMs, "its probes, send to receive"
 	}
-	calls := map[string]float64{"Home": 1, "ViewItem": 3, "PutBid": 1}
 	diffs := map[string][]float64{}
 	for c := range cycles {
 		c0 := start.Add(time.Duration(c) * period)
@@ -342,8 +342,8 @@ func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitu
 			}
 		}
 	}
-	t.Logf("linearity %.1f ms every %v, %d cycles: the injector applied %.3f ms on − off by %s (packets on %.3f ms over %d, off %.3f ms over %d)",
-		amplitude, period, cycles, injected, by, lease.Stats.On.MeanMs, lease.Stats.On.Count, lease.Stats.Off.MeanMs, lease.Stats.Off.Count)
+	t.Logf("linearity on %s, %.1f ms every %v, %d cycles: the injector applied %.3f ms on − off by %s (packets on %.3f ms over %d, off %.3f ms over %d)",
+		link, amplitude, period, cycles, injected, by, lease.Stats.On.MeanMs, lease.Stats.On.Count, lease.Stats.Off.MeanMs, lease.Stats.Off.Count)
 	for _, tx := range []string{"Home", "ViewItem", "PutBid"} {
 		v := diffs[tx]
 		if len(v) < 2 || !(injected > 0) {
@@ -352,9 +352,9 @@ func linearityStep(t *testing.T, hc *http.Client, injURL, dbAddr string, amplitu
 		}
 		m, sd := stat.MeanStdDev(v, nil)
 		slope, se := m/injected, sd/math.Sqrt(float64(len(v)))/injected
-		t.Logf("linearity %5.1f ms %-8s (RT_on − RT_off)/injected %.3f ± %.3f (calls %.0f; RT_on − RT_off %.3f ms)", amplitude, tx, slope, se, calls[tx], m)
+		t.Logf("linearity %5.1f ms %-8s (RT_on − RT_off)/injected %.3f ± %.3f (calls %.1f; RT_on − RT_off %.3f ms)", amplitude, tx, slope, se, calls[tx], m)
 		if d := math.Abs(slope - calls[tx]); d > 0.1*calls[tx] && d > 2*se {
-			t.Errorf("linearity: %s moves %.3f ± %.3f × a %.1f ms wave, want %.0f", tx, slope, se, amplitude, calls[tx])
+			t.Errorf("linearity: %s moves %.3f ± %.3f × a %.1f ms wave on %s, want %.1f", tx, slope, se, amplitude, link, calls[tx])
 		}
 	}
 }
@@ -957,7 +957,8 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	}
 
 	// 5. Linearity (GRADIENTS_RUN=linearity): square waves of 1.5, 5 and
-	// 20 ms on app->db through the injector, with the coordinator's default
+	// 20 ms on app->db (or the links GRADIENTS_LINEARITY_LINK lists, e.g.
+	// web->app-1,web->app-2) through the injector, with the coordinator's default
 	// floor (0.3 ms) under both phases, as an experiment's wave has. Each wave's
 	// response is measured phase-known (the on/off comparator) per cycle,
 	// over a short period so that the host's slow drift averages out. A
@@ -966,8 +967,24 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	if parts["linearity"] {
 		steps := envSteps(t, "GRADIENTS_LINEARITY", "1.5@4s,5@4s,20@4s")
 		secs := envInt(t, "GRADIENTS_LINEARITY_SECONDS", 240)
-		for _, st := range steps {
-			linearityStep(t, hc, injB, appDB.BAddr.String(), st.amplitude, st.period, secs, &load)
+		links := os.Getenv("GRADIENTS_LINEARITY_LINK")
+		if links == "" {
+			links = "app->db"
+		}
+		for link := range strings.SplitSeq(links, ",") {
+			inj, dst, port := injB, appDB.BAddr.String(), gradDBPort
+			switch link = strings.TrimSpace(link); link {
+			case "app->db":
+			case "web->app-1":
+				inj, dst, port = injA, webApp.BAddr.String(), gradApp1Port
+			case "web->app-2":
+				inj, dst, port = injA, webApp.BAddr.String(), gradApp2Port
+			default:
+				t.Fatalf("GRADIENTS_LINEARITY_LINK %q: want app->db, web->app-1 or web->app-2, comma-separated", link)
+			}
+			for _, st := range steps {
+				linearityStep(t, hc, inj, link, dst, port, callsPerRequest["link:"+link], st.amplitude, st.period, secs, &load)
+			}
 		}
 	}
 

@@ -11,7 +11,8 @@
 #   GRADIENTS_RUN=sync GRADIENTS_K=48 scripts/e2e-gradients.sh  # one part, larger bins
 # (GRADIENTS_RUN: sync,async,lb,predict, or noise, which records GRADIENTS_NOISE_SECONDS
 #  of unperturbed load, or linearity, which runs square waves through the
-#  injector on app->db, GRADIENTS_LINEARITY=amplitude_ms@period,... (default
+#  injector on app->db (GRADIENTS_LINEARITY_LINK lists other links, e.g.
+#  web->app-1,web->app-2), GRADIENTS_LINEARITY=amplitude_ms@period,... (default
 #  1.5@4s,5@4s,20@4s), each for GRADIENTS_LINEARITY_SECONDS (default 240),
 #  and reports (RT_on − RT_off)/injected per transaction; GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR/_MAX_WINDOWS: k, N, d,
 #  closed-loop users, min_snr, max_windows; GRADIENTS_SAMPLES=file.csv keeps every
