@@ -282,14 +282,23 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // linearityStep is one square wave of amplitude ms and period on a link
-// (its packets to dst:dstPort), for secs, through the injector at injURL,
-// whose transactions make calls across it per request, over the coordinator's default
-// delay_floor. For each transaction it logs the response per
-// ms injected, (RT_on − RT_off) / (on − off delay the injector applied), with
-// its standard error over the wave's cycles, and flags a slope off the call
-// count by more than 10% and 2 standard errors.
-func linearityStep(t *testing.T, hc *http.Client, injURL, link, dst string, dstPort int, calls map[string]float64, amplitude float64, period time.Duration, secs int, load *gradLoad) {
+// (its packets to address, host:port), for secs, through the injector at
+// injURL, over the coordinator's default delay_floor; calls are each
+// transaction's calls per request across the link. For each transaction
+// it logs the response per ms injected, (RT_on − RT_off) / (on − off delay
+// the injector applied), with its standard error over the wave's cycles,
+// and flags a slope off the call count by more than 10% and 2 standard
+// errors.
+func linearityStep(t *testing.T, hc *http.Client, injURL, link, address string, calls map[string]float64, amplitude float64, period time.Duration, secs int, load *gradLoad) {
 	t.Helper()
+	host, portText, err := net.SplitHostPort(address)
+	if err != nil {
+		t.Fatalf("linearity on %s: %v", link, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatalf("linearity on %s: port %q: %v", link, portText, err)
+	}
 	const skip = 200 * time.Millisecond // requests in flight at an edge
 	defaults := perfmodelexporter.NewFactory().CreateDefaultConfig().(*perfmodelexporter.Config)
 	floor := float64(defaults.Experiments.DelayFloor) / float64(time.Millisecond)
@@ -298,7 +307,7 @@ func linearityStep(t *testing.T, hc *http.Client, injURL, link, dst string, dstP
 	length := time.Duration(cycles) * period
 	req := map[string]any{
 		"kind":     "delay",
-		"target":   map[string]any{"link": map[string]any{"proto": "tcp", "dst": dst, "dst_port": dstPort, "direction": "out"}},
+		"target":   map[string]any{"link": map[string]any{"proto": "tcp", "dst": host, "dst_port": port, "direction": "out"}},
 		"wave":     map[string]any{"amplitude": amplitude, "period": period.String(), "cycles": cycles, "start": start, "floor": floor},
 		"duration": (length + 30*time.Second).String(),
 	}
@@ -576,6 +585,10 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	t.Logf("the worker calls db at %s; the coordinator must find it in the traces", dbFromWorker)
 	injA := fmt.Sprintf("http://127.0.0.1:%d", gradInjPort)
 	injB := "http://" + hp(webApp.BAddr, gradInjPort)
+	// The links with a configured address: each one's packets go to it, and
+	// the injector in its caller's namespace delays them.
+	type delayedLink struct{ address, injector string }
+	delayed := map[string]delayedLink{"app->db": {dbFromApp, injB}, "web->app-1": {app1, injA}, "web->app-2": {app2, injA}}
 
 	injector := func(endpoint string, queueBase int) map[string]any {
 		return map[string]any{
@@ -620,9 +633,9 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR, "max_windows": maxWindows, "adaptive_in_window": inWindow,
 				"steal_covariate": steal, "perturbation_measure": pertMeasure,
 				"links": map[string]any{
-					"app->db":    map[string]any{"address": dbFromApp, "injector": injB},
-					"web->app-1": map[string]any{"address": app1},
-					"web->app-2": map[string]any{"address": app2},
+					"app->db":    map[string]any{"address": delayed["app->db"].address, "injector": delayed["app->db"].injector},
+					"web->app-1": map[string]any{"address": delayed["web->app-1"].address}, // the default injector, injA
+					"web->app-2": map[string]any{"address": delayed["web->app-2"].address},
 					// worker->db has no entry: the coordinator takes the
 					// address from the worker's spans (dbFromWorker).
 				},
@@ -972,18 +985,13 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			links = "app->db"
 		}
 		for link := range strings.SplitSeq(links, ",") {
-			inj, dst, port := injB, appDB.BAddr.String(), gradDBPort
-			switch link = strings.TrimSpace(link); link {
-			case "app->db":
-			case "web->app-1":
-				inj, dst, port = injA, webApp.BAddr.String(), gradApp1Port
-			case "web->app-2":
-				inj, dst, port = injA, webApp.BAddr.String(), gradApp2Port
-			default:
+			link = strings.TrimSpace(link)
+			d, ok := delayed[link]
+			if !ok {
 				t.Fatalf("GRADIENTS_LINEARITY_LINK %q: want app->db, web->app-1 or web->app-2, comma-separated", link)
 			}
 			for _, st := range steps {
-				linearityStep(t, hc, inj, link, dst, port, callsPerRequest["link:"+link], st.amplitude, st.period, secs, &load)
+				linearityStep(t, hc, d.injector, link, d.address, callsPerRequest["link:"+link], st.amplitude, st.period, secs, &load)
 			}
 		}
 	}

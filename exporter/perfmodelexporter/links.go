@@ -153,17 +153,16 @@ func (b *linkBook) fanOut(k linkCall) float64 {
 // paths: the front's share of the requests, plus each caller's visits times
 // its fan-out to the service, followed at most maxCallDepth hops.
 func (b *linkBook) visits(tx string, calls []linkCall) map[string]float64 {
-	var total int64
-	for k, n := range b.requests {
-		if k.tx == tx {
-			total += n
-		}
-	}
+	var total float64
 	base := map[string]float64{}
 	for k, n := range b.requests {
-		if k.tx == tx && total > 0 {
-			base[k.service] = float64(n) / float64(total)
+		if k.tx == tx {
+			base[k.service] += float64(n)
+			total += float64(n)
 		}
+	}
+	for service := range base {
+		base[service] /= total // total > 0: requests are counted from 1
 	}
 	visits := maps.Clone(base)
 	for range maxCallDepth {
