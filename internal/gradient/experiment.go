@@ -168,6 +168,21 @@ type Config struct {
 	// plan whose window cannot hold j + 1 periods runs the separate
 	// adaptive phase.
 	AdaptiveInWindow bool
+	// References adjusts each transaction's active windows for its own
+	// requests that did not cross the element, as a covariate (paper 000
+	// §3's estimator is unchanged; the adjustment is spectral.Adjust's).
+	// Requests fed through ObserveRouted say which elements they crossed.
+	// Host noise moves every request alike, and the element's wave moves
+	// only the crossing ones, so where a transaction splits over replicas
+	// the other replica's requests take the shared noise out of the
+	// window, and its interval narrows. A transaction is adjusted so for
+	// an element only when [MinReferenceShare, MaxReferenceShare] of its
+	// requests did not cross it, in training and in the window; its
+	// baseline is then trained adjusted alike. It assumes the wave does
+	// not reach the other requests through a resource both share (the
+	// caller's threads, say): a part of the gradient that does is taken
+	// away with β times its share. At most MaxRoutedElements elements.
+	References bool
 	// MinSNR, when > 0, is the least SNR the target transaction's spike
 	// must reach in the active phase. Below it the element is measured
 	// again, its amplitude scaled by the shortfall (at most RemeasureGrowth
@@ -340,6 +355,8 @@ func (c Config) Validate() error {
 		return errors.New("experiment: guard needs p99 ≥ 0, a window > 0 and min samples ≥ 1")
 	case c.MaxCovariates < 0 || c.MaxCovariateSamples < 1:
 		return errors.New("experiment: max covariates must be ≥ 0 and max covariate samples ≥ 1")
+	case c.References && len(c.Elements) > MaxRoutedElements:
+		return fmt.Errorf("experiment: references need at most %d elements, got %d", MaxRoutedElements, len(c.Elements))
 	}
 	return nil
 }
@@ -387,6 +404,10 @@ type ElementResult struct {
 	// Covariates names the exogenous series the last window was adjusted
 	// for (ObserveCovariate), if any.
 	Covariates []string `json:"covariates,omitempty"`
+	// Referenced lists the transactions whose last window was adjusted for
+	// their requests that did not cross the element (Config.References);
+	// each one's CovariateNoiseRatio says by how much the noise fell.
+	Referenced []string `json:"referenced,omitempty"`
 }
 
 // Gradients lists the element's gradients for prediction.
@@ -456,7 +477,8 @@ type run struct {
 	injKnown  bool
 	noReport  bool // the injector will not report: assume the requested amplitude now
 	bins      map[string]*spectral.Bins
-	fold      *fold // the adaptive cycle is this window's first periods
+	refBins   map[string]*spectral.Bins // the requests that did not cross the element (Config.References)
+	fold      *fold                     // the adaptive cycle is this window's first periods
 }
 
 // Experiment is the coordinator's state machine for one gradient
@@ -475,7 +497,7 @@ type Experiment struct {
 
 	// Training.
 	calTimes  []float64
-	buffer    []spectral.Sample
+	buffer    []routedSample
 	sized     bool
 	sizing    spectral.BinSizing
 	trainBins map[string]*spectral.Bins
@@ -498,6 +520,15 @@ type Experiment struct {
 
 	cov      covariates
 	covNames []string // the training's
+	refs     references
+}
+
+// routedSample is a sample held before the bins are sized, with its route
+// when it came with one.
+type routedSample struct {
+	s       spectral.Sample
+	crossed Crossings
+	routed  bool
 }
 
 // NewExperiment validates cfg and returns an experiment in its first phase.
@@ -547,6 +578,17 @@ func (x *Experiment) clock(now float64) {
 // the same convention for every sample). It returns a stop action when the
 // sample trips the SLO guard while a lease is out.
 func (x *Experiment) Observe(s spectral.Sample) []Action {
+	return x.observe(s, 0, false)
+}
+
+// ObserveRouted is Observe for a request whose route through the elements
+// is known: with Config.References, the requests that did not cross an
+// element become its reference.
+func (x *Experiment) ObserveRouted(s spectral.Sample, crossed Crossings) []Action {
+	return x.observe(s, crossed, true)
+}
+
+func (x *Experiment) observe(s spectral.Sample, crossed Crossings, routed bool) []Action {
 	if x.Finished() {
 		return nil
 	}
@@ -561,7 +603,7 @@ func (x *Experiment) Observe(s spectral.Sample) []Action {
 	}
 	switch {
 	case x.phase == PhaseTraining && x.plan == nil:
-		x.observeTraining(s)
+		x.observeTraining(routedSample{s, crossed, routed})
 	case x.cur != nil && x.cur.step == stepCollecting:
 		if f := x.cur.fold; f != nil {
 			f.observe(s)
@@ -570,6 +612,9 @@ func (x *Experiment) Observe(s spectral.Sample) []Action {
 			b.Add(s.Time, s.Ms) // samples outside the window (lead time, guard) are expected
 		} else {
 			x.dropped++ // no baseline for this transaction
+		}
+		if b := x.cur.refBins[s.Transaction]; b != nil && routed && !crossed.Has(x.idx) {
+			b.Add(s.Time, s.Ms)
 		}
 	}
 	return nil
@@ -588,7 +633,8 @@ func (x *Experiment) ObserveCovariate(name string, from, to, v float64) {
 	x.cov.add(name, from, to, v)
 }
 
-func (x *Experiment) observeTraining(s spectral.Sample) {
+func (x *Experiment) observeTraining(rs routedSample) {
+	s := rs.s
 	if x.sized {
 		b := x.trainBins[s.Transaction]
 		if b == nil {
@@ -600,13 +646,16 @@ func (x *Experiment) observeTraining(s spectral.Sample) {
 			x.trainBins[s.Transaction] = b
 		}
 		b.Add(s.Time, s.Ms)
+		if rs.routed && x.cfg.References {
+			x.refs.observeTraining(x, s, rs.crossed)
+		}
 		return
 	}
 	if len(x.buffer) >= x.cfg.MaxBuffered {
 		x.dropped++
 		return
 	}
-	x.buffer = append(x.buffer, s)
+	x.buffer = append(x.buffer, rs)
 	if s.Transaction == x.cfg.Target {
 		x.calTimes = append(x.calTimes, s.Time)
 	}
@@ -702,6 +751,12 @@ func (x *Experiment) stepTraining(t float64) ([]Action, bool) {
 		names = nil
 		plan, err = spectral.TrainBins(x.trainBins, x.cfg.Target, x.sizing, cfg)
 	}
+	if err == nil && x.cfg.References {
+		if names == nil {
+			covs = nil
+		}
+		x.refs.finishTraining(plan, x.trainBins, covs)
+	}
 	x.trainBins = nil
 	if err != nil {
 		return x.abort("training: " + err.Error()), true
@@ -770,6 +825,9 @@ func (x *Experiment) newRun(phase Phase, amplitude, winStart float64, nbins int)
 		if b.Error == "" {
 			r.bins[tx] = spectral.NewBins(winStart, x.plan.BinSeconds, nbins)
 		}
+	}
+	if phase == PhaseActive && nbins == x.plan.N {
+		r.refBins = x.refs.windowBins(x.idx, winStart, x.plan.BinSeconds, nbins)
 	}
 	return r
 }
@@ -986,19 +1044,27 @@ func (x *Experiment) finishActive() {
 	// The window is adjusted for the covariates only if the baseline was:
 	// the interval's σ must describe the same series.
 	var covs [][]float64
-	res.Covariates = nil
+	res.Covariates, res.Referenced = nil, nil
 	if len(x.covNames) > 0 {
 		res.Covariates, covs = x.cov.binned(r.winStart, x.plan.BinSeconds, x.plan.N)
 	}
 	for _, tx := range sortedKeys(r.bins) {
 		b := r.bins[tx]
 		mean, sigma, _ := x.plan.Baseline(tx)
+		txCovs := covs
+		// A reference replaces the baseline with the one trained adjusted
+		// for it, so that the interval's σ describes the adjusted series.
+		if c, base, ok := x.refs.forWindow(x.idx, tx, r.refBins[tx], b, covs); ok {
+			txCovs = c
+			mean, sigma = base.AtKd()
+			res.Referenced = append(res.Referenced, tx)
+		}
 		s, err := b.Series()
 		var est spectral.Estimate
 		var adj *spectral.Adjustment
 		values := s.Values
 		if err == nil {
-			values, adj, err = adjustWindow(s.Values, covs, x.plan.Kd)
+			values, adj, err = adjustWindow(s.Values, txCovs, x.plan.Kd)
 		}
 		if err == nil {
 			est, err = spectral.EstimateGradient(spectral.EstimateInput{Values: values, Kd: x.plan.Kd, BaselineMean: mean, BaselineSigma: sigma,

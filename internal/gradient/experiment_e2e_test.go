@@ -805,3 +805,66 @@ func runLargePulse(t *testing.T, maxPerturbation float64, priors map[string]floa
 	run(t, &sim.Driver{Sim: s, X: x}, 30000)
 	return x.Result()
 }
+
+// balancedStealRun is sim.Balanced on a host whose steal slows both
+// replicas at once, unobserved: the requests through the other replica
+// are the only witness of that noise.
+func balancedStealRun(t *testing.T, seed uint64, references bool, el gradient.Element) (*gradient.Experiment, *sim.Driver) {
+	t.Helper()
+	cfg := sim.Balanced(seed, 0.1, 0.03)
+	steal := sim.NewSteal(seed, cfg.Start, 0.1, 0.06)
+	for _, name := range []string{"back1", "back2"} {
+		b := cfg.Servers[name]
+		b.Modulation = steal.Slowdown(6)
+		cfg.Servers[name] = b
+	}
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExperiment(t, gradient.Config{Target: "LB", Train: spectral.DefaultTrainConfig(), References: references, Elements: []gradient.Element{el}})
+	return x, &sim.Driver{Sim: s, X: x, Routed: true}
+}
+
+// The requests through the other replica as the reference of a
+// load-balanced link: the same waves (a fixed 30 ms on front->back1) read
+// 0.5 with a fraction of the spread, and the intervals still cover it.
+func TestExperimentReferenceRequests(t *testing.T) {
+	var raw, adjusted []float64
+	const seeds = 30
+	covered := 0
+	for seed := uint64(1); seed <= seeds; seed++ {
+		for _, references := range []bool{false, true} {
+			x, d := balancedStealRun(t, seed, references, gradient.Element{ID: "front->back1", Basis: gradient.Link(), FixedAmplitude: 30})
+			run(t, d, 40000)
+			el := x.Result().Elements[0]
+			g := el.Transactions["LB"]
+			t.Logf("seed %d references %v: %.3f [%.3f, %.3f] SNR %.1f, noise ratio %.2f, referenced %v %v", seed, references,
+				g.Gradient, g.CI95[0], g.CI95[1], g.SNR, g.CovariateNoiseRatio, el.Referenced, el.Errors)
+			if !references {
+				raw = append(raw, g.Gradient)
+				continue
+			}
+			if len(el.Referenced) != 1 || !(g.CovariateNoiseRatio > 0 && g.CovariateNoiseRatio < 1) {
+				t.Fatalf("seed %d: referenced %v, noise ratio %.2f", seed, el.Referenced, g.CovariateNoiseRatio)
+			}
+			adjusted = append(adjusted, g.Gradient)
+			if g.CI95[0] <= 0.5 && g.CI95[1] >= 0.5 {
+				covered++
+			}
+		}
+	}
+	rms := func(v []float64) float64 {
+		var s float64
+		for _, g := range v {
+			s += (g - 0.5) * (g - 0.5)
+		}
+		return math.Sqrt(s / float64(len(v)))
+	}
+	mean := stat.Mean(adjusted, nil)
+	t.Logf("RMS error: raw %.3f, with references %.3f; mean %.3f, intervals covering 0.5: %d of %d", rms(raw), rms(adjusted), mean, covered, seeds)
+	within(t, "mean with references", mean, 0.5, 0.04)
+	if rms(adjusted) > 0.6*rms(raw) || covered < seeds*8/10 {
+		t.Errorf("RMS error with references %.3f, raw %.3f (want ≤ 0.6×); %d of %d intervals cover 0.5", rms(adjusted), rms(raw), covered, seeds)
+	}
+}

@@ -233,6 +233,24 @@ type TransactionBaseline struct {
 	Error string `json:"error,omitempty"`
 }
 
+// AtKd is the baseline's mean at k_d and σ there, pooled over neighbouring
+// frequencies when it was (the σ an estimate's interval uses).
+func (b TransactionBaseline) AtKd() (mean complex128, sigma float64) {
+	if b.PooledStdMs > 0 {
+		return b.FFTMean.Value(), b.PooledStdMs
+	}
+	return b.FFTMean.Value(), b.FFTStd.Abs()
+}
+
+// AdjustedBaseline is the baseline at the plan's k_d of a transaction's
+// training bins (the plan's grid, Chunks·N of them) adjusted for covariates
+// of that length: another baseline of the same transaction, for windows
+// adjusted for covariates the plan was not trained with (a reference
+// series that only some elements have; see gradient.Config.References).
+func (p *Plan) AdjustedBaseline(b *Bins, covariates [][]float64) TransactionBaseline {
+	return transactionBaseline(b, covariates, p, p.Chunks)
+}
+
 // Plan is everything the training phase chooses (FORMATS.md §7, plan.json).
 // Coefficients are normalized by 1/N and in milliseconds.
 type Plan struct {
@@ -296,10 +314,8 @@ func (p *Plan) Validate() error {
 // target transaction falls back to the full arrays.
 func (p *Plan) Baseline(tx string) (mean complex128, sigma float64, ok bool) {
 	if b, found := p.Transactions[tx]; found && b.Error == "" {
-		if b.PooledStdMs > 0 {
-			return b.FFTMean.Value(), b.PooledStdMs, true
-		}
-		return b.FFTMean.Value(), b.FFTStd.Abs(), true
+		mean, sigma := b.AtKd()
+		return mean, sigma, true
 	}
 	if tx == p.Transaction && p.Kd < len(p.BaselineFFTStd) {
 		sigma := pooledSigma(func(k int) float64 { return p.BaselineFFTStd[k].Abs() }, p.Kd, p.N)

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/tierscope/tierscope/internal/gradient"
@@ -36,6 +37,10 @@ type Driver struct {
 	// Covariates, if set, are fed to the experiment each step as what a host
 	// metrics scraper reports: the value at the step's end held over the step.
 	Covariates map[string]func(t float64) float64
+	// Routed feeds each request with the elements it crossed
+	// (ObserveRouted), as the coordinator does from a trace's spans.
+	Routed   bool
+	elements []string // the experiment's element IDs, in order
 }
 
 func timeOf(s float64) time.Time { return time.Unix(0, int64(math.Round(s*1e9))) }
@@ -57,8 +62,13 @@ func (d *Driver) Run(limit float64) bool {
 			}
 			prev = t
 		}
-		for _, s := range d.Sim.Drain() {
-			d.exec(d.X.Observe(s), t)
+		samples, visited := d.Sim.DrainVisited()
+		for i, s := range samples {
+			if d.Routed {
+				d.exec(d.X.ObserveRouted(s, d.crossings(visited[i])), t)
+			} else {
+				d.exec(d.X.Observe(s), t)
+			}
 		}
 		d.exec(d.X.Tick(timeOf(t)), t)
 		if d.OnStep != nil && !d.OnStep(d, t) {
@@ -69,6 +79,22 @@ func (d *Driver) Run(limit float64) bool {
 		}
 	}
 	return false
+}
+
+// crossings names the elements among visited, by ID.
+func (d *Driver) crossings(visited []string) gradient.Crossings {
+	var c gradient.Crossings
+	if d.elements == nil {
+		for _, e := range d.X.Result().Elements {
+			d.elements = append(d.elements, e.Element)
+		}
+	}
+	for i, e := range d.elements {
+		if i < gradient.MaxRoutedElements && slices.Contains(visited, e) {
+			c |= 1 << uint(i)
+		}
+	}
+	return c
 }
 
 func (d *Driver) exec(acts []gradient.Action, now float64) {

@@ -167,6 +167,7 @@ type Sim struct {
 	q        events
 	rng      *rand.Rand
 	out      []spectral.Sample
+	visited  [][]string // per sample in out: the links and servers its request crossed
 	rr       map[string]int
 	servers  map[string]*server
 	leases   map[string]*lease
@@ -264,8 +265,16 @@ func (s *Sim) RunUntil(t float64) {
 // Drain, in the order they completed. Sample.Time is the request's start.
 func (s *Sim) Drain() []spectral.Sample {
 	out := s.out
-	s.out = nil
+	s.out, s.visited = nil, nil
 	return out
+}
+
+// DrainVisited is Drain with, for each sample, the links ("a->b") and
+// servers its request crossed, asynchronous calls included.
+func (s *Sim) DrainVisited() ([]spectral.Sample, [][]string) {
+	out, visited := s.out, s.visited
+	s.out, s.visited = nil, nil
+	return out, visited
 }
 
 func pick(r *rand.Rand, txs []string, w []float64) string {
@@ -305,8 +314,10 @@ func (s *Sim) openArrival(o Open) {
 func (s *Sim) request(tx string, then func()) {
 	p := s.cfg.Transactions[tx]
 	start := s.now
+	var visited []string
 	finish := func() {
 		s.out = append(s.out, spectral.Sample{Time: start, Transaction: tx, Ms: (s.now - start) * 1000})
+		s.visited = append(s.visited, visited)
 		then()
 	}
 	var calls func(i, rep int)
@@ -327,6 +338,7 @@ func (s *Sim) request(tx string, then func()) {
 		key := tx + "/" + fmt.Sprint(i)
 		target := c.Targets[s.rr[key]%len(c.Targets)]
 		s.rr[key]++
+		visited = append(visited, p.Front+"->"+target, target)
 		if c.Async {
 			s.call(p.Front, target, func() {})
 			next()
