@@ -528,6 +528,10 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// hostmetrics and adjusts the training and every window for it
 	// (experiments.steal_covariate, run AC).
 	steal := envInt(t, "GRADIENTS_STEAL", 0) == 1
+	// GRADIENTS_REFERENCES=1 adjusts each transaction's windows of a link for
+	// its requests that did not call over it: on the load-balanced links,
+	// those through the other replica (experiments.reference_requests).
+	references := envInt(t, "GRADIENTS_REFERENCES", 0) == 1
 	// GRADIENTS_PERTURBATION_MEASURE=mean bounds the mean change over a
 	// window, paper 000 Table 3's measure, rather than the peak
 	// (experiments.perturbation_measure, run AF); the check below then
@@ -551,7 +555,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			parts[strings.TrimSpace(p)] = true
 		}
 	}
-	t.Logf("k=%d N=%d M=%d d=%v min_snr %d max_windows %d, steal covariate %v, perturbation measure %s, %d users with %v mean think time; parts %v", k, n, m, scale, minSNR, maxWindows, steal, pertMeasure, users, think, parts)
+	t.Logf("k=%d N=%d M=%d d=%v min_snr %d max_windows %d, steal covariate %v, references %v, perturbation measure %s, %d users with %v mean think time; parts %v", k, n, m, scale, minSNR, maxWindows, steal, references, pertMeasure, users, think, parts)
 	lab, err := netns.New(t)
 	if err != nil {
 		t.Fatal(err)
@@ -631,7 +635,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			"experiments": map[string]any{
 				"injector": injA, "front_services": []string{"web"},
 				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR, "max_windows": maxWindows, "adaptive_in_window": inWindow,
-				"steal_covariate": steal, "perturbation_measure": pertMeasure,
+				"steal_covariate": steal, "reference_requests": references, "perturbation_measure": pertMeasure,
 				"links": map[string]any{
 					"app->db":    map[string]any{"address": delayed["app->db"].address, "injector": delayed["app->db"].injector},
 					"web->app-1": map[string]any{"address": delayed["web->app-1"].address}, // the default injector, injA
@@ -799,7 +803,10 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			for tx, g := range el.Transactions {
 				ratios[txnOf(tx)] = fmt.Sprintf("%.2f", g.CovariateNoiseRatio)
 			}
-			t.Logf("%s: last window adjusted for %v, noise after/before %v", el.Element, el.Covariates, ratios)
+			t.Logf("%s: last window adjusted for %v and, by their own requests that did not cross, %v; noise after/before %v", el.Element, el.Covariates, el.Referenced, ratios)
+			if references && strings.HasPrefix(el.Element, "link:web->app-") && len(el.Referenced) == 0 {
+				t.Errorf("%s: no transaction was adjusted for its requests through the other replica", el.Element)
+			}
 			rough := "none"
 			if el.Rough != nil {
 				rough = fmt.Sprintf("%.3f ± %.3f", el.Rough.Gradient, el.Rough.StdErr)

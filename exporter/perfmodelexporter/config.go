@@ -229,6 +229,14 @@ type ExperimentsConfig struct {
 	// simulation it halves the error, but its two testbed runs so far read
 	// 4 and 5 of 8 values within ±10% (docs/gradient-report.md, AC and AE).
 	StealCovariate bool `mapstructure:"steal_covariate"`
+	// ReferenceRequests adjusts each transaction's active windows of a link
+	// for its requests that did not call over the link (gradient.Config.
+	// References): where a transaction splits over replicas, the other
+	// replica's requests share the host's noise but not the wave. A request
+	// counts as one that did not cross only when its trace shows the
+	// link's caller calling, every call at a known address, none at the
+	// delayed one. Off by default until the testbed runs validate it.
+	ReferenceRequests bool `mapstructure:"reference_requests"`
 }
 
 // linkInjectors reports whether an injector is configured for link

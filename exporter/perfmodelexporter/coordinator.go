@@ -122,15 +122,88 @@ func (x *experiments) isFront(s *model.Span) bool {
 	return false
 }
 
-// observe sees every completed SERVER span (e.mu held; must be fast): it
-// hands front samples to each running experiment without blocking, counting
-// what a full buffer drops.
-func (x *experiments) observe(s *model.Span) {
+// frontSample is a front request for one experiment, with the elements
+// its trace crossed when the experiment uses references.
+type frontSample struct {
+	spectral.Sample
+	crossed gradient.Crossings
+	routed  bool
+}
+
+// observe sees every completed SERVER span, spans[i] of its trace (e.mu
+// held; must be fast): it hands front samples to each running experiment
+// without blocking, counting what a full buffer drops.
+func (x *experiments) observe(spans []model.Span, i int) {
+	s := &spans[i]
 	if x.active.Load() == 0 || !x.isFront(s) {
 		return
 	}
-	sample := spectral.Sample{Time: float64(s.Start) / 1e9, Transaction: s.Transaction, Ms: float64(s.End-s.Start) / 1e6}
-	fanOut(x, sample, func(r *runner) chan spectral.Sample { return r.samples })
+	sample := frontSample{Sample: spectral.Sample{Time: float64(s.Start) / 1e9, Transaction: s.Transaction, Ms: float64(s.End-s.Start) / 1e6}}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, r := range x.running {
+		fs := sample
+		if r.gcfg.References {
+			fs.crossed, fs.routed = r.crossings(spans), true
+		}
+		select {
+		case r.samples <- fs:
+		default:
+			r.dropped.Add(1)
+		}
+	}
+}
+
+// elementRoute tells the requests that crossed a link element from those
+// that did not, by the calls in their traces.
+type elementRoute struct {
+	caller, address string // "" for elements that are not links
+	// seen says a trace has called the delayed address: until one has, the
+	// spans may name it otherwise (a host name for the configured IP), and
+	// no request can be said not to have crossed.
+	seen bool
+}
+
+// crossedBy reports whether a trace's request crossed the element, or may
+// have: it did not only when the trace shows the link's caller calling,
+// every call at a known address, none at the delayed one, which earlier
+// traces have called. A request taken wrongly for one that did not cross
+// would carry the wave into the reference and take part of the gradient
+// away with it.
+func (er *elementRoute) crossedBy(spans []model.Span) bool {
+	if er.address == "" {
+		return true
+	}
+	calledElsewhere := false
+	for i := range spans {
+		s := &spans[i]
+		if s.Kind != model.KindClient {
+			continue
+		}
+		if s.PeerAddress == er.address {
+			er.seen = true
+			return true
+		}
+		if s.Service == er.caller {
+			if s.PeerAddress == "" {
+				return true
+			}
+			calledElsewhere = true
+		}
+	}
+	return !calledElsewhere || !er.seen
+}
+
+// crossings is the set of the runner's elements a trace crossed, or may
+// have (x.mu held: it marks the addresses seen).
+func (r *runner) crossings(spans []model.Span) gradient.Crossings {
+	var c gradient.Crossings
+	for i := range r.routes {
+		if r.routes[i].crossedBy(spans) {
+			c |= 1 << uint(i)
+		}
+	}
+	return c
 }
 
 // abortAll stops every running experiment and waits (bounded) until each
@@ -353,6 +426,7 @@ type elementPlan struct {
 	element gradient.Element
 	target  injTarget
 	inj     *injectorClient
+	route   elementRoute
 }
 
 // newRunner turns a request into a runner, or a 400.
@@ -371,6 +445,7 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	}
 	plans := make(map[string]elementPlan, len(names))
 	elements := make([]gradient.Element, 0, len(names))
+	routes := make([]elementRoute, 0, len(names))
 	for _, name := range names {
 		if _, dup := plans[name]; dup {
 			return nil, badf("elements: %q is listed twice", name)
@@ -381,6 +456,7 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		}
 		plans[name] = p
 		elements = append(elements, p.element)
+		routes = append(routes, p.route)
 	}
 	train := spectral.TrainConfig{K: xc.K, N: xc.N, Chunks: xc.Chunks, Scale: xc.Scale, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
 	if req.K != 0 {
@@ -419,13 +495,14 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		MaxPerturbation:     xc.MaxPerturbation,
 		PerturbationMeasure: xc.PerturbationMeasure,
 		AdaptiveInWindow:    xc.AdaptiveInWindow,
+		References:          xc.ReferenceRequests,
 		Guard:               gradient.Guard{P99Ms: p99},
 	}
 	now := time.Now()
 	label := strings.Join(names, ",")
 	run := &runner{
-		x: e.experiments, id: id, element: label, plans: plans, gcfg: gcfg,
-		samples:    make(chan spectral.Sample, xc.SampleBuffer),
+		x: e.experiments, id: id, element: label, plans: plans, gcfg: gcfg, routes: routes,
+		samples:    make(chan frontSample, xc.SampleBuffer),
 		covariates: make(chan covariateSample, covariateBuffer),
 		stopCh:     make(chan struct{}),
 		done:       make(chan struct{}),
@@ -472,6 +549,7 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		}
 		injURL = firstNonEmpty(reqInjector, lt.injector, xc.Injector)
 		p.target = injTarget{Link: &injLink{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
+		p.route = elementRoute{caller: src, address: net.JoinHostPort(lt.host, strconv.Itoa(int(lt.port)))}
 		p.element = gradient.Element{
 			ID: name, Basis: gradient.Link(),
 			MinAmplitude:   float64(xc.MinDelay) / float64(time.Millisecond),
@@ -602,7 +680,8 @@ type runner struct {
 	element string                 // the elements, comma-separated
 	plans   map[string]elementPlan // by element: what its leases perturb, at which injector
 	gcfg    gradient.Config
-	samples chan spectral.Sample
+	routes  []elementRoute         // by element index, for references (under x.mu)
+	samples chan frontSample
 	// covariates carries host steal readings (observeSteal).
 	covariates chan covariateSample
 	dropped    atomic.Int64
@@ -614,7 +693,7 @@ type runner struct {
 
 	// Owned by the run goroutine.
 	exp         *gradient.Experiment
-	pending     []spectral.Sample
+	pending     []frontSample
 	pendingCovs []covariateSample
 	leases      map[string]*leaseRef
 	started     time.Time
@@ -705,12 +784,22 @@ func holdPending[T any](r *runner, buf *[]T, v T, limit int) {
 	}
 }
 
-func (r *runner) observe(s spectral.Sample) {
+func (r *runner) observe(s frontSample) {
 	if r.exp == nil {
 		holdPending(r, &r.pending, s, maxPending)
 		return
 	}
-	r.execute(r.exp.Observe(s)) // a stop when the SLO guard trips
+	r.feed(s)
+}
+
+// feed gives the state machine one sample and carries out what it says (a
+// stop when the SLO guard trips).
+func (r *runner) feed(s frontSample) {
+	if s.routed {
+		r.execute(r.exp.ObserveRouted(s.Sample, s.crossed))
+		return
+	}
+	r.execute(r.exp.Observe(s.Sample))
 }
 
 func (r *runner) tick(now time.Time) {
@@ -753,7 +842,7 @@ func (r *runner) discover(now time.Time) bool {
 		exp.ObserveCovariate(c.name, c.from, c.to, c.v)
 	}
 	for _, s := range r.pending {
-		r.execute(exp.Observe(s))
+		r.feed(s)
 	}
 	r.pending, r.pendingCovs = nil, nil
 	return true

@@ -57,12 +57,14 @@ func TestExperimentsConfigLoads(t *testing.T) {
 	require.Equal(t, 50*time.Millisecond, x.MaxDelay)
 	require.Equal(t, 5*time.Second, x.Lateness)
 	require.True(t, x.StealCovariate)
+	require.True(t, x.ReferenceRequests)
 
 	def := createDefaultConfig().(*Config)
 	require.NoError(t, def.Validate())
 	require.Equal(t, 1, def.Experiments.MaxConcurrent)
 	require.Equal(t, 300*time.Microsecond, def.Experiments.DelayFloor)
 	require.False(t, def.Experiments.StealCovariate, "opt-in")
+	require.False(t, def.Experiments.ReferenceRequests, "opt-in")
 	for field, mutate := range map[string]func(*ExperimentsConfig){
 		"experiments.injector":           func(c *ExperimentsConfig) { c.Injector = "10.0.0.4:18777" },
 		"experiments.links.a->b.address": func(c *ExperimentsConfig) { c.Links = map[string]ExperimentLink{"a->b": {Address: "sctp://x:1"}} },
@@ -195,11 +197,14 @@ func taggedRules(t *testing.T, port uint16) int {
 // frontService is a synthetic front tier: open-loop requests, each a base
 // service time of N(10, 3) ms and one UDP round trip to the back tier over
 // the link the injector delays. Its SERVER spans go to the engine as OTLP.
-// A second transaction never calls the back tier.
+// A second transaction never calls the back tier. With several back ends
+// (startBalancedFront) it takes them in turn, and each call is a CLIENT
+// span with server.address and server.port under the SERVER span.
 type frontService struct {
 	t        *testing.T
 	e        *engine
-	echo     string
+	backs    []string // host:port
+	clients  bool     // CLIENT spans for the calls
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -208,7 +213,20 @@ type frontService struct {
 }
 
 func startFront(t *testing.T, e *engine, echoPort uint16, perSecond int) *frontService {
-	f := &frontService{t: t, e: e, echo: fmt.Sprintf("127.0.0.1:%d", echoPort), stop: make(chan struct{}), batch: ptrace.NewTraces()}
+	return startFrontTo(t, e, perSecond, false, echoPort)
+}
+
+// startBalancedFront is startFront balancing its calls over the back ends
+// in turn, with a CLIENT span for each.
+func startBalancedFront(t *testing.T, e *engine, perSecond int, echoPorts ...uint16) *frontService {
+	return startFrontTo(t, e, perSecond, true, echoPorts...)
+}
+
+func startFrontTo(t *testing.T, e *engine, perSecond int, clients bool, echoPorts ...uint16) *frontService {
+	f := &frontService{t: t, e: e, clients: clients, stop: make(chan struct{}), batch: ptrace.NewTraces()}
+	for _, p := range echoPorts {
+		f.backs = append(f.backs, fmt.Sprintf("127.0.0.1:%d", p))
+	}
 	f.wg.Add(2)
 	go f.generate(perSecond)
 	go f.ship()
@@ -235,19 +253,21 @@ func (f *frontService) generate(perSecond int) {
 			return
 		case <-tick.C:
 			f.wg.Add(1)
-			go f.request(i%5 != 4)
+			go f.request(i%5 != 4, f.backs[i%len(f.backs)])
 		}
 	}
 }
 
-func (f *frontService) request(callsBack bool) {
+func (f *frontService) request(callsBack bool, back string) {
 	defer f.wg.Done()
 	start := time.Now()
 	time.Sleep(time.Duration(math.Max(0, 10+3*mrand.NormFloat64()) * float64(time.Millisecond)))
 	name := "GET /static"
+	var callStart, callEnd time.Time
 	if callsBack {
 		name = "GET /front"
-		conn, err := net.Dial("udp4", f.echo)
+		callStart = time.Now()
+		conn, err := net.Dial("udp4", back)
 		if err == nil {
 			buf := []byte("ping")
 			_ = conn.SetDeadline(time.Now().Add(time.Second))
@@ -256,6 +276,7 @@ func (f *frontService) request(callsBack bool) {
 			}
 			_ = conn.Close()
 		}
+		callEnd = time.Now()
 		if err != nil {
 			f.mu.Lock()
 			f.failures++
@@ -284,6 +305,22 @@ func (f *frontService) request(callsBack bool) {
 	sp.SetKind(ptrace.SpanKindServer)
 	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
+	if f.clients && callsBack {
+		host, port, _ := net.SplitHostPort(back)
+		p, _ := strconv.Atoi(port)
+		cl := rs.ScopeSpans().At(0).Spans().AppendEmpty()
+		var cid pcommon.SpanID
+		_, _ = rand.Read(cid[:])
+		cl.SetTraceID(tid)
+		cl.SetSpanID(cid)
+		cl.SetParentSpanID(sid)
+		cl.SetName("echo")
+		cl.SetKind(ptrace.SpanKindClient)
+		cl.SetStartTimestamp(pcommon.NewTimestampFromTime(callStart))
+		cl.SetEndTimestamp(pcommon.NewTimestampFromTime(callEnd))
+		cl.Attributes().PutStr("server.address", host)
+		cl.Attributes().PutInt("server.port", int64(p))
+	}
 }
 
 // ship hands the collected spans to the engine every 50 ms, as a batch

@@ -541,7 +541,7 @@ func (e *engine) emit(spans []model.Span) {
 	}
 	for i := range spans {
 		if spans[i].Kind == model.KindServer {
-			e.experiments.observe(&spans[i])
+			e.experiments.observe(spans, i)
 		}
 	}
 	of := w.AddTrace(spans)
