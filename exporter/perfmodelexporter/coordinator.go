@@ -680,7 +680,7 @@ type runner struct {
 	element string                 // the elements, comma-separated
 	plans   map[string]elementPlan // by element: what its leases perturb, at which injector
 	gcfg    gradient.Config
-	routes  []elementRoute         // by element index, for references (under x.mu)
+	routes  []elementRoute // by element index, for references (under x.mu)
 	samples chan frontSample
 	// covariates carries host steal readings (observeSteal).
 	covariates chan covariateSample
