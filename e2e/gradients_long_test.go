@@ -807,6 +807,11 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			if references && strings.HasPrefix(el.Element, "link:web->app-") && len(el.Referenced) == 0 {
 				t.Errorf("%s: no transaction was adjusted for its requests through the other replica", el.Element)
 			}
+			for _, tx := range slices.Sorted(maps.Keys(el.Unreferenced)) {
+				g, u := el.Transactions[tx], el.Unreferenced[tx]
+				t.Logf("%s %s: with its reference %.3f [%.3f, %.3f] SNR %.1f; the same windows without %.3f [%.3f, %.3f] SNR %.1f",
+					el.Element, txnOf(tx), g.Gradient, g.CI95[0], g.CI95[1], g.SNR, u.Gradient, u.CI95[0], u.CI95[1], u.SNR)
+			}
 			rough := "none"
 			if el.Rough != nil {
 				rough = fmt.Sprintf("%.3f ± %.3f", el.Rough.Gradient, el.Rough.StdErr)

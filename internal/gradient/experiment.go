@@ -408,6 +408,9 @@ type ElementResult struct {
 	// their requests that did not cross the element (Config.References);
 	// each one's CovariateNoiseRatio says by how much the noise fell.
 	Referenced []string `json:"referenced,omitempty"`
+	// Unreferenced holds, for those transactions, the estimate of the same
+	// windows without their reference, to compare.
+	Unreferenced map[string]spectral.Estimate `json:"unreferenced,omitempty"`
 }
 
 // Gradients lists the element's gradients for prediction.
@@ -505,14 +508,16 @@ type Experiment struct {
 	plan      *spectral.Plan
 
 	// Elements.
-	idx      int
-	cur      *run
-	results  []ElementResult
-	seq      int
-	windows  int                          // active windows of the current element so far
-	prior    map[string]spectral.Estimate // its earlier windows' combined estimates
-	measured int                          // elements whose active phase finished
-	extra    int                          // their windows past the first (for the ETA)
+	idx     int
+	cur     *run
+	results []ElementResult
+	seq     int
+	windows int                          // active windows of the current element so far
+	prior   map[string]spectral.Estimate // its earlier windows' combined estimates
+	// priorPlain is prior without the references (ElementResult.Unreferenced).
+	priorPlain map[string]spectral.Estimate
+	measured   int // elements whose active phase finished
+	extra      int // their windows past the first (for the ETA)
 
 	guard   guardWindow
 	quiet   quietLevel
@@ -1061,17 +1066,8 @@ func (x *Experiment) finishActive() {
 		}
 		s, err := b.Series()
 		var est spectral.Estimate
-		var adj *spectral.Adjustment
-		values := s.Values
 		if err == nil {
-			values, adj, err = adjustWindow(s.Values, txCovs, x.plan.Kd)
-		}
-		if err == nil {
-			est, err = spectral.EstimateGradient(spectral.EstimateInput{Values: values, Kd: x.plan.Kd, BaselineMean: mean, BaselineSigma: sigma,
-				Chunks: x.plan.Chunks, Delta: delta, DeltaStdErr: deltaSE})
-		}
-		if adj != nil && adj.NoiseBeforeMs > 0 {
-			est.CovariateNoiseRatio = adj.NoiseAfterMs / adj.NoiseBeforeMs
+			est, err = x.estimateWindow(s, txCovs, mean, sigma, delta, deltaSE)
 		}
 		if err != nil {
 			setErr(res, tx, err)
@@ -1080,9 +1076,20 @@ func (x *Experiment) finishActive() {
 			}
 			continue
 		}
-		est.Samples, est.EmptyBins = s.Samples, s.Empty
 		if f, ok := x.prior[tx]; ok {
 			est = spectral.CombineCoherent(f, est)
+		}
+		if len(txCovs) > len(covs) { // referenced: the same windows without it, to compare
+			pm, ps, _ := x.plan.Baseline(tx)
+			if plain, err := x.estimateWindow(s, covs, pm, ps, delta, deltaSE); err == nil {
+				if f, ok := x.priorPlain[tx]; ok {
+					plain = spectral.CombineCoherent(f, plain)
+				}
+				if res.Unreferenced == nil {
+					res.Unreferenced = map[string]spectral.Estimate{}
+				}
+				res.Unreferenced[tx] = plain
+			}
 		}
 		// The perturbation is this window's, by the (combined) gradient; the
 		// first period's A⁰ may be the larger change.
@@ -1096,6 +1103,25 @@ func (x *Experiment) finishActive() {
 		}
 	}
 	res.Status = "done"
+}
+
+// estimateWindow is equation 5 over one transaction's window adjusted for
+// covs, against the baseline (mean, sigma) trained alike.
+func (x *Experiment) estimateWindow(s spectral.Series, covs [][]float64, mean complex128, sigma, delta, deltaSE float64) (spectral.Estimate, error) {
+	values, adj, err := adjustWindow(s.Values, covs, x.plan.Kd)
+	if err != nil {
+		return spectral.Estimate{}, err
+	}
+	est, err := spectral.EstimateGradient(spectral.EstimateInput{Values: values, Kd: x.plan.Kd, BaselineMean: mean, BaselineSigma: sigma,
+		Chunks: x.plan.Chunks, Delta: delta, DeltaStdErr: deltaSE})
+	if err != nil {
+		return est, err
+	}
+	if adj != nil && adj.NoiseBeforeMs > 0 {
+		est.CovariateNoiseRatio = adj.NoiseAfterMs / adj.NoiseBeforeMs
+	}
+	est.Samples, est.EmptyBins = s.Samples, s.Empty
+	return est, nil
 }
 
 func setErr(res *ElementResult, tx string, err error) {
@@ -1161,16 +1187,16 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		}
 		a = last // another window at the same amplitude still adds its samples
 	}
-	x.prior = res.Transactions
+	x.prior, x.priorPlain = res.Transactions, res.Unreferenced
 	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f after %d window(s), the last at amplitude %.4g (gradient %.3f); measured again at %.4g%s",
 		est.SNR, x.cfg.MinSNR, x.windows, last, est.Gradient, a, bound))
-	res.Status, res.Transactions, res.TimeDomain, res.Errors = "pending", nil, nil, nil
+	res.Status, res.Transactions, res.TimeDomain, res.Errors, res.Unreferenced = "pending", nil, nil, nil, nil
 	return x.startActive(t, a), true
 }
 
 func (x *Experiment) nextElement(t float64) []Action {
 	x.cur = nil
-	x.windows, x.prior = 0, nil
+	x.windows, x.prior, x.priorPlain = 0, nil, nil
 	x.idx++
 	return x.startElement(t)
 }

@@ -848,6 +848,11 @@ func TestExperimentReferenceRequests(t *testing.T) {
 			if len(el.Referenced) != 1 || !(g.CovariateNoiseRatio > 0 && g.CovariateNoiseRatio < 1) {
 				t.Fatalf("seed %d: referenced %v, noise ratio %.2f", seed, el.Referenced, g.CovariateNoiseRatio)
 			}
+			// The same waves and requests: the estimate without the
+			// reference is the run without references.
+			if u := el.Unreferenced["LB"].Gradient; math.Abs(u-raw[len(raw)-1]) > 1e-9 {
+				t.Fatalf("seed %d: unreferenced %.6f, the run without references %.6f", seed, u, raw[len(raw)-1])
+			}
 			adjusted = append(adjusted, g.Gradient)
 			if g.CI95[0] <= 0.5 && g.CI95[1] >= 0.5 {
 				covered++
