@@ -169,8 +169,8 @@ type Config struct {
 	// adaptive phase.
 	AdaptiveInWindow bool
 	// References adjusts each transaction's active windows for its own
-	// requests that did not cross the element, as a covariate (paper 000
-	// §3's estimator is unchanged; the adjustment is spectral.Adjust's).
+	// requests that did not cross the element, as a covariate (equation 5
+	// is unchanged; the adjustment is spectral.Adjust's, not the papers').
 	// Requests fed through ObserveRouted say which elements they crossed.
 	// Host noise moves every request alike, and the element's wave moves
 	// only the crossing ones, so where a transaction splits over replicas
