@@ -23,16 +23,10 @@ import (
 func TestExperimentMeasuresLinkGradientThroughRealInjector(t *testing.T) {
 	te, inj, echo, front := linkSetup(t, 3290, 8, 3, 64, 80)
 
-	var ex api.Experiment
 	begun := time.Now()
-	require.Equal(t, http.StatusCreated, te.send("POST", api.PathExperiments, `{"element":"link:front->back"}`, &ex))
-	require.Equal(t, "training", ex.Phase)
 	phases := map[string]bool{}
 	var lastETA float64
-	for deadline := time.Now().Add(90 * time.Second); ex.Finished == 0; {
-		require.True(t, time.Now().Before(deadline), "experiment still %s after 90 s", ex.Phase)
-		time.Sleep(500 * time.Millisecond)
-		require.Equal(t, http.StatusOK, te.send("GET", api.PathExperiments+"/"+ex.ID, "", &ex))
+	ex := te.awaitExperiment(`{"element":"link:front->back"}`, 90*time.Second, func(ex api.Experiment) {
 		if !phases[ex.Phase] {
 			t.Logf("%5.1fs phase %s %.0f%% eta %.1fs", time.Since(begun).Seconds(), ex.Phase, ex.Percent, ex.ETASeconds)
 		}
@@ -40,7 +34,7 @@ func TestExperimentMeasuresLinkGradientThroughRealInjector(t *testing.T) {
 		if ex.Phase == "active" {
 			lastETA = ex.ETASeconds
 		}
-	}
+	})
 	wall := time.Since(begun)
 	t.Logf("one link experiment: %v wall; last active-phase ETA %.1fs; front failures %d", wall.Round(100*time.Millisecond), lastETA, front.failures)
 	require.Equal(t, "done", ex.Phase, ex.Reason)

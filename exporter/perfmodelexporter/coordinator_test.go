@@ -384,6 +384,25 @@ func (te *testEngine) send(method, path, body string, out any) int {
 	return resp.StatusCode
 }
 
+// awaitExperiment starts an experiment with body and polls it until it
+// finishes, failing after limit; each, if set, sees every poll.
+func (te *testEngine) awaitExperiment(body string, limit time.Duration, each func(api.Experiment)) api.Experiment {
+	te.t.Helper()
+	var ex api.Experiment
+	require.Equal(te.t, http.StatusCreated, te.send("POST", api.PathExperiments, body, &ex))
+	for deadline := time.Now().Add(limit); ex.Finished == 0; {
+		require.True(te.t, time.Now().Before(deadline), "experiment still %s after %v", ex.Phase, limit)
+		time.Sleep(200 * time.Millisecond)
+		id := ex.ID
+		ex = api.Experiment{} // omitted fields must not keep the last poll's values
+		require.Equal(te.t, http.StatusOK, te.send("GET", api.PathExperiments+"/"+id, "", &ex))
+		if each != nil {
+			each(ex)
+		}
+	}
+	return ex
+}
+
 func linkSetup(t *testing.T, queueBase uint16, k, chunks, n int, scale float64) (*testEngine, *realInjector, uint16, *frontService) {
 	needRoot(t)
 	echo := udpEcho(t)

@@ -173,14 +173,8 @@ func TestFrequencyExperimentThroughInjector(t *testing.T) {
 	front.run(200)
 	t.Cleanup(func() { close(front.stop); front.wg.Wait() })
 
-	var ex api.Experiment
 	begun := time.Now()
-	require.Equal(t, http.StatusCreated, te.send("POST", api.PathExperiments, `{"element":"frequency:cpu0"}`, &ex))
-	for deadline := time.Now().Add(90 * time.Second); ex.Finished == 0; {
-		require.True(t, time.Now().Before(deadline), "experiment still %s after 90 s", ex.Phase)
-		time.Sleep(500 * time.Millisecond)
-		require.Equal(t, http.StatusOK, te.send("GET", api.PathExperiments+"/"+ex.ID, "", &ex))
-	}
+	ex := te.awaitExperiment(`{"element":"frequency:cpu0"}`, 90*time.Second, nil)
 	t.Logf("frequency:cpu0: %s after %v (%s)", ex.Phase, time.Since(begun).Round(100*time.Millisecond), ex.Reason)
 	require.Equal(t, "done", ex.Phase, ex.Reason)
 

@@ -3,14 +3,12 @@ package perfmodelexporter
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
 )
@@ -71,16 +69,8 @@ func TestReferenceRequestsThroughInjector(t *testing.T) {
 	})
 	front := startBalancedFront(t, te.engine, 400, back1, back2)
 
-	var ex api.Experiment
 	begun := time.Now()
-	require.Equal(t, http.StatusCreated, te.send("POST", api.PathExperiments, `{"element":"link:front->back1"}`, &ex))
-	for deadline := time.Now().Add(3 * time.Minute); ex.Finished == 0; {
-		require.True(t, time.Now().Before(deadline), "experiment still %s after 3 min", ex.Phase)
-		time.Sleep(200 * time.Millisecond)
-		id := ex.ID
-		ex = api.Experiment{}
-		require.Equal(t, http.StatusOK, te.send("GET", api.PathExperiments+"/"+id, "", &ex))
-	}
+	ex := te.awaitExperiment(`{"element":"link:front->back1"}`, 3*time.Minute, nil)
 	t.Logf("one link of two replicas: %v wall; front failures %d", time.Since(begun).Round(100*time.Millisecond), front.failures)
 	require.Equal(t, "done", ex.Phase, ex.Reason)
 	var res gradient.Result
