@@ -809,8 +809,9 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			}
 			for _, tx := range slices.Sorted(maps.Keys(el.Unreferenced)) {
 				g, u := el.Transactions[tx], el.Unreferenced[tx]
-				t.Logf("%s %s: with its reference %.3f [%.3f, %.3f] SNR %.1f; the same windows without %.3f [%.3f, %.3f] SNR %.1f",
-					el.Element, txnOf(tx), g.Gradient, g.CI95[0], g.CI95[1], g.SNR, u.Gradient, u.CI95[0], u.CI95[1], u.SNR)
+				r := el.ReferenceResponse[tx]
+				t.Logf("%s %s: with its reference %.3f [%.3f, %.3f] SNR %.1f; the same windows without %.3f [%.3f, %.3f] SNR %.1f; the reference's own response %.3f (SNR %.1f)",
+					el.Element, txnOf(tx), g.Gradient, g.CI95[0], g.CI95[1], g.SNR, u.Gradient, u.CI95[0], u.CI95[1], u.SNR, r.Gradient, r.SNR)
 			}
 			rough := "none"
 			if el.Rough != nil {

@@ -411,6 +411,11 @@ type ElementResult struct {
 	// Unreferenced holds, for those transactions, the estimate of the same
 	// windows without their reference, to compare.
 	Unreferenced map[string]spectral.Estimate `json:"unreferenced,omitempty"`
+	// ReferenceResponse is each reference's own response at the wave's
+	// frequency in the last window, against its in-window noise: the
+	// assumption that the wave does not reach those requests holds where
+	// it is not significant.
+	ReferenceResponse map[string]spectral.Estimate `json:"reference_response,omitempty"`
 }
 
 // Gradients lists the element's gradients for prediction.
@@ -1080,6 +1085,13 @@ func (x *Experiment) finishActive() {
 			est = spectral.CombineCoherent(f, est)
 		}
 		if len(txCovs) > len(covs) { // referenced: the same windows without it, to compare
+			ref := txCovs[len(txCovs)-1]
+			if re, err := spectral.EstimateGradient(spectral.EstimateInput{Values: ref, Kd: x.plan.Kd, Delta: delta, DeltaStdErr: deltaSE}); err == nil {
+				if res.ReferenceResponse == nil {
+					res.ReferenceResponse = map[string]spectral.Estimate{}
+				}
+				res.ReferenceResponse[tx] = re
+			}
 			pm, ps, _ := x.plan.Baseline(tx)
 			if plain, err := x.estimateWindow(s, covs, pm, ps, delta, deltaSE); err == nil {
 				if f, ok := x.priorPlain[tx]; ok {
@@ -1190,7 +1202,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 	x.prior, x.priorPlain = res.Transactions, res.Unreferenced
 	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f after %d window(s), the last at amplitude %.4g (gradient %.3f); measured again at %.4g%s",
 		est.SNR, x.cfg.MinSNR, x.windows, last, est.Gradient, a, bound))
-	res.Status, res.Transactions, res.TimeDomain, res.Errors, res.Unreferenced = "pending", nil, nil, nil, nil
+	res.Status, res.Transactions, res.TimeDomain, res.Errors, res.Unreferenced, res.ReferenceResponse = "pending", nil, nil, nil, nil, nil
 	return x.startActive(t, a), true
 }
 

@@ -832,21 +832,26 @@ func balancedStealRun(t *testing.T, seed uint64, references bool, el gradient.El
 func TestExperimentReferenceRequests(t *testing.T) {
 	var raw, adjusted []float64
 	const seeds = 30
-	covered := 0
+	covered, respond := 0, 0
 	for seed := uint64(1); seed <= seeds; seed++ {
 		for _, references := range []bool{false, true} {
 			x, d := balancedStealRun(t, seed, references, gradient.Element{ID: "front->back1", Basis: gradient.Link(), FixedAmplitude: 30})
 			run(t, d, 40000)
 			el := x.Result().Elements[0]
 			g := el.Transactions["LB"]
-			t.Logf("seed %d references %v: %.3f [%.3f, %.3f] SNR %.1f, noise ratio %.2f, referenced %v %v", seed, references,
-				g.Gradient, g.CI95[0], g.CI95[1], g.SNR, g.CovariateNoiseRatio, el.Referenced, el.Errors)
+			t.Logf("seed %d references %v: %.3f [%.3f, %.3f] SNR %.1f, noise ratio %.2f, referenced %v (its own response %.3f) %v", seed, references,
+				g.Gradient, g.CI95[0], g.CI95[1], g.SNR, g.CovariateNoiseRatio, el.Referenced, el.ReferenceResponse["LB"].Gradient, el.Errors)
 			if !references {
 				raw = append(raw, g.Gradient)
 				continue
 			}
 			if len(el.Referenced) != 1 || !(g.CovariateNoiseRatio > 0 && g.CovariateNoiseRatio < 1) {
 				t.Fatalf("seed %d: referenced %v, noise ratio %.2f", seed, el.Referenced, g.CovariateNoiseRatio)
+			}
+			// The other replica's requests do not see the wave: their own
+			// response stands out of their noise only by chance.
+			if el.ReferenceResponse["LB"].Significant {
+				respond++
 			}
 			// The same waves and requests: the estimate without the
 			// reference is the run without references.
@@ -867,7 +872,10 @@ func TestExperimentReferenceRequests(t *testing.T) {
 		return math.Sqrt(s / float64(len(v)))
 	}
 	mean := stat.Mean(adjusted, nil)
-	t.Logf("RMS error: raw %.3f, with references %.3f; mean %.3f, intervals covering 0.5: %d of %d", rms(raw), rms(adjusted), mean, covered, seeds)
+	t.Logf("RMS error: raw %.3f, with references %.3f; mean %.3f, intervals covering 0.5: %d of %d; references responding significantly: %d", rms(raw), rms(adjusted), mean, covered, seeds, respond)
+	if respond > seeds/10 {
+		t.Errorf("%d of %d references respond to the wave significantly (5%% by chance)", respond, seeds)
+	}
 	within(t, "mean with references", mean, 0.5, 0.04)
 	if rms(adjusted) > 0.6*rms(raw) || covered < seeds*8/10 {
 		t.Errorf("RMS error with references %.3f, raw %.3f (want ≤ 0.6×); %d of %d intervals cover 0.5", rms(adjusted), rms(raw), covered, seeds)
