@@ -89,3 +89,31 @@ func TestReferenceRequestsThroughInjector(t *testing.T) {
 	require.Less(t, g.Gradient, 0.8)
 	require.Zero(t, inj.activeLeases(), "no lease after the experiment")
 }
+
+// BenchmarkCrossings is the per-trace cost reference_requests adds while an
+// experiment runs: a 20-span trace against four link elements.
+func BenchmarkCrossings(b *testing.B) {
+	spans := []model.Span{{SpanID: 1, Service: "web", Kind: model.KindServer, Transaction: "Home"}}
+	for i := range 19 {
+		kind, service, address := model.KindClient, "app", "10.0.0.9:5432"
+		if i%4 == 0 {
+			service, address = "web", "10.0.0.3:8082"
+		}
+		if i%2 == 1 {
+			kind, address = model.KindServer, ""
+		}
+		spans = append(spans, model.Span{SpanID: uint64(i + 2), ParentID: 1, Service: service, Kind: kind, PeerAddress: address})
+	}
+	r := &runner{routes: []elementRoute{
+		{caller: "web", address: "10.0.0.2:8081", seen: true}, {caller: "web", address: "10.0.0.3:8082", seen: true},
+		{caller: "app", address: "10.0.0.9:5432", seen: true}, {caller: "worker", address: "10.0.0.9:5432", seen: true},
+	}}
+	b.ReportAllocs()
+	var c gradient.Crossings
+	for b.Loop() {
+		c |= r.crossings(spans)
+	}
+	if c == 0 {
+		b.Fatal("no crossing")
+	}
+}
