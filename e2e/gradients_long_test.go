@@ -528,10 +528,11 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// hostmetrics and adjusts the training and every window for it
 	// (experiments.steal_covariate, run AC).
 	steal := envInt(t, "GRADIENTS_STEAL", 0) == 1
-	// GRADIENTS_REFERENCES=1 adjusts each transaction's windows of a link for
-	// its requests that did not call over it: on the load-balanced links,
-	// those through the other replica (experiments.reference_requests).
-	references := envInt(t, "GRADIENTS_REFERENCES", 0) == 1
+	// GRADIENTS_REFERENCES=0 turns off the default adjustment of each
+	// transaction's windows of a link for its requests that did not call
+	// over it: on the load-balanced links, those through the other replica
+	// (experiments.reference_requests; runs before AO had none).
+	references := envInt(t, "GRADIENTS_REFERENCES", 1) == 1
 	// GRADIENTS_PERTURBATION_MEASURE=mean bounds the mean change over a
 	// window, paper 000 Table 3's measure, rather than the peak
 	// (experiments.perturbation_measure, run AF); the check below then

@@ -19,7 +19,7 @@
 #  client response time)
 #   GRADIENTS_ADAPTIVE_IN_WINDOW=1 scripts/e2e-gradients.sh  # the adaptive cycle inside the window (runs N, O, Q)
 #   GRADIENTS_PERTURBATION_MEASURE=mean scripts/e2e-gradients.sh  # bound the mean change over a window, paper 000 Table 3's measure (run AF)
-#   GRADIENTS_REFERENCES=1 scripts/e2e-gradients.sh  # adjust each window for the requests that did not cross the link (reference_requests)
+#   GRADIENTS_REFERENCES=0 scripts/e2e-gradients.sh  # without the requests that did not cross the link as references (as runs before AO)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$HOME/go/bin:$PATH

@@ -57,14 +57,14 @@ func TestExperimentsConfigLoads(t *testing.T) {
 	require.Equal(t, 50*time.Millisecond, x.MaxDelay)
 	require.Equal(t, 5*time.Second, x.Lateness)
 	require.True(t, x.StealCovariate)
-	require.True(t, x.ReferenceRequests)
+	require.False(t, x.ReferenceRequests)
 
 	def := createDefaultConfig().(*Config)
 	require.NoError(t, def.Validate())
 	require.Equal(t, 1, def.Experiments.MaxConcurrent)
 	require.Equal(t, 300*time.Microsecond, def.Experiments.DelayFloor)
 	require.False(t, def.Experiments.StealCovariate, "opt-in")
-	require.False(t, def.Experiments.ReferenceRequests, "opt-in")
+	require.True(t, def.Experiments.ReferenceRequests, "on by default")
 	for field, mutate := range map[string]func(*ExperimentsConfig){
 		"experiments.injector":           func(c *ExperimentsConfig) { c.Injector = "10.0.0.4:18777" },
 		"experiments.links.a->b.address": func(c *ExperimentsConfig) { c.Links = map[string]ExperimentLink{"a->b": {Address: "sctp://x:1"}} },
