@@ -30,8 +30,9 @@ const (
 // references are the reference series of Config.References: per element
 // and transaction, the requests that did not cross the element. Their
 // response time moves with the host's noise as the rest of the transaction
-// does, but not with the element's wave, so they are a covariate of the
-// transaction's series (spectral.Adjust) that is exogenous by construction.
+// does, but not with the element's wave unless it reaches them through a
+// resource they share, so they are a covariate of the transaction's series
+// (spectral.Adjust) that the wave leaves alone by construction of the split.
 // Both bounds follow from the configuration: at most one series of
 // Chunks·N bins per element and transaction (MaxTransactions) in training,
 // one of N bins per transaction in an active window.
