@@ -416,6 +416,10 @@ type ElementResult struct {
 	// assumption that the wave does not reach those requests holds where
 	// it is not significant.
 	ReferenceResponse map[string]spectral.Estimate `json:"reference_response,omitempty"`
+	// ReferenceRejected lists the transactions whose reference responded
+	// significantly to the wave in a window: from that window on, their
+	// estimate is the one without it.
+	ReferenceRejected []string `json:"reference_rejected,omitempty"`
 }
 
 // Gradients lists the element's gradients for prediction.
@@ -521,8 +525,10 @@ type Experiment struct {
 	prior   map[string]spectral.Estimate // its earlier windows' combined estimates
 	// priorPlain is prior without the references (ElementResult.Unreferenced).
 	priorPlain map[string]spectral.Estimate
-	measured   int // elements whose active phase finished
-	extra      int // their windows past the first (for the ETA)
+	// refRejected holds the transactions whose reference the wave moved.
+	refRejected map[string]bool
+	measured    int // elements whose active phase finished
+	extra       int // their windows past the first (for the ETA)
 
 	guard   guardWindow
 	quiet   quietLevel
@@ -1064,7 +1070,7 @@ func (x *Experiment) finishActive() {
 		txCovs := covs
 		// A reference replaces the baseline with the one trained adjusted
 		// for it, so that the interval's σ describes the adjusted series.
-		if c, base, ok := x.refs.forWindow(x.idx, tx, r.refBins[tx], b, covs); ok {
+		if c, base, ok := x.refs.forWindow(x.idx, tx, r.refBins[tx], b, covs); ok && !x.refRejected[tx] {
 			txCovs = c
 			mean, sigma = base.AtKd()
 			res.Referenced = append(res.Referenced, tx)
@@ -1101,6 +1107,18 @@ func (x *Experiment) finishActive() {
 					res.Unreferenced = map[string]spectral.Estimate{}
 				}
 				res.Unreferenced[tx] = plain
+				// A reference the wave moved is not exogenous: its
+				// adjustment would take that response from the gradient.
+				// The element keeps the estimate without it from here on.
+				if re, ok := res.ReferenceResponse[tx]; ok && re.Significant {
+					if x.refRejected == nil {
+						x.refRejected = map[string]bool{}
+					}
+					x.refRejected[tx] = true
+					est = plain
+					res.Referenced = slices.DeleteFunc(res.Referenced, func(v string) bool { return v == tx })
+					res.ReferenceRejected = append(res.ReferenceRejected, tx)
+				}
 			}
 		}
 		// The perturbation is this window's, by the (combined) gradient; the
@@ -1208,7 +1226,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 
 func (x *Experiment) nextElement(t float64) []Action {
 	x.cur = nil
-	x.windows, x.prior, x.priorPlain = 0, nil, nil
+	x.windows, x.prior, x.priorPlain, x.refRejected = 0, nil, nil, nil
 	x.idx++
 	return x.startElement(t)
 }

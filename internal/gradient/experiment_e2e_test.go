@@ -881,3 +881,41 @@ func TestExperimentReferenceRequests(t *testing.T) {
 		t.Errorf("RMS error with references %.3f, raw %.3f (want ≤ 0.6×); %d of %d intervals cover 0.5", rms(adjusted), rms(raw), covered, seeds)
 	}
 }
+
+// When the wave reaches the other replica's requests too (here back2 slows
+// by 15% while front->back1's wave is on, as through a resource both
+// share), the reference is not exogenous: its own response stands out,
+// and the element falls back to the estimate without it.
+func TestExperimentRejectsAReferenceTheWaveMoves(t *testing.T) {
+	rejected := 0
+	const seeds = 10
+	for seed := uint64(1); seed <= seeds; seed++ {
+		cfg := sim.Balanced(seed, 0.1, 0.03)
+		var s *sim.Sim
+		back2 := cfg.Servers["back2"]
+		back2.Modulation = func(t float64) float64 {
+			if s != nil && s.WaveOn("front->back1", t) {
+				return 1.15
+			}
+			return 1
+		}
+		cfg.Servers["back2"] = back2
+		s, _ = sim.New(cfg)
+		x := newExperiment(t, gradient.Config{Target: "LB", Train: spectral.DefaultTrainConfig(), References: true,
+			Elements: []gradient.Element{{ID: "front->back1", Basis: gradient.Link(), FixedAmplitude: 30}}})
+		run(t, &sim.Driver{Sim: s, X: x, Routed: true}, 40000)
+		el := x.Result().Elements[0]
+		g, u, r := el.Transactions["LB"], el.Unreferenced["LB"], el.ReferenceResponse["LB"]
+		t.Logf("seed %d: %.3f (without the reference %.3f); the reference's own response %.3f, SNR %.1f; rejected %v",
+			seed, g.Gradient, u.Gradient, r.Gradient, r.SNR, el.ReferenceRejected)
+		if len(el.ReferenceRejected) == 1 {
+			rejected++
+			if g.Gradient != u.Gradient || len(el.Referenced) != 0 {
+				t.Errorf("seed %d: rejected, but the estimate %.3f is not the one without the reference %.3f (referenced %v)", seed, g.Gradient, u.Gradient, el.Referenced)
+			}
+		}
+	}
+	if rejected < seeds*8/10 {
+		t.Errorf("the reference the wave moves was rejected in %d of %d seeds", rejected, seeds)
+	}
+}

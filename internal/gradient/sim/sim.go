@@ -613,6 +613,12 @@ func (l *lease) injected() Injected {
 	return in
 }
 
+// WaveOn reports whether a delay wave on link is in its on-phase at t.
+func (s *Sim) WaveOn(link string, t float64) bool {
+	l := s.byLink[link]
+	return l != nil && l.on(t)
+}
+
 // Active lists the leases injecting at time t (for safety checks).
 func (s *Sim) Active(t float64) []string {
 	var out []string
