@@ -804,7 +804,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			for tx, g := range el.Transactions {
 				ratios[txnOf(tx)] = fmt.Sprintf("%.2f", g.CovariateNoiseRatio)
 			}
-			t.Logf("%s: last window adjusted for %v and, by their own requests that did not cross, %v; noise after/before %v", el.Element, el.Covariates, el.Referenced, ratios)
+			t.Logf("%s: last window adjusted for %v and, by their own requests that did not cross, %v (rejected, the wave moved them: %v); noise after/before %v", el.Element, el.Covariates, el.Referenced, el.ReferenceRejected, ratios)
 			if references && strings.HasPrefix(el.Element, "link:web->app-") && len(el.Referenced) == 0 {
 				t.Errorf("%s: no transaction was adjusted for its requests through the other replica", el.Element)
 			}

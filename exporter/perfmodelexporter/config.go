@@ -235,9 +235,11 @@ type ExperimentsConfig struct {
 	// replica's requests share the host's noise but not the wave. A request
 	// counts as one that did not cross only when its trace shows the
 	// link's caller calling, every call at a known address, none at the
-	// delayed one. On by default: on the namespace testbed's load-balanced
-	// links it read 8 of 8 values within ±10% in two runs, where the same
-	// windows without it read 4 of 8 (docs/gradient-report.md, AO and AP).
+	// delayed one. A reference whose own response to the wave is
+	// significant is dropped for the estimate without it. On by default: on
+	// the namespace testbed's load-balanced links it read 10 of 12 values
+	// within ±10% in three runs, where the same windows without it read 8
+	// of 12, and its SNR was 1.4–2.2× (docs/gradient-report.md, AO–AQ).
 	// Where traces lack server.address and server.port nothing changes.
 	ReferenceRequests bool `mapstructure:"reference_requests"`
 }
