@@ -525,10 +525,8 @@ type Experiment struct {
 	prior   map[string]spectral.Estimate // its earlier windows' combined estimates
 	// priorPlain is prior without the references (ElementResult.Unreferenced).
 	priorPlain map[string]spectral.Estimate
-	// refRejected holds the transactions whose reference the wave moved.
-	refRejected map[string]bool
-	measured    int // elements whose active phase finished
-	extra       int // their windows past the first (for the ETA)
+	measured   int // elements whose active phase finished
+	extra      int // their windows past the first (for the ETA)
 
 	guard   guardWindow
 	quiet   quietLevel
@@ -1067,13 +1065,15 @@ func (x *Experiment) finishActive() {
 	for _, tx := range sortedKeys(r.bins) {
 		b := r.bins[tx]
 		mean, sigma, _ := x.plan.Baseline(tx)
-		txCovs := covs
+		txCovs, referenced := covs, false
 		// A reference replaces the baseline with the one trained adjusted
 		// for it, so that the interval's σ describes the adjusted series.
-		if c, base, ok := x.refs.forWindow(x.idx, tx, r.refBins[tx], b, covs); ok && !x.refRejected[tx] {
-			txCovs = c
-			mean, sigma = base.AtKd()
-			res.Referenced = append(res.Referenced, tx)
+		if !slices.Contains(res.ReferenceRejected, tx) {
+			if c, base, ok := x.refs.forWindow(x.idx, tx, r.refBins[tx], b, covs); ok {
+				txCovs, referenced = c, true
+				mean, sigma = base.AtKd()
+				res.Referenced = append(res.Referenced, tx)
+			}
 		}
 		s, err := b.Series()
 		var est spectral.Estimate
@@ -1090,36 +1090,8 @@ func (x *Experiment) finishActive() {
 		if f, ok := x.prior[tx]; ok {
 			est = spectral.CombineCoherent(f, est)
 		}
-		if len(txCovs) > len(covs) { // referenced: the same windows without it, to compare
-			ref := txCovs[len(txCovs)-1]
-			if re, err := spectral.EstimateGradient(spectral.EstimateInput{Values: ref, Kd: x.plan.Kd, Delta: delta, DeltaStdErr: deltaSE}); err == nil {
-				if res.ReferenceResponse == nil {
-					res.ReferenceResponse = map[string]spectral.Estimate{}
-				}
-				res.ReferenceResponse[tx] = re
-			}
-			pm, ps, _ := x.plan.Baseline(tx)
-			if plain, err := x.estimateWindow(s, covs, pm, ps, delta, deltaSE); err == nil {
-				if f, ok := x.priorPlain[tx]; ok {
-					plain = spectral.CombineCoherent(f, plain)
-				}
-				if res.Unreferenced == nil {
-					res.Unreferenced = map[string]spectral.Estimate{}
-				}
-				res.Unreferenced[tx] = plain
-				// A reference the wave moved is not exogenous: its
-				// adjustment would take that response from the gradient.
-				// The element keeps the estimate without it from here on.
-				if re, ok := res.ReferenceResponse[tx]; ok && re.Significant {
-					if x.refRejected == nil {
-						x.refRejected = map[string]bool{}
-					}
-					x.refRejected[tx] = true
-					est = plain
-					res.Referenced = slices.DeleteFunc(res.Referenced, func(v string) bool { return v == tx })
-					res.ReferenceRejected = append(res.ReferenceRejected, tx)
-				}
-			}
+		if referenced {
+			est = x.checkReference(res, tx, s, covs, txCovs[len(txCovs)-1], est, delta, deltaSE)
 		}
 		// The perturbation is this window's, by the (combined) gradient; the
 		// first period's A⁰ may be the larger change.
@@ -1133,6 +1105,40 @@ func (x *Experiment) finishActive() {
 		}
 	}
 	res.Status = "done"
+}
+
+// checkReference keeps, beside est (tx's window adjusted for its reference
+// ref and combined with the earlier windows), the same windows' estimate
+// without it and the reference's own response to the wave. A reference
+// the wave moved is not exogenous: its adjustment would take that response
+// from the gradient, so the element keeps the estimate without it from
+// this window on (ReferenceRejected). It returns the estimate to report.
+func (x *Experiment) checkReference(res *ElementResult, tx string, s spectral.Series, covs [][]float64, ref []float64, est spectral.Estimate, delta, deltaSE float64) spectral.Estimate {
+	own, err := spectral.EstimateGradient(spectral.EstimateInput{Values: ref, Kd: x.plan.Kd, Delta: delta, DeltaStdErr: deltaSE})
+	if err == nil {
+		if res.ReferenceResponse == nil {
+			res.ReferenceResponse = map[string]spectral.Estimate{}
+		}
+		res.ReferenceResponse[tx] = own
+	}
+	mean, sigma, _ := x.plan.Baseline(tx)
+	plain, perr := x.estimateWindow(s, covs, mean, sigma, delta, deltaSE)
+	if perr != nil {
+		return est
+	}
+	if f, ok := x.priorPlain[tx]; ok {
+		plain = spectral.CombineCoherent(f, plain)
+	}
+	if res.Unreferenced == nil {
+		res.Unreferenced = map[string]spectral.Estimate{}
+	}
+	res.Unreferenced[tx] = plain
+	if err != nil || !own.Significant {
+		return est
+	}
+	res.Referenced = slices.DeleteFunc(res.Referenced, func(v string) bool { return v == tx })
+	res.ReferenceRejected = append(res.ReferenceRejected, tx)
+	return plain
 }
 
 // estimateWindow is equation 5 over one transaction's window adjusted for
@@ -1226,7 +1232,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 
 func (x *Experiment) nextElement(t float64) []Action {
 	x.cur = nil
-	x.windows, x.prior, x.priorPlain, x.refRejected = 0, nil, nil, nil
+	x.windows, x.prior, x.priorPlain = 0, nil, nil
 	x.idx++
 	return x.startElement(t)
 }
