@@ -12,8 +12,9 @@ import (
 // that the perturbation stay within 1σ of the response time's natural noise.
 // Every amplitude here is therefore the smaller of the paper's choice and
 // the cap that keeps each transaction's change, g·A through the element's
-// basis, at aim()·σ_tx, with g at its upper standard error (or its prior
-// bound before any wave).
+// basis, at aim()·σ_tx, with g at its upper bound: its prior before any
+// wave, and after one the estimate's upper standard error or the prior,
+// whichever is tighter (upperGradient).
 
 // clampAmplitude keeps a under the element's MaxAmplitude and growthCap,
 // and over its MinAmplitude (the injector's least useful step wins).
@@ -43,7 +44,7 @@ func (x *Experiment) adaptivePerturbation(roughs map[string]spectral.Estimate) m
 // the perturbation bound by every transaction's.
 func (x *Experiment) chooseAmplitude(e Element, res *ElementResult, rough spectral.Estimate, roughs map[string]spectral.Estimate, a0 float64) float64 {
 	a := x.activeAmplitude(e, rough, a0)
-	if capped, tx := x.amplitudeCap(e, x.roughUpperGradients(roughs)); capped < a {
+	if capped, tx := x.amplitudeCap(e, x.roughUpperGradients(e, roughs)); capped < a {
 		if bounded := x.clampAmplitude(e, capped, a); bounded < a {
 			res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: A_d′ %.4g kept to %.4g, a peak change of %.3gσ in %s's response time", a, bounded, x.aim(), tx))
 			a = bounded
@@ -68,17 +69,49 @@ func (x *Experiment) counts(tx string, g spectral.Estimate) bool {
 	return g.Significant || tx == x.cfg.Target
 }
 
-// roughUpperGradients are the adaptive cycle's rough gradients that the
-// perturbation bound counts, each at its upper standard error, as it is
-// rough.
-func (x *Experiment) roughUpperGradients(roughs map[string]spectral.Estimate) map[string]float64 {
+// roughUpperGradients are the bounding gradients of the adaptive cycle's
+// rough gradients, as they are rough.
+func (x *Experiment) roughUpperGradients(e Element, roughs map[string]spectral.Estimate) map[string]float64 {
 	out := make(map[string]float64, len(roughs))
 	for tx, g := range roughs {
-		if x.counts(tx, g) {
-			out[tx] = g.Gradient + g.StdErr
+		if up, ok := x.boundingGradient(e, tx, g); ok {
+			out[tx] = up
 		}
 	}
 	return out
+}
+
+// boundingGradient is the gradient the perturbation cap takes for tx: the
+// estimate's upper bound where it counts (the target's, or one that stood
+// out of the noise), and otherwise the prior where there is one, since a
+// spike lost in one window's noise may still be one the bound must hold.
+func (x *Experiment) boundingGradient(e Element, tx string, g spectral.Estimate) (float64, bool) {
+	if x.counts(tx, g) {
+		if up := upperGradient(e, tx, g); up > 0 {
+			return up, true
+		}
+		return 0, false
+	}
+	if p := e.PriorGradients[tx]; p > 0 {
+		return p, true
+	}
+	return 0, false
+}
+
+// upperGradient bounds tx's gradient from above for the perturbation cap:
+// the estimate at its upper standard error, or the element's prior (a
+// link's calls per request) where that is tighter. One cycle gives a
+// gradient to ±30–50%, so its upper standard error alone would keep every
+// window well under the bound (runs AL–AP: app->db's waves at 1.2–1.6 ms
+// where its 3 calls allowed 2.1), and a small wave is where the host's
+// per-crossing excess weighs most. A prior under the estimate's lower
+// standard error is contradicted, and is no bound.
+func upperGradient(e Element, tx string, g spectral.Estimate) float64 {
+	up := g.Gradient + g.StdErr
+	if p, ok := e.PriorGradients[tx]; ok && p > 0 && g.Gradient-g.StdErr <= p {
+		return math.Min(up, p)
+	}
+	return up
 }
 
 // priorBound keeps A⁰ within the perturbation bound by the element's

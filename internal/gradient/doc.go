@@ -103,7 +103,11 @@
 //     on the gradients known beforehand (for a link, the synchronous calls
 //     per request the causal paths count: n delayed calls add at most n·d),
 //     keep A⁰ within the same bound as the active windows; without them
-//     the pulse is only reported (AdaptivePerturbationOverStd).
+//     the pulse is only reported (AdaptivePerturbationOverStd). They bound
+//     the active windows too, where they are tighter than a measured
+//     gradient's upper standard error and the gradient does not exceed
+//     them: one cycle's gradient is ±30–50%, and its upper error alone
+//     kept the windows well under the bound.
 //   - The SLO guard watches the p99 of the last Window (30 s) of the
 //     watched transactions' samples (all by default), by request time. The
 //     nearest-rank p99 exceeds the bound exactly when more than n − ⌈0.99·n⌉

@@ -204,10 +204,11 @@ type Config struct {
 	// every transaction's response time, in standard deviations of its
 	// natural noise (paper 000 Table 3 keeps it under 1). The first window's
 	// A_d′ is kept to where each transaction's one-cycle gradient (target
-	// and significant ones, at their upper standard error) would reach it;
-	// a remeasured window grows at most to where the largest perturbation
-	// measured so far (by the windows' combined gradients, at their upper
-	// standard error) would. When it cannot grow, the next window is taken
+	// and significant ones, at their upper standard error, or the
+	// element's prior gradient where that is tighter) would reach it; a
+	// remeasured window grows at most to where the largest perturbation
+	// measured so far (by the windows' combined gradients, bounded alike)
+	// would. When it cannot grow, the next window is taken
 	// at the same amplitude; combined, two windows still halve the
 	// variance. The element's MinAmplitude overrides it.
 	MaxPerturbation float64
@@ -412,9 +413,9 @@ type ElementResult struct {
 	// windows without their reference, to compare.
 	Unreferenced map[string]spectral.Estimate `json:"unreferenced,omitempty"`
 	// ReferenceResponse is each reference's own response at the wave's
-	// frequency in the last window, against its in-window noise: the
-	// assumption that the wave does not reach those requests holds where
-	// it is not significant.
+	// frequency, against its in-window noise, over the windows so far
+	// (combined coherently, as the gradients are): the assumption that the
+	// wave does not reach those requests holds where it is not significant.
 	ReferenceResponse map[string]spectral.Estimate `json:"reference_response,omitempty"`
 	// ReferenceRejected lists the transactions whose reference responded
 	// significantly to the wave in a window: from that window on, their
@@ -525,8 +526,11 @@ type Experiment struct {
 	prior   map[string]spectral.Estimate // its earlier windows' combined estimates
 	// priorPlain is prior without the references (ElementResult.Unreferenced).
 	priorPlain map[string]spectral.Estimate
-	measured   int // elements whose active phase finished
-	extra      int // their windows past the first (for the ETA)
+	// priorRefResponse is the references' own responses over those windows
+	// (ElementResult.ReferenceResponse).
+	priorRefResponse map[string]spectral.Estimate
+	measured         int // elements whose active phase finished
+	extra            int // their windows past the first (for the ETA)
 
 	guard   guardWindow
 	quiet   quietLevel
@@ -1068,7 +1072,8 @@ func (x *Experiment) finishActive() {
 		txCovs, referenced := covs, false
 		// A reference replaces the baseline with the one trained adjusted
 		// for it, so that the interval's σ describes the adjusted series.
-		if !slices.Contains(res.ReferenceRejected, tx) {
+		rejected := slices.Contains(res.ReferenceRejected, tx)
+		if !rejected {
 			if c, base, ok := x.refs.forWindow(x.idx, tx, r.refBins[tx], b, covs); ok {
 				txCovs, referenced = c, true
 				mean, sigma = base.AtKd()
@@ -1093,6 +1098,12 @@ func (x *Experiment) finishActive() {
 		if referenced {
 			est = x.checkReference(res, tx, s, covs, txCovs[len(txCovs)-1], est, delta, deltaSE)
 		}
+		if rejected { // in an earlier window: the record stays
+			keepEstimate(&res.Unreferenced, tx, est)
+			if own, ok := x.priorRefResponse[tx]; ok {
+				keepEstimate(&res.ReferenceResponse, tx, own)
+			}
+		}
 		// The perturbation is this window's, by the (combined) gradient; the
 		// first period's A⁰ may be the larger change.
 		est.PerturbationMs = est.Gradient * largest
@@ -1109,17 +1120,19 @@ func (x *Experiment) finishActive() {
 
 // checkReference keeps, beside est (tx's window adjusted for its reference
 // ref and combined with the earlier windows), the same windows' estimate
-// without it and the reference's own response to the wave. A reference
-// the wave moved is not exogenous: its adjustment would take that response
-// from the gradient, so the element keeps the estimate without it from
-// this window on (ReferenceRejected). It returns the estimate to report.
+// without it and the reference's own response to the wave, combined alike.
+// A reference the wave moved is not exogenous: its adjustment would take
+// that response from the gradient, so the element keeps the estimate
+// without it from this window on (ReferenceRejected). Combined, a response
+// too small to stand out of one window's noise (run AQ's PutBid, SNR 1.3)
+// stands out of several. It returns the estimate to report.
 func (x *Experiment) checkReference(res *ElementResult, tx string, s spectral.Series, covs [][]float64, ref []float64, est spectral.Estimate, delta, deltaSE float64) spectral.Estimate {
 	own, err := spectral.EstimateGradient(spectral.EstimateInput{Values: ref, Kd: x.plan.Kd, Delta: delta, DeltaStdErr: deltaSE})
 	if err == nil {
-		if res.ReferenceResponse == nil {
-			res.ReferenceResponse = map[string]spectral.Estimate{}
+		if f, ok := x.priorRefResponse[tx]; ok {
+			own = spectral.CombineCoherent(f, own)
 		}
-		res.ReferenceResponse[tx] = own
+		keepEstimate(&res.ReferenceResponse, tx, own)
 	}
 	mean, sigma, _ := x.plan.Baseline(tx)
 	plain, perr := x.estimateWindow(s, covs, mean, sigma, delta, deltaSE)
@@ -1129,10 +1142,7 @@ func (x *Experiment) checkReference(res *ElementResult, tx string, s spectral.Se
 	if f, ok := x.priorPlain[tx]; ok {
 		plain = spectral.CombineCoherent(f, plain)
 	}
-	if res.Unreferenced == nil {
-		res.Unreferenced = map[string]spectral.Estimate{}
-	}
-	res.Unreferenced[tx] = plain
+	keepEstimate(&res.Unreferenced, tx, plain)
 	if err != nil || !own.Significant {
 		return est
 	}
@@ -1158,6 +1168,14 @@ func (x *Experiment) estimateWindow(s spectral.Series, covs [][]float64, mean co
 	}
 	est.Samples, est.EmptyBins = s.Samples, s.Empty
 	return est, nil
+}
+
+// keepEstimate sets (*m)[tx], making the map if need be.
+func keepEstimate(m *map[string]spectral.Estimate, tx string, e spectral.Estimate) {
+	if *m == nil {
+		*m = map[string]spectral.Estimate{}
+	}
+	(*m)[tx] = e
 }
 
 func setErr(res *ElementResult, tx string, err error) {
@@ -1193,26 +1211,33 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 	growth := math.Min(x.cfg.RemeasureGrowth, 1.25*x.cfg.MinSNR/math.Max(est.SNR, 0.1))
 	bound := ""
 	if x.cfg.MaxPerturbation > 0 {
-		// Each perturbation so far at its upper standard error: at SNR 6
+		// Each perturbation so far at its gradient's upper bound: at SNR 6
 		// the point estimate is ~17% uncertain, and a low draw would let
-		// the next window past the bound.
+		// the next window past the bound (upperGradient).
 		// With the adaptive cycle in the window, a perturbation counts the
 		// larger of A⁰ and A_d′; the next window grows from A_d′'s.
+		largest := res.BasisDelta // the window's largest change of the basis
+		for _, te := range res.Transactions {
+			if te.Gradient > 0 && te.PerturbationMs > 0 {
+				largest = te.PerturbationMs / te.Gradient
+				break
+			}
+		}
+		if res.AdaptiveInWindow {
+			if d1, err := e.Basis.Delta(res.Injected); err == nil {
+				largest = d1
+			}
+		}
 		worst := 0.0
 		for tx, te := range res.Transactions {
-			if x.counts(tx, te) && te.Gradient > 0 {
-				p := te.PerturbationOverStd
-				if sd := x.plan.Transactions[tx].StdMs; res.AdaptiveInWindow && sd > 0 {
-					if d1, err := e.Basis.Delta(res.Injected); err == nil {
-						p = te.Gradient * d1 / sd
-					}
-				}
-				worst = math.Max(worst, p*(1+te.StdErr/te.Gradient))
+			up, ok := x.boundingGradient(e, tx, te)
+			if sd := x.plan.Transactions[tx].StdMs; ok && sd > 0 {
+				worst = math.Max(worst, up*largest/sd)
 			}
 		}
 		if worst > 0 && x.aim()/worst < growth {
 			growth = math.Max(1, x.aim()/worst)
-			bound = fmt.Sprintf(", kept to a peak perturbation of %.3gσ (%.2fσ in window %d, at its upper standard error)", x.aim(), worst, x.windows)
+			bound = fmt.Sprintf(", kept to a peak perturbation of %.3gσ (%.2fσ in window %d, by its gradient's upper bound)", x.aim(), worst, x.windows)
 		}
 	}
 	a := x.clampAmplitude(e, last*growth, math.Inf(1))
@@ -1223,7 +1248,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		}
 		a = last // another window at the same amplitude still adds its samples
 	}
-	x.prior, x.priorPlain = res.Transactions, res.Unreferenced
+	x.prior, x.priorPlain, x.priorRefResponse = res.Transactions, res.Unreferenced, res.ReferenceResponse
 	res.Notes = append(res.Notes, fmt.Sprintf("active phase: target SNR %.1f < %.1f after %d window(s), the last at amplitude %.4g (gradient %.3f); measured again at %.4g%s",
 		est.SNR, x.cfg.MinSNR, x.windows, last, est.Gradient, a, bound))
 	res.Status, res.Transactions, res.TimeDomain, res.Errors, res.Unreferenced, res.ReferenceResponse = "pending", nil, nil, nil, nil, nil
@@ -1232,7 +1257,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 
 func (x *Experiment) nextElement(t float64) []Action {
 	x.cur = nil
-	x.windows, x.prior, x.priorPlain = 0, nil, nil
+	x.windows, x.prior, x.priorPlain, x.priorRefResponse = 0, nil, nil, nil
 	x.idx++
 	return x.startElement(t)
 }

@@ -789,6 +789,79 @@ func TestExperimentPriorGradientsBoundTheAdaptivePulse(t *testing.T) {
 	}
 }
 
+// The prior gradients bound the active windows too: where a one-cycle
+// gradient at its upper standard error would keep the first window well
+// under the bound, the call counts let it reach the aim, and the larger
+// wave buys precision without passing the bound. The same A⁰ (3 ms, under
+// what the priors allow) either way, so only the cap differs.
+func TestExperimentPriorGradientsBoundTheWindows(t *testing.T) {
+	calls := map[string]float64{"Sync": 1, "Serial3": 3, "Async": 0}
+	truth := map[string]float64{"Sync": 1, "Serial3": 3}
+	const bound = 0.5
+	aim := 0.8 * bound
+	var reach [2][]float64 // the window's largest change by the call counts, in units of the aim: without, with priors
+	var errs [2][]float64  // Serial3's relative error
+	var ses [2][]float64   // and its relative standard error
+	for seed := uint64(1); seed <= 10; seed++ {
+		for i, priors := range []map[string]float64{nil, calls} {
+			s, err := sim.New(sim.Patterns(seed, 0.1, 0.03))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := precise()
+			tr.Scale = 200
+			x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: bound,
+				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), InitialAmplitude: 3, MaxAmplitude: 500, PriorGradients: priors}}})
+			run(t, &sim.Driver{Sim: s, X: x}, 30000)
+			res := x.Result()
+			el := res.Elements[0]
+			if el.Status != "done" {
+				t.Fatalf("seed %d priors %v: %s %s", seed, priors != nil, el.Status, el.Error)
+			}
+			worst := 0.0
+			for tx, g := range truth {
+				worst = math.Max(worst, g*el.Injected/res.Plan.Transactions[tx].StdMs/aim)
+			}
+			est := el.Transactions["Serial3"]
+			reach[i] = append(reach[i], worst)
+			errs[i] = append(errs[i], est.Gradient/3-1)
+			ses[i] = append(ses[i], est.StdErr/3)
+			t.Logf("seed %d priors %v: rough %.3f ± %.3f, A_d′ %.3g ms (%.2f of the aim by the call counts); Serial3 %.3f ± %.3f, Sync %.3f", seed, priors != nil,
+				el.Rough.Gradient, el.Rough.StdErr, el.Amplitude, worst, est.Gradient, est.StdErr, el.Transactions["Sync"].Gradient)
+			if priors != nil && worst > 1.25 { // the aim is 0.8 of the bound: 1.25 of it is the bound
+				t.Errorf("seed %d: the window moved a transaction by %.2f of the aim, over the bound", seed, worst)
+			}
+		}
+	}
+	t.Logf("window's change by the call counts, of the aim: mean %.2f without priors, %.2f with; Serial3 RMS error %.3f, %.3f; its mean relative standard error %.3f, %.3f",
+		meanOf(reach[0]), meanOf(reach[1]), rmsOf(errs[0]), rmsOf(errs[1]), meanOf(ses[0]), meanOf(ses[1]))
+	if m := meanOf(reach[1]); m < 0.85 || m > 1.1 {
+		t.Errorf("with priors the windows reach %.2f of the aim on average, want 0.85–1.1", m)
+	}
+	if !(meanOf(reach[1]) > 1.1*meanOf(reach[0])) {
+		t.Errorf("the priors did not enlarge the windows: %.2f against %.2f of the aim", meanOf(reach[1]), meanOf(reach[0]))
+	}
+	if !(meanOf(ses[1]) < 0.8*meanOf(ses[0])) {
+		t.Errorf("Serial3's relative standard error %.3f with the priors against %.3f without: want the larger windows to cut it", meanOf(ses[1]), meanOf(ses[0]))
+	}
+}
+
+func meanOf(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+func rmsOf(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x * x
+	}
+	return math.Sqrt(s / float64(len(v)))
+}
+
 // runLargePulse runs one link experiment on the §4 patterns system at
 // d = 200, whose adaptive pulse (A_d/2) is far over a perturbation bound of
 // maxPerturbation unless the element's prior gradients hold it.
@@ -879,6 +952,44 @@ func TestExperimentReferenceRequests(t *testing.T) {
 	within(t, "mean with references", mean, 0.5, 0.04)
 	if rms(adjusted) > 0.6*rms(raw) || covered < seeds*8/10 {
 		t.Errorf("RMS error with references %.3f, raw %.3f (want ≤ 0.6×); %d of %d intervals cover 0.5", rms(adjusted), rms(raw), covered, seeds)
+	}
+}
+
+// A weaker reach (back2 slows by 4% while the wave is on) hides in one
+// window's noise, but the reference's responses over several windows are
+// combined as the gradients are, and the combination stands out.
+func TestExperimentRejectsAWeakReachOverWindows(t *testing.T) {
+	const seeds = 10
+	var rejected [2]int // one window, three windows
+	for seed := uint64(1); seed <= seeds; seed++ {
+		for i, windows := range []int{1, 3} {
+			cfg := sim.Balanced(seed, 0.1, 0.03)
+			var s *sim.Sim
+			back2 := cfg.Servers["back2"]
+			back2.Modulation = func(t float64) float64 {
+				if s != nil && s.WaveOn("front->back1", t) {
+					return 1.04
+				}
+				return 1
+			}
+			cfg.Servers["back2"] = back2
+			s, _ = sim.New(cfg)
+			x := newExperiment(t, gradient.Config{Target: "LB", Train: spectral.DefaultTrainConfig(), References: true,
+				MinSNR: 1000, MaxWindows: windows, RemeasureGrowth: 1, MaxPerturbation: 100, // every window at the same 30 ms
+				Elements: []gradient.Element{{ID: "front->back1", Basis: gradient.Link(), FixedAmplitude: 30}}})
+			run(t, &sim.Driver{Sim: s, X: x, Routed: true}, 80000)
+			el := x.Result().Elements[0]
+			r := el.ReferenceResponse["LB"]
+			t.Logf("seed %d, %d window(s): %.3f (without the reference %.3f); the reference's own response %.3f, SNR %.1f; rejected %v",
+				seed, windows, el.Transactions["LB"].Gradient, el.Unreferenced["LB"].Gradient, r.Gradient, r.SNR, el.ReferenceRejected)
+			if len(el.ReferenceRejected) == 1 {
+				rejected[i]++
+			}
+		}
+	}
+	t.Logf("the reference rejected in %d of %d seeds after one window, %d of %d after three", rejected[0], seeds, rejected[1], seeds)
+	if rejected[1] < seeds*7/10 || rejected[1] <= rejected[0] {
+		t.Errorf("a reference the wave reaches weakly was rejected in %d of %d seeds after three windows (%d after one)", rejected[1], seeds, rejected[0])
 	}
 }
 
