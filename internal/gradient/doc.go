@@ -106,8 +106,13 @@
 //     the pulse is only reported (AdaptivePerturbationOverStd). They bound
 //     the active windows too, where they are tighter than a measured
 //     gradient's upper standard error and the gradient does not exceed
-//     them: one cycle's gradient is ±30–50%, and its upper error alone
-//     kept the windows well under the bound.
+//     them by two standard errors: one cycle's gradient is ±30–50%, and
+//     its upper error alone kept the windows well under the bound.
+//   - A single pulse is one half-period: one stall of the host in it can
+//     make the cycle read a gradient several times the calls per request
+//     (runs AJ and AR). A cycle whose gradients contradict the priors so is
+//     repeated once, and the cycle that contradicts them less sizes the
+//     window; a system that does amplify the delay contradicts them in both.
 //   - The SLO guard watches the p99 of the last Window (30 s) of the
 //     watched transactions' samples (all by default), by request time. The
 //     nearest-rank p99 exceeds the bound exactly when more than n − ⌈0.99·n⌉

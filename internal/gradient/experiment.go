@@ -88,6 +88,9 @@ type Element struct {
 	// transaction's gradient (a link's calls per request, from the causal
 	// paths). A⁰ comes before any measured gradient, so these alone can keep
 	// the adaptive pulse within MaxPerturbation of each one's response time.
+	// They bound the active windows too where a measured gradient does not
+	// contradict them, and an adaptive cycle that contradicts them is
+	// repeated once.
 	PriorGradients map[string]float64
 }
 
@@ -205,7 +208,8 @@ type Config struct {
 	// natural noise (paper 000 Table 3 keeps it under 1). The first window's
 	// A_d′ is kept to where each transaction's one-cycle gradient (target
 	// and significant ones, at their upper standard error, or the
-	// element's prior gradient where that is tighter) would reach it; a
+	// element's prior gradient where that is tighter; the others at their
+	// prior, if any) would reach it; a
 	// remeasured window grows at most to where the largest perturbation
 	// measured so far (by the windows' combined gradients, bounded alike)
 	// would. When it cannot grow, the next window is taken
@@ -529,8 +533,11 @@ type Experiment struct {
 	// priorRefResponse is the references' own responses over those windows
 	// (ElementResult.ReferenceResponse).
 	priorRefResponse map[string]spectral.Estimate
-	measured         int // elements whose active phase finished
-	extra            int // their windows past the first (for the ETA)
+	// firstCycle is the current element's adaptive cycle whose gradients
+	// contradicted its priors, while the cycle is repeated.
+	firstCycle *oneCycle
+	measured   int // elements whose active phase finished
+	extra      int // their windows past the first (for the ETA)
 
 	guard   guardWindow
 	quiet   quietLevel
@@ -976,15 +983,96 @@ func (x *Experiment) finishAdaptive(t float64) []Action {
 	}
 	covs := x.adaptiveCovariates(r)
 	rough, err := oneCycleRough(b, base, covs, delta)
-	if err != nil {
+	first := x.firstCycle
+	x.firstCycle = nil
+	if err != nil && first == nil {
 		// No rough gradient (too few samples in one period): measure at A⁰.
 		res.Notes = append(res.Notes, "adaptive phase: "+err.Error()+"; the active phase injects A⁰")
 		return x.startActive(t, r.requested)
 	}
-	res.Rough = &rough
-	roughs := x.oneCycleRoughs(r, delta, covs, rough)
-	res.AdaptivePerturbationOverStd = x.adaptivePerturbation(roughs)
-	return x.startActive(t, x.chooseAmplitude(e, res, rough, roughs, r.requested))
+	cycle := &oneCycle{injected: knob}
+	if err == nil {
+		cycle.rough = rough
+		cycle.roughs = x.oneCycleRoughs(r, delta, covs, rough)
+		cycle.perturbation = x.adaptivePerturbation(cycle.roughs)
+		cycle.contradiction, cycle.contradicted = x.priorContradiction(e, cycle.roughs)
+	}
+	if first == nil && cycle.contradiction > 1 {
+		g := cycle.roughs[cycle.contradicted]
+		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: one cycle read %s's gradient as %.3f ± %.3f, over its prior %.3g by more than two standard errors; the cycle is repeated once",
+			cycle.contradicted, g.Gradient, g.StdErr, e.PriorGradients[cycle.contradicted]))
+		x.firstCycle = cycle
+		res.Rough, res.AdaptivePerturbationOverStd = &cycle.rough, cycle.perturbation
+		return x.startAdaptive(t, r.requested)
+	}
+	if first != nil {
+		cycle = x.keptCycle(res, first, cycle, err)
+	}
+	res.Rough, res.AdaptivePerturbationOverStd = &cycle.rough, cycle.perturbation
+	return x.startActive(t, x.chooseAmplitude(e, res, cycle.rough, cycle.roughs, r.requested))
+}
+
+// oneCycle is what one adaptive cycle measured.
+type oneCycle struct {
+	rough        spectral.Estimate            // the target's gradient
+	roughs       map[string]spectral.Estimate // every transaction's
+	perturbation map[string]float64           // AdaptivePerturbationOverStd
+	injected     float64
+	// contradiction is the largest (g′ − 2·SE)/prior over the transactions
+	// that count (over 1: a prior contradicted), and contradicted names it.
+	contradiction float64
+	contradicted  string
+}
+
+// priorContradiction measures how far a cycle's rough gradients stand
+// over the element's priors. A link's delay adds at most its calls per
+// request, so a one-cycle gradient over that by more than two standard
+// errors (contradictingErrors) most likely caught something else that moved the response times
+// during the single pulse: this host's stalls have stretched a pulse by
+// +58% and moved a transaction by 2.5σ for a 0.5 gradient (runs AJ, AR).
+// Sized by that cycle, the first window would be a fraction of what the
+// bound allows.
+func (x *Experiment) priorContradiction(e Element, roughs map[string]spectral.Estimate) (float64, string) {
+	worst, who := 0.0, ""
+	for _, tx := range sortedKeys(roughs) {
+		g, p := roughs[tx], e.PriorGradients[tx]
+		if !x.counts(tx, g) || !(p > 0) {
+			continue
+		}
+		if c := (g.Gradient - contradictingErrors*g.StdErr) / p; c > worst {
+			worst, who = c, tx
+		}
+	}
+	return worst, who
+}
+
+// keptCycle chooses between a contradicted cycle and its repetition
+// (whose estimate failed when repeatErr is set): the one that contradicts
+// the priors less sizes the window. A system that does amplify a delay
+// contradicts them in both, and the smaller reading still counts at its
+// upper error. Either pulse was injected, so the larger of each
+// transaction's perturbations is the one reported.
+func (x *Experiment) keptCycle(res *ElementResult, first, repeat *oneCycle, repeatErr error) *oneCycle {
+	kept := repeat
+	switch {
+	case repeatErr != nil:
+		kept = first
+		res.Notes = append(res.Notes, "adaptive phase: the repeated cycle gave no gradient ("+repeatErr.Error()+"); the first cycle's are kept")
+	case first.contradiction < repeat.contradiction:
+		kept = first
+		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: the repeated cycle contradicted the priors more (%.2f against %.2f); the first cycle's gradients are kept", repeat.contradiction, first.contradiction))
+	default:
+		res.Notes = append(res.Notes, fmt.Sprintf("adaptive phase: the repeated cycle read the target's gradient as %.3f ± %.3f; its gradients are kept", repeat.rough.Gradient, repeat.rough.StdErr))
+	}
+	out := *kept
+	out.perturbation = map[string]float64{}
+	for _, c := range []*oneCycle{first, repeat} {
+		for tx, v := range c.perturbation {
+			out.perturbation[tx] = math.Max(out.perturbation[tx], v)
+		}
+	}
+	res.AdaptiveInjected = math.Max(first.injected, repeat.injected)
+	return &out
 }
 
 // adaptiveCovariates bins the training's covariates on the adaptive
@@ -1257,7 +1345,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 
 func (x *Experiment) nextElement(t float64) []Action {
 	x.cur = nil
-	x.windows, x.prior, x.priorPlain, x.priorRefResponse = 0, nil, nil, nil
+	x.windows, x.prior, x.priorPlain, x.priorRefResponse, x.firstCycle = 0, nil, nil, nil, nil
 	x.idx++
 	return x.startElement(t)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -843,6 +844,75 @@ func TestExperimentPriorGradientsBoundTheWindows(t *testing.T) {
 	}
 	if !(meanOf(ses[1]) < 0.8*meanOf(ses[0])) {
 		t.Errorf("Serial3's relative standard error %.3f with the priors against %.3f without: want the larger windows to cut it", meanOf(ses[1]), meanOf(ses[0]))
+	}
+}
+
+// A host stall during the single adaptive pulse (here the back end runs
+// 30% slower for exactly that half-period) makes one cycle read Sync's
+// gradient several times its one call, and the first window would be sized
+// by it. With the priors the contradicted cycle is repeated once, the
+// clean repetition sizes the window, and it reaches the aim.
+func TestExperimentRepeatsACycleThatContradictsThePriors(t *testing.T) {
+	calls := map[string]float64{"Sync": 1, "Serial3": 3, "Async": 0}
+	const bound = 0.5
+	aim := 0.8 * bound
+	for seed := uint64(1); seed <= 5; seed++ {
+		var reach [2]float64
+		for i, priors := range []map[string]float64{nil, calls} {
+			cfg := sim.Patterns(seed, 0.1, 0.03)
+			var s *sim.Sim
+			pulse := 0 // 0 before the first pulse, 1 during it, 2 after
+			back := cfg.Servers["back"]
+			back.Modulation = func(t float64) float64 {
+				on := s != nil && s.WaveOn("front->back", t)
+				switch {
+				case pulse == 0 && on:
+					pulse = 1
+				case pulse == 1 && !on:
+					pulse = 2
+				}
+				if pulse == 1 {
+					return 1.3
+				}
+				return 1
+			}
+			cfg.Servers["back"] = back
+			var err error
+			if s, err = sim.New(cfg); err != nil {
+				t.Fatal(err)
+			}
+			tr := precise()
+			tr.Scale = 200
+			x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: bound,
+				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), InitialAmplitude: 3, MaxAmplitude: 500, PriorGradients: priors}}})
+			run(t, &sim.Driver{Sim: s, X: x}, 30000)
+			res := x.Result()
+			el := res.Elements[0]
+			if el.Status != "done" || el.Rough == nil {
+				t.Fatalf("seed %d priors %v: %s %s", seed, priors != nil, el.Status, el.Error)
+			}
+			for tx, g := range map[string]float64{"Sync": 1, "Serial3": 3} {
+				reach[i] = math.Max(reach[i], g*el.Injected/res.Plan.Transactions[tx].StdMs/aim)
+			}
+			repeated := slices.ContainsFunc(el.Notes, func(n string) bool { return strings.Contains(n, "repeated once") })
+			t.Logf("seed %d priors %v: rough %.3f ± %.3f, repeated %v, A_d′ %.3g ms (%.2f of the aim by the call counts); Sync %.3f ± %.3f; notes %q",
+				seed, priors != nil, el.Rough.Gradient, el.Rough.StdErr, repeated, el.Amplitude, reach[i], el.Transactions["Sync"].Gradient, el.Transactions["Sync"].StdErr, el.Notes)
+			if priors == nil {
+				if repeated {
+					t.Errorf("seed %d: a cycle repeated without priors", seed)
+				}
+				continue
+			}
+			if !repeated || el.Rough.Gradient-el.Rough.StdErr > 1 {
+				t.Errorf("seed %d: repeated %v, the kept rough gradient %.3f ± %.3f: want the clean repetition's", seed, repeated, el.Rough.Gradient, el.Rough.StdErr)
+			}
+			if reach[i] < 0.85 || reach[i] > 1.25 {
+				t.Errorf("seed %d: the window moved the transactions by %.2f of the aim, want 0.85–1.25", seed, reach[i])
+			}
+		}
+		if !(reach[1] > 1.5*reach[0]) {
+			t.Errorf("seed %d: the window reached %.2f of the aim with the repeat, %.2f without priors", seed, reach[1], reach[0])
+		}
 	}
 }
 
