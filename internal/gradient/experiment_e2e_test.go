@@ -850,12 +850,13 @@ func TestExperimentPriorGradientsBoundTheWindows(t *testing.T) {
 // A host stall during the single adaptive pulse (here the back end runs
 // 30% slower for exactly that half-period) makes one cycle read Sync's
 // gradient several times its one call, and the first window would be sized
-// by it. With the priors the contradicted cycle is repeated once, the
-// clean repetition sizes the window, and it reaches the aim.
+// by it. With the priors the contradicted cycle is repeated once, and the
+// clean repetition sizes the window.
 func TestExperimentRepeatsACycleThatContradictsThePriors(t *testing.T) {
 	calls := map[string]float64{"Sync": 1, "Serial3": 3, "Async": 0}
 	const bound = 0.5
 	aim := 0.8 * bound
+	var withRepeat []float64
 	for seed := uint64(1); seed <= 5; seed++ {
 		var reach [2]float64
 		for i, priors := range []map[string]float64{nil, calls} {
@@ -906,13 +907,20 @@ func TestExperimentRepeatsACycleThatContradictsThePriors(t *testing.T) {
 			if !repeated || el.Rough.Gradient-el.Rough.StdErr > 1 {
 				t.Errorf("seed %d: repeated %v, the kept rough gradient %.3f ± %.3f: want the clean repetition's", seed, repeated, el.Rough.Gradient, el.Rough.StdErr)
 			}
-			if reach[i] < 0.85 || reach[i] > 1.25 {
-				t.Errorf("seed %d: the window moved the transactions by %.2f of the aim, want 0.85–1.25", seed, reach[i])
+			// The repetition's own rough gradients still bound it, at
+			// their lower standard error where that is over the prior.
+			if reach[i] < 0.5 || reach[i] > 1.25 {
+				t.Errorf("seed %d: the window moved the transactions by %.2f of the aim, want 0.5–1.25", seed, reach[i])
 			}
+			withRepeat = append(withRepeat, reach[i])
 		}
-		if !(reach[1] > 1.5*reach[0]) {
+		if !(reach[1] > 4*reach[0]) {
 			t.Errorf("seed %d: the window reached %.2f of the aim with the repeat, %.2f without priors", seed, reach[1], reach[0])
 		}
+	}
+	t.Logf("with the repeat the first windows reach %.2f of the aim on average", meanOf(withRepeat))
+	if m := meanOf(withRepeat); m < 0.8 {
+		t.Errorf("with the repeat the first windows reach %.2f of the aim on average, want ≥ 0.8", m)
 	}
 }
 
