@@ -70,9 +70,11 @@
 // beside, in ElementResult.Unreferenced. Over 30 simulated seeds of two
 // replicas under a common unobserved steal, the RMS error falls from 0.169
 // to 0.081 (TestExperimentReferenceRequests). A reference whose own
-// response at the wave's frequency is significant is not exogenous, and
-// is dropped for the rest of the element (ElementResult.ReferenceRejected;
-// TestExperimentRejectsAReferenceTheWaveMoves). The papers do not have it:
+// response at the wave's frequency, combined over the element's windows as
+// its gradients are, is significant is not exogenous, and is dropped for
+// the rest of the element (ElementResult.ReferenceRejected;
+// TestExperimentRejectsAReferenceTheWaveMoves,
+// TestExperimentRejectsAWeakReachOverWindows). The papers do not have it:
 // equation 5 is unchanged, and the adjustment is the analysis of
 // covariance of spectral.Adjust with a covariate taken per request. It
 // assumes the wave does not reach the other requests through a resource
