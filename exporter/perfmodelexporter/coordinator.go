@@ -902,7 +902,6 @@ type injWave struct {
 	Period    string    `json:"period"`
 	Cycles    int       `json:"cycles,omitempty"`
 	Start     time.Time `json:"start"`
-	Single    bool      `json:"single,omitempty"`
 	Floor     float64   `json:"floor,omitempty"` // ms, delay leases only
 }
 
@@ -945,7 +944,7 @@ func (r *runner) startLease(a gradient.Action) error {
 		Kind:   a.LeaseKind,
 		Target: p.target,
 		Wave: injWave{Amplitude: a.Amplitude, Period: a.Period.String(), Cycles: a.Cycles,
-			Start: a.Start.UTC(), Single: a.Single},
+			Start: a.Start.UTC()},
 		Duration: a.Duration.Round(time.Millisecond).String(),
 	}
 	if a.LeaseKind == gradient.KindLink.LeaseKind() {

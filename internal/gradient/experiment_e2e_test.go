@@ -111,8 +111,9 @@ func TestExperimentPatterns(t *testing.T) {
 			t.Fatalf("ETA off by %.1f s during the active phase", e)
 		}
 	}
-	// The leases: one single on-phase of A⁰, then k_d+1 cycles of A_d/g′.
-	if len(d.Log) != 4 || !d.Log[0].Single || d.Log[1].Kind != gradient.ActionStopLease || d.Log[2].Cycles != res.Plan.Kd+1 ||
+	// The leases: one cycle of A⁰ (stopped after its window, the floor
+	// kept through it), then k_d+1 cycles of A_d/g′.
+	if len(d.Log) != 4 || d.Log[0].Cycles != 1 || d.Log[1].Kind != gradient.ActionStopLease || d.Log[2].Cycles != res.Plan.Kd+1 ||
 		d.Log[3].Kind != gradient.ActionStopLease || d.Log[3].Lease != d.Log[2].Lease {
 		t.Fatalf("actions %+v", d.Log)
 	}

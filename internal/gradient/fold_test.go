@@ -40,7 +40,7 @@ func TestExperimentAdaptiveInWindow(t *testing.T) {
 	// 1 starts one period after it, for k_d periods of A_d′.
 	p := time.Duration(res.Plan.PeriodSeconds * 1e9)
 	l := d.Log
-	if len(l) != 4 || l[0].Single || l[0].Cycles != 1 || l[1].Kind != gradient.ActionStopLease || l[1].Lease != l[0].Lease ||
+	if len(l) != 4 || l[0].Cycles != 1 || l[1].Kind != gradient.ActionStopLease || l[1].Lease != l[0].Lease ||
 		l[2].Kind != gradient.ActionStartLease || l[2].Cycles != res.Plan.Kd || l[2].Start.Sub(l[0].Start).Round(time.Millisecond) != p.Round(time.Millisecond) ||
 		l[3].Kind != gradient.ActionStopLease || l[3].Lease != l[2].Lease {
 		t.Fatalf("actions %+v", l)
@@ -158,7 +158,7 @@ func TestExperimentAdaptiveInWindowNeedsTwoPeriods(t *testing.T) {
 	d := &sim.Driver{Sim: s, X: x}
 	run(t, d, 20000)
 	el := x.Result().Elements[0]
-	if el.AdaptiveInWindow || len(d.Log) != 4 || !d.Log[0].Single {
+	if el.AdaptiveInWindow || len(d.Log) != 4 || d.Log[0].Cycles != 1 {
 		t.Fatalf("element %+v, actions %+v", el, d.Log)
 	}
 }
