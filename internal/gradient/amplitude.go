@@ -103,8 +103,8 @@ func (x *Experiment) boundingGradient(e Element, tx string, g spectral.Estimate)
 // link's calls per request) where that is tighter. One cycle gives a
 // gradient to ±30–50%, so its upper standard error alone would keep every
 // window well under the bound (runs AL and AR: app->db's windows at
-// 1.1–1.8 ms where its 3 calls allowed 2.1), and a small wave is where the host's
-// per-crossing excess weighs most. A transaction may respond a little
+// 1.1–1.8 ms where its 3 calls allowed 2.1), and a small wave is where
+// the host's per-crossing excess weighs most. A transaction may respond a little
 // over its calls (ViewItem's three calls to the app replicas read 1.6–1.8
 // for 1.5 on the testbed, run AS), so the bound is never under the
 // estimate's lower standard error: a precise estimate over the prior

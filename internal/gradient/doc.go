@@ -113,7 +113,7 @@
 //     its upper error alone kept the windows well under the bound.
 //   - A single pulse is one half-period: one stall of the host in it can
 //     make the cycle read a gradient several times the calls per request
-//     (runs AJ and AR). A cycle whose gradients contradict the priors so is
+//     (run AR's web->app-2: 2.5 for 0.5). A cycle whose gradients contradict the priors so is
 //     repeated once, and the cycle that contradicts them less sizes the
 //     window; a system that does amplify the delay contradicts them in both.
 //   - The SLO guard watches the p99 of the last Window (30 s) of the

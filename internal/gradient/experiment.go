@@ -209,12 +209,11 @@ type Config struct {
 	// A_d′ is kept to where each transaction's one-cycle gradient (target
 	// and significant ones, at their upper standard error, or the
 	// element's prior gradient where that is tighter; the others at their
-	// prior, if any) would reach it; a
-	// remeasured window grows at most to where the largest perturbation
-	// measured so far (by the windows' combined gradients, bounded alike)
-	// would. When it cannot grow, the next window is taken
-	// at the same amplitude; combined, two windows still halve the
-	// variance. The element's MinAmplitude overrides it.
+	// prior, if any) would reach it; a remeasured window grows at most to
+	// where the largest perturbation measured so far (by the windows'
+	// combined gradients, bounded alike) would. When it cannot grow, the
+	// next window is taken at the same amplitude; combined, two windows
+	// still halve the variance. The element's MinAmplitude overrides it.
 	MaxPerturbation float64
 	// PerturbationAim is the fraction of MaxPerturbation the amplitudes are
 	// chosen for (default 0.8). Aiming at the bound itself overshoots it in
@@ -1032,11 +1031,11 @@ type oneCycle struct {
 // priorContradiction measures how far a cycle's rough gradients stand
 // over the element's priors. A link's delay adds at most its calls per
 // request, so a one-cycle gradient over that by more than two standard
-// errors (contradictingErrors) most likely caught something else that moved the response times
-// during the single pulse: this host's stalls have stretched a pulse by
-// +58% and moved a transaction by 2.5σ for a 0.5 gradient (runs AJ, AR).
-// Sized by that cycle, the first window would be a fraction of what the
-// bound allows.
+// errors (contradictingErrors) most likely caught something else that
+// moved the response times during the single pulse: in run AR a stall of
+// the host moved every transaction by 2.3–2.5σ during the pulse of a link
+// that half of their calls cross (0.4–0.6σ by the calls). Sized by that
+// cycle, the first window would be a fraction of what the bound allows.
 func (x *Experiment) priorContradiction(e Element, roughs map[string]spectral.Estimate) (float64, string) {
 	worst, who := 0.0, ""
 	for _, tx := range sortedKeys(roughs) {
