@@ -36,9 +36,8 @@
 //     floor and rule stay through the window's off-phase) of a small A⁰
 //     (for a link 0.5·A_d, the delay that would move a gradient-1
 //     transaction by half of A_d), measured over one period for a rough
-//     gradient g′; the active
-//     amplitude is then A_d′ = A_d/g′, so that the response time moves by
-//     about A_d whatever the gradient.
+//     gradient g′; the active amplitude is then A_d′ = A_d/g′, so that the
+//     response time moves by about A_d whatever the gradient.
 //   - Active: k_d+1 cycles of A_d′, measured over N bins; every transaction
 //     with a baseline gets its gradient, with the change the injector
 //     reports it actually made.
