@@ -107,10 +107,9 @@
 //     per request the causal paths count: n delayed calls add at most n·d),
 //     keep A⁰ within the same bound as the active windows; without them
 //     the pulse is only reported (AdaptivePerturbationOverStd). They bound
-//     the active windows too, where they are tighter than a measured
-//     gradient's upper standard error and the gradient does not exceed
-//     them by two standard errors: one cycle's gradient is ±30–50%, and
-//     its upper error alone kept the windows well under the bound.
+//     the active windows too for the transactions whose spike one cycle's
+//     noise hid; they do not lower a measured gradient's upper error, as a
+//     transaction may respond over its calls.
 //   - A single pulse is one half-period: one stall of the host in it can
 //     make the cycle read a gradient several times the calls per request
 //     (run AR's web->app-2: 2.5 for 0.5). A cycle whose gradients contradict the priors so is

@@ -88,9 +88,9 @@ type Element struct {
 	// transaction's gradient (a link's calls per request, from the causal
 	// paths). A⁰ comes before any measured gradient, so these alone can keep
 	// the adaptive pulse within MaxPerturbation of each one's response time.
-	// They bound the active windows too where a measured gradient does not
-	// contradict them, and an adaptive cycle that contradicts them is
-	// repeated once.
+	// They bound the active windows for the transactions whose spike is lost
+	// in the noise, and an adaptive cycle that contradicts them is repeated
+	// once.
 	PriorGradients map[string]float64
 }
 
@@ -207,9 +207,8 @@ type Config struct {
 	// every transaction's response time, in standard deviations of its
 	// natural noise (paper 000 Table 3 keeps it under 1). The first window's
 	// A_d′ is kept to where each transaction's one-cycle gradient (target
-	// and significant ones, at their upper standard error, or the
-	// element's prior gradient where that is tighter; the others at their
-	// prior, if any) would reach it; a remeasured window grows at most to
+	// and significant ones, at their upper standard error; the others at
+	// their prior gradient, if any) would reach it; a remeasured window grows at most to
 	// where the largest perturbation measured so far (by the windows'
 	// combined gradients, bounded alike) would. When it cannot grow, the
 	// next window is taken at the same amplitude; combined, two windows
@@ -1305,7 +1304,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 	if x.cfg.MaxPerturbation > 0 {
 		// Each perturbation so far at its gradient's upper bound: at SNR 6
 		// the point estimate is ~17% uncertain, and a low draw would let
-		// the next window past the bound (upperGradient).
+		// the next window past the bound (boundingGradient).
 		// With the adaptive cycle in the window, a perturbation counts the
 		// larger of A⁰ and A_d′; the next window grows from A_d′'s.
 		largest := res.BasisDelta // the window's largest change of the basis

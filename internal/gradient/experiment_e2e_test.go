@@ -791,63 +791,6 @@ func TestExperimentPriorGradientsBoundTheAdaptivePulse(t *testing.T) {
 	}
 }
 
-// The prior gradients bound the active windows too: where a one-cycle
-// gradient at its upper standard error would keep the first window well
-// under the bound, the call counts let it reach the aim, and the larger
-// wave buys precision without passing the bound. The same A⁰ (3 ms, under
-// what the priors allow) either way, so only the cap differs.
-func TestExperimentPriorGradientsBoundTheWindows(t *testing.T) {
-	calls := map[string]float64{"Sync": 1, "Serial3": 3, "Async": 0}
-	truth := map[string]float64{"Sync": 1, "Serial3": 3}
-	const bound = 0.5
-	aim := 0.8 * bound
-	var reach [2][]float64 // the window's largest change by the call counts, in units of the aim: without, with priors
-	var errs [2][]float64  // Serial3's relative error
-	var ses [2][]float64   // and its relative standard error
-	for seed := uint64(1); seed <= 10; seed++ {
-		for i, priors := range []map[string]float64{nil, calls} {
-			s, err := sim.New(sim.Patterns(seed, 0.1, 0.03))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr := precise()
-			tr.Scale = 200
-			x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: bound,
-				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), InitialAmplitude: 3, MaxAmplitude: 500, PriorGradients: priors}}})
-			run(t, &sim.Driver{Sim: s, X: x}, 30000)
-			res := x.Result()
-			el := res.Elements[0]
-			if el.Status != "done" {
-				t.Fatalf("seed %d priors %v: %s %s", seed, priors != nil, el.Status, el.Error)
-			}
-			worst := 0.0
-			for tx, g := range truth {
-				worst = math.Max(worst, g*el.Injected/res.Plan.Transactions[tx].StdMs/aim)
-			}
-			est := el.Transactions["Serial3"]
-			reach[i] = append(reach[i], worst)
-			errs[i] = append(errs[i], est.Gradient/3-1)
-			ses[i] = append(ses[i], est.StdErr/3)
-			t.Logf("seed %d priors %v: rough %.3f ± %.3f, A_d′ %.3g ms (%.2f of the aim by the call counts); Serial3 %.3f ± %.3f, Sync %.3f", seed, priors != nil,
-				el.Rough.Gradient, el.Rough.StdErr, el.Amplitude, worst, est.Gradient, est.StdErr, el.Transactions["Sync"].Gradient)
-			if priors != nil && worst > 1.25 { // the aim is 0.8 of the bound: 1.25 of it is the bound
-				t.Errorf("seed %d: the window moved a transaction by %.2f of the aim, over the bound", seed, worst)
-			}
-		}
-	}
-	t.Logf("window's change by the call counts, of the aim: mean %.2f without priors, %.2f with; Serial3 RMS error %.3f, %.3f; its mean relative standard error %.3f, %.3f",
-		meanOf(reach[0]), meanOf(reach[1]), rmsOf(errs[0]), rmsOf(errs[1]), meanOf(ses[0]), meanOf(ses[1]))
-	if m := meanOf(reach[1]); m < 0.85 || m > 1.1 {
-		t.Errorf("with priors the windows reach %.2f of the aim on average, want 0.85–1.1", m)
-	}
-	if !(meanOf(reach[1]) > 1.1*meanOf(reach[0])) {
-		t.Errorf("the priors did not enlarge the windows: %.2f against %.2f of the aim", meanOf(reach[1]), meanOf(reach[0]))
-	}
-	if !(meanOf(ses[1]) < 0.8*meanOf(ses[0])) {
-		t.Errorf("Serial3's relative standard error %.3f with the priors against %.3f without: want the larger windows to cut it", meanOf(ses[1]), meanOf(ses[0]))
-	}
-}
-
 // A host stall during the single adaptive pulse (here the back end runs
 // 30% slower for exactly that half-period) makes one cycle read Sync's
 // gradient several times its one call, and the first window would be sized
@@ -908,21 +851,18 @@ func TestExperimentRepeatsACycleThatContradictsThePriors(t *testing.T) {
 			if !repeated || el.Rough.Gradient-el.Rough.StdErr > 1 {
 				t.Errorf("seed %d: repeated %v, the kept rough gradient %.3f ± %.3f: want the clean repetition's", seed, repeated, el.Rough.Gradient, el.Rough.StdErr)
 			}
-			// The repetition's own rough gradients still bound it, at
-			// their lower standard error where that is over the prior.
-			if reach[i] < 0.5 || reach[i] > 1.25 {
-				t.Errorf("seed %d: the window moved the transactions by %.2f of the aim, want 0.5–1.25", seed, reach[i])
+			// The repetition's rough gradients bound it, at their upper
+			// standard error.
+			if reach[i] > 1.25 {
+				t.Errorf("seed %d: the window moved the transactions by %.2f of the aim, over the bound", seed, reach[i])
 			}
 			withRepeat = append(withRepeat, reach[i])
 		}
-		if !(reach[1] > 4*reach[0]) {
+		if !(reach[1] > 2*reach[0]) {
 			t.Errorf("seed %d: the window reached %.2f of the aim with the repeat, %.2f without priors", seed, reach[1], reach[0])
 		}
 	}
 	t.Logf("with the repeat the first windows reach %.2f of the aim on average", meanOf(withRepeat))
-	if m := meanOf(withRepeat); m < 0.8 {
-		t.Errorf("with the repeat the first windows reach %.2f of the aim on average, want ≥ 0.8", m)
-	}
 }
 
 func meanOf(v []float64) float64 {
@@ -1042,22 +982,8 @@ func TestExperimentRejectsAWeakReachOverWindows(t *testing.T) {
 	var rejected [2]int // one window, three windows
 	for seed := uint64(1); seed <= seeds; seed++ {
 		for i, windows := range []int{1, 3} {
-			cfg := sim.Balanced(seed, 0.1, 0.03)
-			var s *sim.Sim
-			back2 := cfg.Servers["back2"]
-			back2.Modulation = func(t float64) float64 {
-				if s != nil && s.WaveOn("front->back1", t) {
-					return 1.04
-				}
-				return 1
-			}
-			cfg.Servers["back2"] = back2
-			s, _ = sim.New(cfg)
-			x := newExperiment(t, gradient.Config{Target: "LB", Train: spectral.DefaultTrainConfig(), References: true,
-				MinSNR: 1000, MaxWindows: windows, RemeasureGrowth: 1, MaxPerturbation: 100, // every window at the same 30 ms
-				Elements: []gradient.Element{{ID: "front->back1", Basis: gradient.Link(), FixedAmplitude: 30}}})
-			run(t, &sim.Driver{Sim: s, X: x, Routed: true}, 80000)
-			el := x.Result().Elements[0]
+			// Every window at the same 30 ms.
+			el := reachRun(t, seed, 1.04, gradient.Config{MinSNR: 1000, MaxWindows: windows, RemeasureGrowth: 1, MaxPerturbation: 100}, 80000)
 			r := el.ReferenceResponse["LB"]
 			t.Logf("seed %d, %d window(s): %.3f (without the reference %.3f); the reference's own response %.3f, SNR %.1f; rejected %v",
 				seed, windows, el.Transactions["LB"].Gradient, el.Unreferenced["LB"].Gradient, r.Gradient, r.SNR, el.ReferenceRejected)
@@ -1072,6 +998,32 @@ func TestExperimentRejectsAWeakReachOverWindows(t *testing.T) {
 	}
 }
 
+// reachRun measures front->back1 at a fixed 30 ms on sim.Balanced with
+// references, back2 slowed by the factor reach while that wave is on (as
+// through a resource both replicas share), under cfg's other settings.
+func reachRun(t *testing.T, seed uint64, reach float64, cfg gradient.Config, limit float64) gradient.ElementResult {
+	t.Helper()
+	sc := sim.Balanced(seed, 0.1, 0.03)
+	var s *sim.Sim
+	back2 := sc.Servers["back2"]
+	back2.Modulation = func(t float64) float64 {
+		if s != nil && s.WaveOn("front->back1", t) {
+			return reach
+		}
+		return 1
+	}
+	sc.Servers["back2"] = back2
+	var err error
+	if s, err = sim.New(sc); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Target, cfg.Train, cfg.References = "LB", spectral.DefaultTrainConfig(), true
+	cfg.Elements = []gradient.Element{{ID: "front->back1", Basis: gradient.Link(), FixedAmplitude: 30}}
+	x := newExperiment(t, cfg)
+	run(t, &sim.Driver{Sim: s, X: x, Routed: true}, limit)
+	return x.Result().Elements[0]
+}
+
 // When the wave reaches the other replica's requests too (here back2 slows
 // by 15% while front->back1's wave is on, as through a resource both
 // share), the reference is not exogenous: its own response stands out,
@@ -1080,21 +1032,7 @@ func TestExperimentRejectsAReferenceTheWaveMoves(t *testing.T) {
 	rejected := 0
 	const seeds = 10
 	for seed := uint64(1); seed <= seeds; seed++ {
-		cfg := sim.Balanced(seed, 0.1, 0.03)
-		var s *sim.Sim
-		back2 := cfg.Servers["back2"]
-		back2.Modulation = func(t float64) float64 {
-			if s != nil && s.WaveOn("front->back1", t) {
-				return 1.15
-			}
-			return 1
-		}
-		cfg.Servers["back2"] = back2
-		s, _ = sim.New(cfg)
-		x := newExperiment(t, gradient.Config{Target: "LB", Train: spectral.DefaultTrainConfig(), References: true,
-			Elements: []gradient.Element{{ID: "front->back1", Basis: gradient.Link(), FixedAmplitude: 30}}})
-		run(t, &sim.Driver{Sim: s, X: x, Routed: true}, 40000)
-		el := x.Result().Elements[0]
+		el := reachRun(t, seed, 1.15, gradient.Config{}, 40000)
 		g, u, r := el.Transactions["LB"], el.Unreferenced["LB"], el.ReferenceResponse["LB"]
 		t.Logf("seed %d: %.3f (without the reference %.3f); the reference's own response %.3f, SNR %.1f; rejected %v",
 			seed, g.Gradient, u.Gradient, r.Gradient, r.SNR, el.ReferenceRejected)
