@@ -1307,9 +1307,9 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 		// the next window past the bound (boundingGradient).
 		// With the adaptive cycle in the window, a perturbation counts the
 		// larger of A⁰ and A_d′; the next window grows from A_d′'s.
-		largest := res.BasisDelta // the window's largest change of the basis
-		for _, te := range res.Transactions {
-			if te.Gradient > 0 && te.PerturbationMs > 0 {
+		largest := res.BasisDelta                         // the window's largest change of the basis
+		for _, tx := range sortedKeys(res.Transactions) { // in order: the quotient's rounding must not vary by run
+			if te := res.Transactions[tx]; te.Gradient > 0 && te.PerturbationMs > 0 {
 				largest = te.PerturbationMs / te.Gradient
 				break
 			}
