@@ -193,6 +193,10 @@ replication: none
 	pm["core_mhz"] = capStdMHz
 	pm["experiments"] = map[string]any{
 		"injector": inj, "front_services": []string{"db"}, "k": 8, "n": 128, "chunks": 3, "scale": 60,
+		// Periods of ≥ 16 bins (≥ 10 s): in the wave's low phase the queue
+		// is at ρ ≈ 0.75 and needs ~2 s to settle, which at the default 8
+		// bins (a 2.7 s half period) read the gradient 31% low (run 5).
+		"min_samples_per_period": 16,
 		"capacities": map[string]any{"db": map[string]any{
 			"cgroup": group, "cores": capOperating, "frequency_mhz": capStdMHz, "machine": host, "process": exe,
 			// A response time near exponential (processor sharing) needs a

@@ -177,6 +177,13 @@ type ExperimentsConfig struct {
 	// reaches it or max_windows have run (0 turns it off). At SNR 6 the
 	// estimate's standard error is ~12%.
 	MinSNR float64 `mapstructure:"min_snr"`
+	// MinSamplesPerPeriod bounds the wave's frequency: every period spans at
+	// least this many bins, k_d ≤ N/min_samples_per_period (default 8, paper
+	// 000 figure 8(a)). A CPU capacity or frequency element answers through
+	// a queue that needs time to settle after each change; a half period
+	// shorter than a few of its relaxation times attenuates the response and
+	// reads the gradient low, so such experiments want 16 or more.
+	MinSamplesPerPeriod float64 `mapstructure:"min_samples_per_period"`
 	// MaxWindows bounds an element's active windows of N bins (default 2).
 	// On a noisy host, where the perturbation bound keeps the amplitude
 	// down, more windows are what buys precision: the SNR grows with their
@@ -381,6 +388,9 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 	train := spectral.TrainConfig{K: c.K, N: c.N, Chunks: c.Chunks, Scale: c.Scale, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
 	if err := train.Validate(); err != nil {
 		bad("experiments", "%v", err)
+	} else if !(c.MinSamplesPerPeriod >= 2) || c.MinSamplesPerPeriod > float64(c.N) {
+		// At most one period per window (k_d = 1).
+		bad("experiments.min_samples_per_period", "must be in [2, n = %d], got %v", c.N, c.MinSamplesPerPeriod)
 	}
 	if !(c.MaxP99Ms >= 0) {
 		bad("experiments.max_p99_ms", "must be ≥ 0, got %v", c.MaxP99Ms)

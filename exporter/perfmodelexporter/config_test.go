@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
+	"github.com/tierscope/tierscope/internal/api"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -22,6 +23,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, time.Minute, c.Window)
 			require.Equal(t, "sqlite://perfmodel.db", c.Storage.DSN)
 			require.Equal(t, 2, c.Experiments.MaxWindows)
+			require.Equal(t, 8.0, c.Experiments.MinSamplesPerPeriod, "paper 000 figure 8(a)")
 			require.Equal(t, "peak", c.Experiments.PerturbationMeasure)
 			require.Equal(t, WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"}, c.WorkFactors)
 		},
@@ -32,6 +34,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, 12*time.Hour, c.Storage.DownsampleAfter)
 			require.Equal(t, 9170.0, c.MachineCapacityMHz["xd008"])
 			require.Equal(t, 4, c.Experiments.MaxWindows)
+			require.Equal(t, 16.0, c.Experiments.MinSamplesPerPeriod)
 			require.Equal(t, "mean", c.Experiments.PerturbationMeasure)
 			require.Equal(t, WorkFactorsConfig{HalfLife: time.Hour, SmoothingHalfLife: 15 * time.Minute, Method: "ridge"}, c.WorkFactors)
 		},
@@ -47,23 +50,24 @@ func TestLoadConfig(t *testing.T) {
 
 func TestValidateNamesField(t *testing.T) {
 	for field, mutate := range map[string]func(*Config){
-		"endpoint":                         func(c *Config) { c.NetAddr.Endpoint = "" },
-		"window":                           func(c *Config) { c.Window = 1500 * time.Millisecond },
-		"flush_interval":                   func(c *Config) { c.FlushInterval = 0 },
-		"open_windows":                     func(c *Config) { c.OpenWindows = 0 },
-		"trace_wait":                       func(c *Config) { c.TraceWait = -1 },
-		"max_open_traces":                  func(c *Config) { c.MaxOpenTraces = 0 },
-		"limits":                           func(c *Config) { c.Limits.MaxEdges = 0 },
-		"storage.dsn":                      func(c *Config) { c.Storage.DSN = " " },
-		"storage.downsample_to":            func(c *Config) { c.Storage.DownsampleTo = 90 * time.Second },
-		"storage.retention":                func(c *Config) { c.Storage.Retention = time.Hour },
-		"machine_capacity_mhz.x1":          func(c *Config) { c.MachineCapacityMHz = map[string]float64{"x1": 0} },
-		"work_factors.half_life":           func(c *Config) { c.WorkFactors.HalfLife = 30 * time.Second },
-		"work_factors.smoothing_half_life": func(c *Config) { c.WorkFactors.SmoothingHalfLife = 0 },
-		"work_factors.method":              func(c *Config) { c.WorkFactors.Method = "lasso" },
-		"experiments.max_windows":          func(c *Config) { c.Experiments.MaxWindows = 0 },
-		"experiments.min_snr":              func(c *Config) { c.Experiments.MinSNR = -1 },
-		"experiments.perturbation_measure": func(c *Config) { c.Experiments.PerturbationMeasure = "max" },
+		"endpoint":                           func(c *Config) { c.NetAddr.Endpoint = "" },
+		"window":                             func(c *Config) { c.Window = 1500 * time.Millisecond },
+		"flush_interval":                     func(c *Config) { c.FlushInterval = 0 },
+		"open_windows":                       func(c *Config) { c.OpenWindows = 0 },
+		"trace_wait":                         func(c *Config) { c.TraceWait = -1 },
+		"max_open_traces":                    func(c *Config) { c.MaxOpenTraces = 0 },
+		"limits":                             func(c *Config) { c.Limits.MaxEdges = 0 },
+		"storage.dsn":                        func(c *Config) { c.Storage.DSN = " " },
+		"storage.downsample_to":              func(c *Config) { c.Storage.DownsampleTo = 90 * time.Second },
+		"storage.retention":                  func(c *Config) { c.Storage.Retention = time.Hour },
+		"machine_capacity_mhz.x1":            func(c *Config) { c.MachineCapacityMHz = map[string]float64{"x1": 0} },
+		"work_factors.half_life":             func(c *Config) { c.WorkFactors.HalfLife = 30 * time.Second },
+		"work_factors.smoothing_half_life":   func(c *Config) { c.WorkFactors.SmoothingHalfLife = 0 },
+		"work_factors.method":                func(c *Config) { c.WorkFactors.Method = "lasso" },
+		"experiments.max_windows":            func(c *Config) { c.Experiments.MaxWindows = 0 },
+		"experiments.min_snr":                func(c *Config) { c.Experiments.MinSNR = -1 },
+		"experiments.min_samples_per_period": func(c *Config) { c.Experiments.MinSamplesPerPeriod = 1 },
+		"experiments.perturbation_measure":   func(c *Config) { c.Experiments.PerturbationMeasure = "max" },
 	} {
 		cfg := createDefaultConfig().(*Config)
 		mutate(cfg)
@@ -71,4 +75,21 @@ func TestValidateNamesField(t *testing.T) {
 		require.Error(t, err, field)
 		require.Contains(t, err.Error(), field+":", field)
 	}
+}
+
+// experiments.min_samples_per_period reaches the experiment's training: a
+// capacity element answers through a queue, so its wave is kept slower.
+func TestMinSamplesPerPeriodBoundsTheWave(t *testing.T) {
+	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
+		c.Experiments.Links = map[string]ExperimentLink{"a->b": {Address: "tcp://127.0.0.1:9"}}
+		c.Experiments.N, c.Experiments.MinSamplesPerPeriod = 128, 16
+	})
+	r, err := te.engine.newRunner(api.ExperimentRequest{Element: "link:a->b", Injector: "http://127.0.0.1:9"})
+	require.NoError(t, err)
+	require.Equal(t, 16.0, r.gcfg.Train.MinSamplesPerPeriod)
+	require.Equal(t, 8, r.gcfg.Train.MaxKd(), "periods of at least 16 of the 128 bins")
+
+	// A request's smaller N that leaves no whole period is refused, naming why.
+	_, err = te.engine.newRunner(api.ExperimentRequest{Element: "link:a->b", Injector: "http://127.0.0.1:9", N: 8})
+	require.ErrorContains(t, err, "samples per period")
 }

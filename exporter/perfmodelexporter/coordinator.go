@@ -458,7 +458,7 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		elements = append(elements, p.element)
 		routes = append(routes, p.route)
 	}
-	train := spectral.TrainConfig{K: xc.K, N: xc.N, Chunks: xc.Chunks, Scale: xc.Scale, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
+	train := spectral.TrainConfig{K: xc.K, N: xc.N, Chunks: xc.Chunks, Scale: xc.Scale, MinSamplesPerPeriod: xc.MinSamplesPerPeriod}
 	if req.K != 0 {
 		train.K = req.K
 	}
