@@ -197,6 +197,11 @@ replication: none
 		// is at ρ ≈ 0.75 and needs ~2 s to settle, which at the default 8
 		// bins (a 2.7 s half period) read the gradient 31% low (run 5).
 		"min_samples_per_period": 16,
+		// Run 6 read SNR 5.9 after the default two windows (a standard error
+		// of 17%), and the prediction at 0.85 cores, the farthest from the
+		// operating point, moves 1.3× the gradient's error: buy precision
+		// with windows, as the link runs do.
+		"min_snr": 10, "max_windows": 4,
 		"capacities": map[string]any{"db": map[string]any{
 			"cgroup": group, "cores": capOperating, "frequency_mhz": capStdMHz, "machine": host, "process": exe,
 			// A response time near exponential (processor sharing) needs a

@@ -129,8 +129,11 @@
 //   - Queues. For CPU frequency and capacity the response time is a queue's,
 //     which follows a change of speed with some lag and whose noise is
 //     strongly autocorrelated (large at low frequencies). Longer bins and
-//     periods (a higher MinSamplesPerPeriod) suit these elements better than
-//     the link defaults; docs/gradient-report.md has measurements.
+//     periods (a higher MinSamplesPerPeriod; the exporter's
+//     min_samples_per_period) suit these elements better than the link
+//     defaults: a half period of a few relaxation times reads the gradient
+//     low (a real cgroup at ρ ≈ 0.75 with 8 bins per period, 31% low);
+//     docs/gradient-report.md has measurements.
 //   - Bounds. Series are kept for at most MaxTransactions transactions,
 //     the calibration buffer holds at most MaxBuffered samples, the guard at
 //     most 2¹⁸; what does not fit is counted in Result.Dropped.
