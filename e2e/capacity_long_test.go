@@ -193,9 +193,11 @@ replication: none
 	pm["core_mhz"] = capStdMHz
 	pm["experiments"] = map[string]any{
 		"injector": inj, "front_services": []string{"db"}, "k": 8, "n": 128, "chunks": 3, "scale": 60,
-		// Periods of ≥ 16 bins (≥ 10 s): in the wave's low phase the queue
-		// is at ρ ≈ 0.75 and needs ~2 s to settle, which at the default 8
-		// bins (a 2.7 s half period) read the gradient 31% low (run 5).
+		// Periods of ≥ 16 bins (≥ 10 s): a queue's mean follows a change
+		// of speed with a lag, which a short half period cuts off. At the
+		// default 8 bins (a 2.7 s half period) run 5 read the gradient 31%
+		// under the steady slope, outside its interval; run 6, at 16, 9%
+		// under, inside it.
 		"min_samples_per_period": 16,
 		// Run 6 read SNR 5.9 after the default two windows (a standard error
 		// of 17%), and the prediction at 0.85 cores, the farthest from the

@@ -132,7 +132,7 @@
 //     periods (a higher MinSamplesPerPeriod; the exporter's
 //     min_samples_per_period) suit these elements better than the link
 //     defaults: a half period of a few relaxation times reads the gradient
-//     low (a real cgroup at ρ ≈ 0.75 with 8 bins per period, 31% low);
+//     low (a real cgroup quota wave at 8 bins per period read 31% low);
 //     docs/gradient-report.md has measurements.
 //   - Bounds. Series are kept for at most MaxTransactions transactions,
 //     the calibration buffer holds at most MaxBuffered samples, the guard at
