@@ -388,9 +388,8 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 	train := spectral.TrainConfig{K: c.K, N: c.N, Chunks: c.Chunks, Scale: c.Scale, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
 	if err := train.Validate(); err != nil {
 		bad("experiments", "%v", err)
-	} else if !(c.MinSamplesPerPeriod >= 2) || c.MinSamplesPerPeriod > float64(c.N) {
-		// At most one period per window (k_d = 1).
-		bad("experiments.min_samples_per_period", "must be in [2, n = %d], got %v", c.N, c.MinSamplesPerPeriod)
+	} else if err := spectral.CheckMinSamplesPerPeriod(c.MinSamplesPerPeriod, c.N); err != nil {
+		bad("experiments.min_samples_per_period", "%v", err)
 	}
 	if !(c.MaxP99Ms >= 0) {
 		bad("experiments.max_p99_ms", "must be ≥ 0, got %v", c.MaxP99Ms)

@@ -112,9 +112,10 @@
 //     transaction may respond over its calls.
 //   - A single pulse is one half-period: one stall of the host in it can
 //     make the cycle read a gradient several times the calls per request
-//     (run AR's web->app-2: 2.5 for 0.5). A cycle whose gradients contradict the priors so is
-//     repeated once, and the cycle that contradicts them less sizes the
-//     window; a system that does amplify the delay contradicts them in both.
+//     (run AR's web->app-2: 2.5 for 0.5). A cycle whose gradients
+//     contradict the priors so is repeated once, and the cycle that
+//     contradicts them less sizes the window; a system that does amplify
+//     the delay contradicts them in both.
 //   - The SLO guard watches the p99 of the last Window (30 s) of the
 //     watched transactions' samples (all by default), by request time. The
 //     nearest-rank p99 exceeds the bound exactly when more than n − ⌈0.99·n⌉
@@ -131,8 +132,9 @@
 //     strongly autocorrelated (large at low frequencies). Longer bins and
 //     periods (a higher MinSamplesPerPeriod; the exporter's
 //     min_samples_per_period) suit these elements better than the link
-//     defaults: a half period of a few relaxation times reads the gradient
-//     low (a real cgroup quota wave at 8 bins per period read 31% low);
+//     defaults: a half period only a few relaxation times long reads the
+//     gradient low (a real cgroup quota wave at 8 bins per period read 31%
+//     low);
 //     docs/gradient-report.md has measurements.
 //   - Bounds. Series are kept for at most MaxTransactions transactions,
 //     the calibration buffer holds at most MaxBuffered samples, the guard at

@@ -208,11 +208,12 @@ type Config struct {
 	// natural noise (paper 000 Table 3 keeps it under 1). The first window's
 	// A_d′ is kept to where each transaction's one-cycle gradient (target
 	// and significant ones, at their upper standard error; the others at
-	// their prior gradient, if any) would reach it; a remeasured window grows at most to
-	// where the largest perturbation measured so far (by the windows'
-	// combined gradients, bounded alike) would. When it cannot grow, the
-	// next window is taken at the same amplitude; combined, two windows
-	// still halve the variance. The element's MinAmplitude overrides it.
+	// their prior gradient, if any) would reach it; a remeasured window
+	// grows at most to where the largest perturbation measured so far (by
+	// the windows' combined gradients, bounded alike) would. When it cannot
+	// grow, the next window is taken at the same amplitude; combined, two
+	// windows still halve the variance. The element's MinAmplitude
+	// overrides it.
 	MaxPerturbation float64
 	// PerturbationAim is the fraction of MaxPerturbation the amplitudes are
 	// chosen for (default 0.8). Aiming at the bound itself overshoots it in

@@ -37,6 +37,7 @@ func DefaultTrainConfig() TrainConfig {
 
 // Validate reports the first invalid parameter.
 func (c TrainConfig) Validate() error {
+	sppErr := CheckMinSamplesPerPeriod(c.MinSamplesPerPeriod, c.N)
 	switch {
 	case c.K < 1:
 		return fmt.Errorf("k must be ≥ 1, got %d", c.K)
@@ -46,10 +47,19 @@ func (c TrainConfig) Validate() error {
 		return fmt.Errorf("chunks must be ≥ %d, got %d", MinChunks, c.Chunks)
 	case !(c.Scale > 0) || math.IsInf(c.Scale, 0):
 		return fmt.Errorf("scale must be > 0, got %v", c.Scale)
-	case !(c.MinSamplesPerPeriod >= 2) || c.MinSamplesPerPeriod > float64(c.N):
-		return fmt.Errorf("min samples per period must be in [2, n], got %v", c.MinSamplesPerPeriod)
+	case sppErr != nil:
+		return fmt.Errorf("min samples per period %w", sppErr)
 	case c.Kd < 0 || 2*c.Kd >= c.N:
 		return fmt.Errorf("forced k_d must be in [1, n/2), got %d", c.Kd)
+	}
+	return nil
+}
+
+// CheckMinSamplesPerPeriod says whether v bins per period fit a window of
+// n bins: at least 2 (a half period each way), at most n (k_d = 1).
+func CheckMinSamplesPerPeriod(v float64, n int) error {
+	if !(v >= 2) || v > float64(n) {
+		return fmt.Errorf("must be in [2, n = %d], got %v", n, v)
 	}
 	return nil
 }
