@@ -52,6 +52,13 @@ type Basis struct {
 	// Alpha is α in megacycles per request, Workload is w in requests per second.
 	Alpha    float64 `json:"alpha,omitempty"`
 	Workload float64 `json:"workload,omitempty"`
+	// Centered, for a capacity, swings the wave both ways around the
+	// operating point: its on-phases withhold a/2 and its off-phases grant
+	// a/2, c·(1 ∓ a/2). The wave then measures the secant across c, a
+	// central difference, rather than the one below c; where the response
+	// is not one line in b (paper 000 §6, figure 14), the one-sided secant
+	// misjudges every change above the operating point.
+	Centered bool `json:"centered,omitempty"`
 }
 
 // Link returns the identity basis of a link.
@@ -61,10 +68,16 @@ func Link() Basis { return Basis{Kind: KindLink} }
 func (b Basis) Validate() error {
 	switch b.Kind {
 	case KindLink:
+		if b.Centered {
+			return errors.New("link basis: only a capacity wave can be centered")
+		}
 		return nil
 	case KindCPUFreq, KindCapacity:
 		if !(b.Operating > 0) {
 			return fmt.Errorf("%s basis: operating point must be > 0, got %v", b.Kind, b.Operating)
+		}
+		if b.Centered && b.Kind != KindCapacity {
+			return fmt.Errorf("%s basis: only a capacity wave can be centered", b.Kind)
 		}
 		if b.Kind == KindCapacity && !(b.FrequencyMHz > 0) {
 			return fmt.Errorf("capacity basis: frequency_mhz must be > 0, got %v", b.FrequencyMHz)
@@ -114,20 +127,39 @@ func (b Basis) Utilization() float64 {
 
 // On is the attribute while a square wave of knob amplitude a is on, in the
 // injector's units: a link gains a ms, a CPU runs a kHz slower, a capacity
-// loses the fraction a.
+// loses the fraction a (a/2 when centered).
 func (b Basis) On(a float64) float64 {
 	switch b.Kind {
 	case KindCPUFreq:
 		return b.Operating - a/1000
 	case KindCapacity:
-		return b.Operating * (1 - a)
+		return b.Operating * (1 - (a + b.OffKnob(a)))
 	}
 	return b.Operating + a
 }
 
-// Delta is the change of the basis that knob amplitude a causes:
-// b(On(a)) − b(operating). It is positive for every kind: more delay, less
-// frequency and less capacity all raise the basis.
+// Off is the attribute while the wave is off: the operating point, or for a
+// centered capacity c·(1 + a/2).
+func (b Basis) Off(a float64) float64 {
+	if b.Kind == KindCapacity {
+		return b.Operating * (1 - b.OffKnob(a))
+	}
+	return b.Operating
+}
+
+// OffKnob is the knob's value in the wave's off-phases, in the injector's
+// units: −a/2 (a grant) for a centered capacity, else 0. The injector takes
+// it as the lease's floor, with a + OffKnob(a) in the on-phases.
+func (b Basis) OffKnob(a float64) float64 {
+	if b.Centered && b.Kind == KindCapacity {
+		return -a / 2
+	}
+	return 0
+}
+
+// Delta is the change of the basis between the wave's phases that knob
+// amplitude a causes: b(On(a)) − b(Off(a)). It is positive for every kind:
+// more delay, less frequency and less capacity all raise the basis.
 func (b Basis) Delta(a float64) (float64, error) {
 	if b.Kind == KindLink {
 		return a, nil
@@ -136,7 +168,7 @@ func (b Basis) Delta(a float64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v0, err := b.Value(b.Operating)
+	v0, err := b.Value(b.Off(a))
 	if err != nil {
 		return 0, err
 	}
@@ -151,6 +183,17 @@ func (b Basis) Knob(d float64) (float64, error) {
 	v0, err := b.Value(b.Operating)
 	if err != nil {
 		return 0, err
+	}
+	if b.Centered && b.Kind == KindCapacity {
+		// With u = c·f − α·w and h = (a/2)·c·f, Delta is
+		// 1/(u − h) − 1/(u + h) = 2h/(u² − h²); its root in h is
+		// (√(1 + d²u²) − 1)/d, below u, so the on-phase never saturates.
+		if !(d > 0) {
+			return 0, fmt.Errorf("no centered capacity wave changes the basis by %v", d)
+		}
+		u := 1 / v0
+		h := (math.Sqrt(1+d*d*u*u) - 1) / d
+		return 2 * h / (b.Operating * b.FrequencyMHz), nil
 	}
 	if !(v0+d > 0) {
 		return 0, fmt.Errorf("no %s setting changes the basis by %v", b.Kind, d)

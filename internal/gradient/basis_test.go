@@ -134,3 +134,54 @@ func TestRoutePaperRule(t *testing.T) {
 		}
 	}
 }
+
+// A centered capacity wave swings c·(1 ∓ a/2): its basis change spans the
+// operating point, Knob inverts it, and to first order it equals the
+// one-sided wave's while sitting between the two one-sided secants.
+func TestCenteredCapacity(t *testing.T) {
+	one := Basis{Kind: KindCapacity, Operating: 0.8, FrequencyMHz: 1000, Alpha: 10, Workload: 40} // U = 0.5
+	c := one
+	c.Centered = true
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if on, off := c.On(0.2), c.Off(0.2); math.Abs(on-0.72) > 1e-12 || math.Abs(off-0.88) > 1e-12 || c.OffKnob(0.2) != -0.1 {
+		t.Fatalf("on %v off %v floor %v; want 0.72, 0.88, -0.1", on, off, c.OffKnob(0.2))
+	}
+	if one.OffKnob(0.2) != 0 || one.Off(0.2) != 0.8 {
+		t.Fatalf("a one-sided wave's off-phase is the operating point: %v %v", one.OffKnob(0.2), one.Off(0.2))
+	}
+	for _, a := range []float64{0.01, 0.1, 0.3, 0.9} {
+		d, err := c.Delta(a)
+		if err != nil || !(d > 0) {
+			t.Fatalf("Delta(%v) = %v, %v", a, d, err)
+		}
+		vOn, _ := c.Value(0.8 * (1 - a/2))
+		vOff, _ := c.Value(0.8 * (1 + a/2))
+		if math.Abs(d-(vOn-vOff)) > 1e-15 {
+			t.Fatalf("Delta(%v) = %v, want %v", a, d, vOn-vOff)
+		}
+		back, err := c.Knob(d)
+		if err != nil || math.Abs(back-a) > 1e-9 {
+			t.Fatalf("Knob(Delta(%v)) = %v, %v", a, back, err)
+		}
+	}
+	// Small waves: the centered and one-sided changes agree to first order.
+	dc, _ := c.Delta(0.001)
+	d1, _ := one.Delta(0.001)
+	if math.Abs(dc/d1-1) > 0.01 {
+		t.Fatalf("centered %v against one-sided %v at a = 0.001", dc, d1)
+	}
+	// A large basis change asks for a wave that stays short of saturation.
+	if k, err := c.Knob(1); err != nil || !(k > 0 && k < 2*(1-0.5)) {
+		t.Fatalf("Knob(1) = %v, %v: the on-phase must keep c·f above α·w", k, err)
+	}
+	if _, err := c.Knob(0); err == nil {
+		t.Fatal("a zero change has no centered wave")
+	}
+	for _, b := range []Basis{{Kind: KindLink, Centered: true}, {Kind: KindCPUFreq, Operating: 2400, Centered: true}} {
+		if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "centered") {
+			t.Fatalf("%s: a centered wave must be refused: %v", b.Kind, err)
+		}
+	}
+}

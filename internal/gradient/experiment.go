@@ -57,7 +57,11 @@ type Action struct {
 	// Amplitude is in the injector's unit: ms of delay, kHz below the base
 	// frequency, or the fraction of capacity withheld.
 	Amplitude float64
-	Period    time.Duration
+	// Floor is the knob in the off-phases, the on-phases taking Floor +
+	// Amplitude: −Amplitude/2 for a centered capacity wave, which grants
+	// in its off-phases (Basis.OffKnob), else 0.
+	Floor  float64
+	Period time.Duration
 	// Cycles is the number of periods. Every wave is whole periods, so
 	// that a delay's floor holds through its last off-phase.
 	Cycles int
@@ -326,6 +330,12 @@ func (c Config) Validate() error {
 		seen[e.ID] = true
 		if err := e.Basis.Validate(); err != nil {
 			return fmt.Errorf("experiment: element %q: %w", e.ID, err)
+		}
+		if e.Basis.Centered && c.AdaptiveInWindow {
+			// The fold weighs each lease's on-phases against a shared
+			// off level, which two centered leases of different
+			// amplitudes do not have.
+			return fmt.Errorf("experiment: element %q: a centered wave cannot fold the adaptive cycle into the window (AdaptiveInWindow)", e.ID)
 		}
 		if e.Basis.Kind != KindLink && e.InitialAmplitude <= 0 && e.FixedAmplitude <= 0 {
 			return fmt.Errorf("experiment: element %q: a %s element needs InitialAmplitude or FixedAmplitude", e.ID, e.Basis.Kind)
@@ -905,7 +915,7 @@ func (x *Experiment) leaseAction(r *run, t, start float64, cycles int) Action {
 	length := float64(cycles) * r.period
 	return Action{
 		Kind: ActionStartLease, Lease: r.lease, Element: e.ID, LeaseKind: e.Basis.Kind.LeaseKind(),
-		Amplitude: r.requested, Period: dur(r.period), Cycles: cycles, Start: timeAt(start),
+		Amplitude: r.requested, Floor: e.Basis.OffKnob(r.requested), Period: dur(r.period), Cycles: cycles, Start: timeAt(start),
 		Duration: dur(start + length - t + x.cfg.LeaseMargin.Seconds()),
 	}
 }

@@ -104,7 +104,7 @@ func (d *Driver) exec(acts []gradient.Action, now float64) {
 		d.Log = append(d.Log, a)
 		switch a.Kind {
 		case gradient.ActionStartLease:
-			w := Wave{Key: a.Lease, Kind: a.LeaseKind, Target: a.Element, Amplitude: a.Amplitude,
+			w := Wave{Key: a.Lease, Kind: a.LeaseKind, Target: a.Element, Amplitude: a.Amplitude, Floor: a.Floor,
 				Start: secondsOf(a.Start) + d.InjectorSkew, Period: a.Period.Seconds(), Cycles: a.Cycles}
 			if err := d.Sim.StartLease(w); err != nil {
 				acts = append(acts, d.X.LeaseFailed(a.Lease, timeOf(now), err)...)

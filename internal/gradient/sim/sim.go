@@ -477,6 +477,7 @@ type lease struct {
 	base       float64 // capacity to restore
 	target     string
 	amplitude  float64
+	floor      float64 // capacity withheld in the off-phases; < 0 grants
 	start      float64
 	period     float64
 	end        float64
@@ -498,10 +499,14 @@ type Wave struct {
 	Kind      string // "delay" or "capacity"
 	Target    string // a link "a->b" or a ps server
 	Amplitude float64
-	Start     float64
-	Period    float64
-	Cycles    int
-	Single    bool
+	// Floor, for capacity, is the fraction withheld in the off-phases, the
+	// on-phases withholding Floor + Amplitude; below 0 it grants, as a
+	// centered wave does (gradient.Basis.OffKnob).
+	Floor  float64
+	Start  float64
+	Period float64
+	Cycles int
+	Single bool
 }
 
 // StartLease runs a square wave until it ends or is stopped.
@@ -509,7 +514,7 @@ func (s *Sim) StartLease(w Wave) error {
 	if _, dup := s.leases[w.Key]; dup {
 		return fmt.Errorf("sim: lease %q exists", w.Key)
 	}
-	l := &lease{key: w.Key, kind: w.Kind, target: w.Target, amplitude: w.Amplitude, start: w.Start, period: w.Period}
+	l := &lease{key: w.Key, kind: w.Kind, target: w.Target, amplitude: w.Amplitude, floor: w.Floor, start: w.Start, period: w.Period}
 	switch {
 	case w.Single:
 		l.end = w.Start + w.Period/2
@@ -520,6 +525,9 @@ func (s *Sim) StartLease(w Wave) error {
 	}
 	switch w.Kind {
 	case "delay":
+		if w.Floor != 0 {
+			return fmt.Errorf("sim: only capacity leases take a floor")
+		}
 		if !strings.Contains(w.Target, "->") {
 			return fmt.Errorf("sim: delay target %q is not a link", w.Target)
 		}
@@ -544,9 +552,9 @@ func (s *Sim) StartLease(w Wave) error {
 				if l.stopped || s.now >= l.end {
 					return
 				}
-				c := l.base
+				c := l.base * (1 - l.floor)
 				if on {
-					c = l.base * (1 - l.amplitude)
+					c = l.base * (1 - l.floor - l.amplitude)
 					l.count++
 					l.sum += l.amplitude
 					l.sumsq += l.amplitude * l.amplitude
