@@ -192,10 +192,12 @@ func (a *freqActuator) Stats() any {
 	return map[string]any{"base_khz": a.base, "step_khz": a.step.Load()}
 }
 
-// capActuator withholds the wave's value (a fraction) of a cgroup's capacity.
+// capActuator withholds the wave's value (a fraction) of a cgroup's
+// capacity, over the lease's floor; a negative floor grants.
 type capActuator struct {
 	c        *cgroupcpu.Controller
 	baseCPUs float64
+	floor    float64
 }
 
 func (i *injector) openCapacity(req *leaseRequest, _ int) (actuator, error) {
@@ -210,25 +212,39 @@ func (i *injector) openCapacity(req *leaseRequest, _ int) (actuator, error) {
 	}
 	c.CPUs = base
 	c.MinQuota = i.cfg.MinQuota
-	on := time.Duration((1-req.Wave.Amplitude)*float64(period)*base) * time.Microsecond
+	floor := req.Wave.Floor
+	on := time.Duration((1-req.Wave.Amplitude-floor)*float64(period)*base) * time.Microsecond
 	if on < i.cfg.MinQuota {
 		return nil, apiErrorf(http.StatusUnprocessableEntity,
-			"wave.amplitude: %v would leave a quota of %v, below min_quota %v", req.Wave.Amplitude, on, i.cfg.MinQuota)
+			"wave.amplitude: %v over a floor of %v would leave a quota of %v, below min_quota %v", req.Wave.Amplitude, floor, on, i.cfg.MinQuota)
 	}
-	return &capActuator{c: c, baseCPUs: base}, nil
+	if floor < 0 {
+		// A grant needs a quota to grant above, and CPUs to grant.
+		if quota <= 0 {
+			return nil, apiErrorf(http.StatusUnprocessableEntity,
+				"wave.floor: %v grants capacity, but cgroup %q has no quota (it may use every CPU already)", floor, req.cgroup)
+		}
+		if most := (1 - floor) * base; most > float64(runtime.NumCPU()) {
+			return nil, apiErrorf(http.StatusUnprocessableEntity,
+				"wave.floor: %v would grant cgroup %q %.3g CPUs, more than the host's %d", floor, req.cgroup, most, runtime.NumCPU())
+		}
+	}
+	return &capActuator{c: c, baseCPUs: base, floor: floor}, nil
 }
 
+// Apply withholds floor + v: the off-phases (v = 0) hold the floor, and only
+// a wave without one puts the saved quota back between on-phases.
 func (a *capActuator) Apply(v float64) error {
-	if v == 0 {
-		return a.c.Restore()
+	if w := a.floor + v; w != 0 {
+		return a.c.SetFraction(1 - w)
 	}
-	return a.c.SetFraction(1 - v)
+	return a.c.Restore()
 }
 
 func (a *capActuator) Restore() error { return a.c.Restore() }
 
 func (a *capActuator) Stats() any {
-	st := map[string]any{"base_cpus": a.baseCPUs}
+	st := map[string]any{"base_cpus": a.baseCPUs, "floor": a.floor}
 	if n, d, err := a.c.Throttled(); err == nil {
 		st["nr_throttled"] = n
 		st["throttled_ms"] = ms(d)

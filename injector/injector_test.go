@@ -334,6 +334,9 @@ func TestRequestErrors(t *testing.T) {
 		"whole capacity":  {`{"kind":"capacity","target":{"cgroup":"tierscope.slice/app"},"wave":{"amplitude":1,"period":"1s"}}`, http.StatusUnprocessableEntity},
 		"lease over cap":  {`{"kind":"cpufreq","target":{"cpus":[0]},"wave":{"amplitude":1,"period":"1s"},"duration":"11m"}`, http.StatusUnprocessableEntity},
 		"quota under min": {`{"kind":"capacity","target":{"cgroup":"tierscope.slice/app"},"wave":{"amplitude":0.999999,"period":"1s"}}`, http.StatusUnprocessableEntity},
+		"floor under -1":  {`{"kind":"capacity","target":{"cgroup":"tierscope.slice/app"},"wave":{"amplitude":0.2,"period":"1s","floor":-1.5}}`, http.StatusBadRequest},
+		"floor withholds": {`{"kind":"capacity","target":{"cgroup":"tierscope.slice/app"},"wave":{"amplitude":0.5,"period":"1s","floor":0.5}}`, http.StatusUnprocessableEntity},
+		"grant unlimited": {`{"kind":"capacity","target":{"cgroup":"tierscope.slice/app"},"wave":{"amplitude":0.2,"period":"1s","floor":-0.1}}`, http.StatusUnprocessableEntity},
 	} {
 		code, body := e.do("POST", "/v1/leases", tc.body)
 		require.Equal(t, tc.code, code, "%s: %v", name, body)
@@ -492,6 +495,37 @@ func TestCapacityLeaseRestoresOnDelete(t *testing.T) {
 	require.Equal(t, stateStopped, st["state"])
 	require.Equal(t, float64(1), st["stats"].(map[string]any)["nr_throttled"])
 	require.Equal(t, "max 100000", readFile(t, cpuMax))
+}
+
+// A centered capacity wave: the on-phases withhold a/2 of the saved quota,
+// the off-phases grant a/2 above it, and the quota is back when it ends.
+// A grant needs a quota to grant above and CPUs to grant.
+func TestCapacityLeaseGrantsInTheOffPhases(t *testing.T) {
+	e := start(t, nil)
+	cpuMax := filepath.Join(e.inj.cfg.CgroupRoot, "tierscope.slice", "app", "cpu.max")
+	require.NoError(t, os.WriteFile(cpuMax, []byte("50000 100000\n"), 0o644)) // 0.5 CPU
+	code, body := e.do("POST", "/v1/leases", `{"kind":"capacity","target":{"cgroup":"tierscope.slice/app"},"wave":{"amplitude":0.2,"period":"400ms","floor":-0.1}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	id := body["id"].(string)
+	require.Eventually(t, func() bool { return readFile(t, cpuMax) == "45000 100000" }, 5*time.Second, time.Millisecond, "on: 0.5·(1 − 0.1)")
+	e.clock.waitTimers(t, 2)
+	e.clock.Advance(200 * time.Millisecond)
+	require.Eventually(t, func() bool { return readFile(t, cpuMax) == "55000 100000" }, 5*time.Second, time.Millisecond, "off: 0.5·(1 + 0.1)")
+	e.clock.waitTimers(t, 2)
+	e.clock.Advance(200 * time.Millisecond)
+	require.Eventually(t, func() bool { return readFile(t, cpuMax) == "45000 100000" }, 5*time.Second, time.Millisecond, "on again")
+	code, st := e.do("DELETE", "/v1/leases/"+id, "")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, -0.1, st["stats"].(map[string]any)["floor"])
+	require.Equal(t, "50000 100000", readFile(t, cpuMax), "the saved quota is back")
+
+	// Granting past the host's CPUs is refused before anything is written.
+	all := fmt.Sprintf("%d 100000", 100000*runtime.NumCPU())
+	require.NoError(t, os.WriteFile(cpuMax, []byte(all+"\n"), 0o644))
+	code, body = e.do("POST", "/v1/leases", `{"kind":"capacity","target":{"cgroup":"tierscope.slice/app"},"wave":{"amplitude":0.2,"period":"400ms","floor":-0.1}}`)
+	require.Equal(t, http.StatusUnprocessableEntity, code, body)
+	require.Contains(t, body["error"], "wave.floor")
+	require.Equal(t, all, readFile(t, cpuMax))
 }
 
 func TestBackendFailure(t *testing.T) {

@@ -97,7 +97,10 @@ type waveSpec struct {
 	Single bool       `json:"single,omitempty"`
 	// Floor, for delay leases, is ms of delay every packet gets for the
 	// whole lease under the wave, so that holding packets costs the host
-	// the same in both phases (nfqdelay.Options.Floor).
+	// the same in both phases (nfqdelay.Options.Floor). For capacity leases
+	// it is the fraction withheld in the off-phases, the on-phases
+	// withholding floor + amplitude; a negative floor grants capacity above
+	// the saved quota, so a floor of −amplitude/2 centers the wave on it.
 	Floor float64 `json:"floor,omitempty"`
 }
 
@@ -170,7 +173,7 @@ func (m *manager) validate(req *leaseRequest, now time.Time) error {
 		}
 	case kindCPUFreq:
 		if req.Wave.Floor != 0 {
-			return bad("wave.floor: only delay leases take a floor")
+			return bad("wave.floor: only delay and capacity leases take a floor")
 		}
 		if len(t.CPUs) == 0 {
 			return bad("target.cpus: required for kind cpufreq")
@@ -189,8 +192,8 @@ func (m *manager) validate(req *leaseRequest, now time.Time) error {
 			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v kHz is over max_freq_step_khz %d", req.w.Amplitude, m.cfg.MaxFreqStepKHz)
 		}
 	case kindCapacity:
-		if req.Wave.Floor != 0 {
-			return bad("wave.floor: only delay leases take a floor")
+		if !(req.Wave.Floor >= -1 && req.Wave.Floor < 1) {
+			return bad("wave.floor: %v, want a fraction withheld in [-1, 1) (below 0 grants)", req.Wave.Floor)
 		}
 		if t.Cgroup == "" {
 			return bad("target.cgroup: required for kind capacity")
@@ -203,8 +206,8 @@ func (m *manager) validate(req *leaseRequest, now time.Time) error {
 		if !m.cgroupAllowed(cg) {
 			return apiErrorf(http.StatusForbidden, "target.cgroup: %q is not within allowlist.cgroups", cg)
 		}
-		if req.w.Amplitude >= 1 {
-			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v must withhold less than the whole capacity (< 1)", req.w.Amplitude)
+		if req.w.Amplitude+req.Wave.Floor >= 1 {
+			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v over a floor of %v must withhold less than the whole capacity (< 1)", req.w.Amplitude, req.Wave.Floor)
 		}
 	default:
 		return bad("kind: %q, want delay, cpufreq or capacity", req.Kind)

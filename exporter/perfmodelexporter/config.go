@@ -285,6 +285,11 @@ type ExperimentCapacity struct {
 	Cgroup string `mapstructure:"cgroup"`
 	// Cores is c, the capacity the cgroup is allotted now, in CPUs.
 	Cores float64 `mapstructure:"cores"`
+	// Centered swings the wave both ways, c·(1 ∓ a/2): its off-phases grant
+	// a/2 above the quota, so the gradient is the secant across c, not the
+	// one below it, and predicts changes either way alike. The cgroup needs
+	// a quota (not "max") and the host CPUs to grant.
+	Centered bool `mapstructure:"centered"`
 }
 
 // ExperimentCPU is what capacity and frequency elements share: the CPU's
@@ -368,6 +373,9 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 		}
 		if !(cp.Cores > 0) {
 			bad(f+".cores", "must be > 0, got %v", cp.Cores)
+		}
+		if cp.Centered && c.AdaptiveInWindow {
+			bad(f+".centered", "a centered wave cannot fold the adaptive cycle into its window: set experiments.adaptive_in_window to false")
 		}
 	}
 	if c.Injector != "" {

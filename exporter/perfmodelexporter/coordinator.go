@@ -353,7 +353,7 @@ func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
 	if err != nil {
 		return gradient.Basis{}, err
 	}
-	b := gradient.Basis{Kind: gradient.KindCapacity, Operating: cp.Cores, FrequencyMHz: f, Alpha: demand, Workload: 1}
+	b := gradient.Basis{Kind: gradient.KindCapacity, Operating: cp.Cores, FrequencyMHz: f, Alpha: demand, Workload: 1, Centered: cp.Centered}
 	return b, b.Validate()
 }
 
@@ -902,7 +902,7 @@ type injWave struct {
 	Period    string    `json:"period"`
 	Cycles    int       `json:"cycles,omitempty"`
 	Start     time.Time `json:"start"`
-	Floor     float64   `json:"floor,omitempty"` // ms, delay leases only
+	Floor     float64   `json:"floor,omitempty"` // ms of delay, or the capacity withheld off (< 0 grants)
 }
 
 type injLeaseStatus struct {
@@ -949,6 +949,8 @@ func (r *runner) startLease(a gradient.Action) error {
 	}
 	if a.LeaseKind == gradient.KindLink.LeaseKind() {
 		body.Wave.Floor = float64(r.x.e.cfg.Experiments.DelayFloor) / float64(time.Millisecond)
+	} else {
+		body.Wave.Floor = a.Floor // a centered capacity wave's grant
 	}
 	var st injLeaseStatus
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)

@@ -50,6 +50,7 @@ func TestExperimentsConfigLoads(t *testing.T) {
 	require.Equal(t, "s3cret", string(x.Token))
 	require.Equal(t, ExperimentLink{Address: "tcp://10.0.0.5:5432", Injector: "http://10.0.0.6:18777"}, x.Links["app->db"])
 	require.Equal(t, ExperimentFrequency{CPUs: []int{2, 3}, ExperimentCPU: ExperimentCPU{FrequencyMHz: 2400, Machine: "db-host", Process: "postgres"}}, x.Frequencies["db"])
+	require.Equal(t, ExperimentCapacity{Cgroup: "system.slice/db.service", Cores: 2, Centered: true, ExperimentCPU: ExperimentCPU{Machine: "db-host", Process: "postgres"}}, x.Capacities["db"])
 	require.Equal(t, []string{"web"}, x.FrontServices)
 	require.Equal(t, 16, x.K)
 	require.Equal(t, 64, x.N)
@@ -81,6 +82,10 @@ func TestExperimentsConfigLoads(t *testing.T) {
 		},
 		"experiments.links.a->b.injector": func(c *ExperimentsConfig) {
 			c.Links = map[string]ExperimentLink{"a->b": {Address: "h:1", Injector: "ftp://x"}}
+		},
+		"experiments.capacities.db.centered": func(c *ExperimentsConfig) {
+			c.AdaptiveInWindow = true
+			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Centered: true, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
 	} {
 		c := createDefaultConfig().(*Config)
@@ -548,6 +553,12 @@ func TestCapacityElementBasis(t *testing.T) {
 	require.InDelta(t, 0.5, b.Operating, 0)
 	require.InDelta(t, 2000, b.FrequencyMHz, 0)
 	require.InDelta(t, 0.6, b.Utilization(), 1e-9) // 600 of 0.5 · 2000 MHz
+	require.False(t, b.Centered)
+	cp := te.cfg.Experiments.Capacities["db"]
+	cp.Centered = true
+	b, err = te.capacityBasis(cp)
+	require.NoError(t, err)
+	require.True(t, b.Centered, "centered: true reaches the basis")
 
 	// Past saturation there is no basis.
 	te.mu.Lock()
@@ -558,7 +569,8 @@ func TestCapacityElementBasis(t *testing.T) {
 }
 
 // A link lease carries experiments.delay_floor as the injector's wave.floor;
-// CPU leases carry none (the injector refuses a floor on them).
+// a capacity lease carries its action's floor, a centered wave's grant, and
+// none otherwise.
 func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
 	var got []injLeaseRequest
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -579,9 +591,13 @@ func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
 		require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: string(kind), Element: string(kind), LeaseKind: kind.LeaseKind(),
 			Amplitude: 0.2, Period: time.Second, Cycles: 4, Start: start, Duration: time.Minute}))
 	}
-	require.Len(t, got, 2)
+	centered := gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Centered: true}
+	require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: "centered", Element: "capacity", LeaseKind: "capacity",
+		Amplitude: 0.2, Floor: centered.OffKnob(0.2), Period: time.Second, Cycles: 4, Start: start, Duration: time.Minute}))
+	require.Len(t, got, 3)
 	require.Equal(t, 0.3, got[0].Wave.Floor, "link lease")
 	require.Zero(t, got[1].Wave.Floor, "capacity lease")
+	require.Equal(t, -0.1, got[2].Wave.Floor, "centered capacity lease: grants a/2 in its off-phases")
 }
 
 // TestExperimentMeasuresSeveralElementsAfterOneTraining: one experiment
