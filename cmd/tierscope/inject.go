@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +33,7 @@ func runInject(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		cpus      = fs.String("cpus", "", "cpufreq: CPUs, comma-separated")
 		cgroup    = fs.String("cgroup", "", "capacity: the cgroup path below the cgroup root")
 		amplitude = fs.String("amplitude", "", "delay: a duration (5ms); cpufreq: kHz below the base; capacity: the fraction withheld (0.2)")
+		floor     = fs.String("floor", "", "delay: a duration every packet is held under the wave (0.3ms); capacity: the fraction withheld in the off-phases, negative to grant (-0.1 centers an amplitude of 0.2)")
 		period    = fs.Duration("period", 8*time.Second, "square-wave period (50% duty cycle)")
 		cycles    = fs.Int("cycles", 0, "number of periods (0: until the lease ends)")
 		single    = fs.Bool("single", false, "one on-phase only (the adaptive phase)")
@@ -65,6 +67,13 @@ func runInject(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return usageError{err.Error()}
 		}
 		wave["amplitude"] = amp
+		if *floor != "" {
+			f, err := parseFloor(sub, *floor)
+			if err != nil {
+				return usageError{err.Error()}
+			}
+			wave["floor"] = f
+		}
 		req["wave"] = wave
 		switch sub {
 		case "delay":
@@ -141,6 +150,26 @@ func parseAmplitude(kind, s string) (float64, error) {
 		return 0, fmt.Errorf("--amplitude must be a positive number, not %q", s)
 	}
 	return v, nil
+}
+
+// parseFloor reads --floor: ms of delay for a delay lease, a fraction for a
+// capacity lease; the injector checks the ranges.
+func parseFloor(kind, s string) (float64, error) {
+	switch kind {
+	case "delay":
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("--floor for delay is a duration such as 0.3ms, not %q", s)
+		}
+		return float64(d) / float64(time.Millisecond), nil
+	case "capacity":
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("--floor for capacity is a fraction such as -0.1, not %q", s)
+		}
+		return v, nil
+	}
+	return 0, fmt.Errorf("--floor applies to delay and capacity leases, not %s", kind)
 }
 
 func parseInts(s string) ([]int, error) {

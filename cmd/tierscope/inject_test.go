@@ -59,6 +59,21 @@ func TestInjectClient(t *testing.T) {
 	if got[1].body["target"].(map[string]any)["cgroup"] != "app" {
 		t.Fatalf("capacity request %+v", got[1].body)
 	}
+	if _, has := got[1].body["wave"].(map[string]any)["floor"]; has {
+		t.Fatalf("no --floor, no floor: %+v", got[1].body)
+	}
+	if code, _, errs := runCLI(t, "", "inject", "capacity", "--endpoint", srv.URL, "--cgroup", "app", "--amplitude", "0.2", "--floor", "-0.1"); code != 0 {
+		t.Fatalf("centered capacity: exit %d: %s", code, errs)
+	}
+	if f := got[2].body["wave"].(map[string]any)["floor"]; f != -0.1 {
+		t.Fatalf("capacity --floor -0.1 sent floor %v", f)
+	}
+	if code, _, errs := runCLI(t, "", "inject", "delay", "--endpoint", srv.URL, "--link", "10.0.0.2:3306", "--amplitude", "5ms", "--floor", "300us"); code != 0 {
+		t.Fatalf("delay floor: exit %d: %s", code, errs)
+	}
+	if f := got[3].body["wave"].(map[string]any)["floor"]; f != 0.3 {
+		t.Fatalf("delay --floor 300us sent floor %v", f)
+	}
 	for _, c := range []struct{ sub, method, path string }{
 		{"status", http.MethodGet, "/v1/leases/l1"},
 		{"renew", http.MethodPost, "/v1/leases/l1/renew"},
@@ -81,6 +96,8 @@ func TestInjectClient(t *testing.T) {
 		{"inject", "delay", "--link", "10.0.0.2:1", "--amplitude", "fast"},
 		{"inject", "cpufreq", "--amplitude", "100000"},
 		{"inject", "status"},
+		{"inject", "cpufreq", "--cpus", "0", "--amplitude", "100000", "--floor", "1"},
+		{"inject", "capacity", "--cgroup", "app", "--amplitude", "0.2", "--floor", "half"},
 	} {
 		if code, _, _ := runCLI(t, "", args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)

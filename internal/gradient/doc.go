@@ -15,6 +15,15 @@
 // frequency, the fraction of capacity withheld) map to a change of the
 // basis through Basis.Delta, and back through Basis.Knob.
 //
+// A square wave that only withholds measures the secant between the
+// operating point and below it. Where the response is not one line in the
+// basis (a biased α, CFS throttling), that secant misjudges every change
+// above the operating point: paper 000 §6 (figure 14) shows a gradient as
+// the secant over the perturbation's interval. A centered capacity wave
+// (Basis.Centered) swings c·(1 ∓ a/2), granting in its off-phases
+// (Basis.OffKnob, the lease's floor), so its secant straddles c: a central
+// difference, which predicts changes either way alike.
+//
 // Predict is the first-order Taylor prediction of paper 000 §5.3 in the
 // basis, rt² = rt¹ + Σ ∇rt_i·Δb_i, with the paper's variance ρ(rt¹) +
 // Σ ρ(Δb_i)·∇rt_i², plus Σ Δb_i²·ρ(∇rt_i) for the error of the gradients,
