@@ -63,6 +63,7 @@ type capLoad struct {
 	mu      sync.Mutex
 	samples []spectral.Sample
 	errs    int
+	errAt   []time.Time // when each failed request started
 	lastErr error
 }
 
@@ -100,6 +101,7 @@ func (l *capLoad) run(ctx context.Context, url string, rate float64) *sync.WaitG
 				if err != nil {
 					if ctx.Err() == nil {
 						l.errs++
+						l.errAt = append(l.errAt, t0)
 						l.lastErr = err
 					}
 					return
@@ -109,6 +111,26 @@ func (l *capLoad) run(ctx context.Context, url string, rate float64) *sync.WaitG
 		}
 	}()
 	return &wg
+}
+
+// timeline is the load minute by minute since from: requests answered,
+// their mean, and failures, so a log shows when a queue built up.
+func (l *capLoad) timeline(from, to time.Time) []string {
+	var out []string
+	for a := from; a.Before(to); a = a.Add(time.Minute) {
+		b := a.Add(time.Minute)
+		s := l.between(a, b)
+		l.mu.Lock()
+		fails := 0
+		for _, e := range l.errAt {
+			if !e.Before(a) && e.Before(b) {
+				fails++
+			}
+		}
+		l.mu.Unlock()
+		out = append(out, fmt.Sprintf("+%3.0fs: %4d answered, mean %7.1f ms, %4d failed", a.Sub(from).Seconds(), len(s), meanMs(s), fails))
+	}
+	return out
 }
 
 // between returns the samples of requests started in [from, to), by start.
@@ -231,6 +253,7 @@ replication: none
 
 	ctx, stop := context.WithCancel(context.Background())
 	var load capLoad
+	loadStart := time.Now()
 	wg := load.run(ctx, base+"/query/work", capRate)
 	t.Cleanup(func() { stop(); wg.Wait() })
 
@@ -246,6 +269,9 @@ replication: none
 	// The experiment, through the coordinator: training, the adaptive
 	// single cycle, the active square wave of the quota, the result.
 	ex := runExperiment(t, hc, apiBase, "capacity:db", 15*time.Minute)
+	for _, line := range load.timeline(loadStart, time.Now()) {
+		t.Logf("load %s", line)
+	}
 	quota, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
 	if got := strings.TrimSpace(string(quota)); got != strconv.Itoa(int(capOperating*capPeriodUs)) {
 		t.Errorf("after the experiment the quota is %s, want %d restored", got, int(capOperating*capPeriodUs))
