@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,9 +52,10 @@ const (
 	capStdMHz    = 1000.0
 	capOperating = 0.5  // cores allotted while the gradient is measured
 	capRate      = 24.0 // requests per second: about 0.25 cores of demand
-	// capLevel is how long each quota is held for the linearity check: at
-	// 0.35–0.4 cores (ρ ≈ 0.6–0.7) 25 s of a PS queue left its mean a few
-	// percent uncertain, as much as the prediction's own error.
+	// capLevel is how long each quota is held for the linearity check, in
+	// two visits: at 0.35–0.4 cores (ρ ≈ 0.6–0.7) 25 s of a PS queue left
+	// its mean a few percent uncertain, as much as the prediction's own
+	// error.
 	capLevel = 60 * time.Second
 )
 
@@ -146,6 +148,33 @@ func (l *capLoad) between(from, to time.Time) []spectral.Sample {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Time < out[j].Time })
 	return out
+}
+
+// batchSE is the standard error of the mean response time from the means
+// of batches of secs seconds, by start time.
+func batchSE(s []spectral.Sample, secs float64) float64 {
+	sums := map[int64][2]float64{}
+	for _, x := range s {
+		k := int64(math.Floor(x.Time / secs))
+		v := sums[k]
+		sums[k] = [2]float64{v[0] + x.Ms, v[1] + 1}
+	}
+	var means []float64
+	for _, v := range sums {
+		means = append(means, v[0]/v[1])
+	}
+	if len(means) < 2 {
+		return math.NaN()
+	}
+	var m, ss float64
+	for _, x := range means {
+		m += x
+	}
+	m /= float64(len(means))
+	for _, x := range means {
+		ss += (x - m) * (x - m)
+	}
+	return math.Sqrt(ss / float64(len(means)-1) / float64(len(means)))
 }
 
 func meanMs(s []spectral.Sample) float64 {
@@ -297,23 +326,36 @@ replication: none
 	t.Logf("capacity gradient of %s: %.0f ms·MHz, ci95 [%.0f, %.0f], snr %.1f, perturbation %.2f ms; basis α·w %.0f MHz (utilization %.2f of %.2f cores)",
 		g.Transaction, g.Gradient, g.CI95[0], g.CI95[1], g.SNR, g.PerturbationMs, basis.Alpha*basis.Workload, basis.Utilization(), capOperating)
 
-	// Fixed quotas: the measured response time at each against b(c).
-	type level struct{ cores, b, ms, n float64 }
+	// Fixed quotas: the measured response time at each against b(c). Each
+	// quota is visited twice, on a sweep up and a sweep down, so that a
+	// backlog carried over from the quota before, or a drift of the host,
+	// weighs on both sides alike; its standard error is from 5 s batch
+	// means, since a PS queue's response times are strongly autocorrelated.
+	type level struct{ cores, b, ms, se, n float64 }
+	quotas := []float64{0.35, 0.4, 0.5, 0.6, 0.7, 0.85}
+	visits := map[float64][]spectral.Sample{}
+	sweeps := slices.Clone(quotas)
+	for i := len(quotas) - 1; i >= 0; i-- {
+		sweeps = append(sweeps, quotas[i])
+	}
+	for _, c := range sweeps {
+		setCores(t, dir, c)
+		time.Sleep(3 * time.Second)
+		from := time.Now()
+		time.Sleep(capLevel / 2)
+		visits[c] = append(visits[c], load.between(from, time.Now())...)
+	}
 	var levels []level
 	// Up to 0.85: one request runs on one CPU, so past a CPU a lone request
 	// gains nothing and the single-queue basis no longer holds.
 	unseen := map[float64]bool{0.4: true, 0.7: true, 0.85: true}
-	for _, c := range []float64{0.35, 0.4, 0.5, 0.6, 0.7, 0.85} {
-		setCores(t, dir, c)
-		time.Sleep(3 * time.Second)
-		from := time.Now()
-		time.Sleep(capLevel)
-		s := load.between(from, time.Now())
+	for _, c := range quotas {
 		b, err := basis.Value(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		levels = append(levels, level{c, b, meanMs(s), float64(len(s))})
+		s := visits[c]
+		levels = append(levels, level{c, b, meanMs(s), batchSE(s, 5), float64(len(s))})
 	}
 	setCores(t, dir, capOperating)
 	secant := func(lo, hi float64) float64 {
@@ -348,7 +390,7 @@ replication: none
 	}
 	for _, l := range levels {
 		if !unseen[l.cores] {
-			t.Logf("quota %.2f cores: b %.6f, measured %.2f ms (n=%.0f)", l.cores, l.b, l.ms, l.n)
+			t.Logf("quota %.2f cores: b %.6f, measured %.2f ± %.2f ms (n=%.0f)", l.cores, l.b, l.ms, l.se, l.n)
 			continue
 		}
 		var pred api.Prediction
@@ -359,8 +401,8 @@ replication: none
 		}
 		p := pred.Transactions[0]
 		rel := (p.PredictedMs - l.ms) / l.ms
-		t.Logf("quota %.2f cores (unseen): b %.6f, predicted %.2f ms [%.2f, %.2f], measured %.2f ms (n=%.0f): %+.1f%%",
-			l.cores, l.b, p.PredictedMs, p.CI95[0], p.CI95[1], l.ms, l.n, 100*rel)
+		t.Logf("quota %.2f cores (unseen): b %.6f, predicted %.2f ms [%.2f, %.2f], measured %.2f ± %.2f ms (n=%.0f): %+.1f%%",
+			l.cores, l.b, p.PredictedMs, p.CI95[0], p.CI95[1], l.ms, l.se, l.n, 100*rel)
 		if math.Abs(rel) > 0.10 {
 			t.Errorf("quota %.2f: predicted %.2f ms, measured %.2f ms (%+.1f%%), want within 10%%", l.cores, p.PredictedMs, l.ms, 100*rel)
 		}
