@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -198,6 +199,62 @@ func setCores(t *testing.T, dir string, c float64) {
 	writeFile(t, filepath.Join(dir, "cpu.cfs_quota_us"), strconv.Itoa(int(math.Round(c*capPeriodUs))))
 }
 
+// quotaLog records the cgroup's quota as the injector writes it, polled
+// every 20 ms: the ground truth of what the wave did, beside the client's
+// response times.
+type quotaLog struct {
+	mu      sync.Mutex
+	at      []time.Time
+	quotaUs []int
+}
+
+func (q *quotaLog) watch(ctx context.Context, dir string) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us")); err == nil {
+			if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				q.mu.Lock()
+				if n := len(q.quotaUs); n == 0 || q.quotaUs[n-1] != v {
+					q.at, q.quotaUs = append(q.at, time.Now()), append(q.quotaUs, v)
+				}
+				q.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// byQuota is the client's mean response time at each quota the log holds
+// between from and to, leaving out requests started within settle of a
+// change: cores → (requests, mean ms).
+func (q *quotaLog) byQuota(samples []spectral.Sample, from, to time.Time, settle time.Duration) map[float64][2]float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	acc := map[float64][2]float64{}
+	for _, s := range samples {
+		at := time.Unix(0, int64(s.Time*1e9))
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		i := sort.Search(len(q.at), func(i int) bool { return q.at[i].After(at) }) - 1
+		if i < 0 || at.Sub(q.at[i]) < settle || (i+1 < len(q.at) && q.at[i+1].Sub(at) < 100*time.Millisecond) {
+			continue
+		}
+		c := math.Round(float64(q.quotaUs[i])/capPeriodUs*1000) / 1000
+		v := acc[c]
+		acc[c] = [2]float64{v[0] + 1, v[1] + s.Ms}
+	}
+	for c, v := range acc {
+		acc[c] = [2]float64{v[0], v[1] / v[0]}
+	}
+	return acc
+}
+
 func TestCapacityGradientOnRealCgroup(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(capV1Root, "cpu.cfs_quota_us")); err != nil {
 		t.Fatalf("the cgroup v1 cpu controller must be mounted at %s (as root): %v", capV1Root, err)
@@ -297,7 +354,13 @@ replication: none
 
 	// The experiment, through the coordinator: training, the adaptive
 	// single cycle, the active square wave of the quota, the result.
+	var wrote quotaLog
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	go wrote.watch(watchCtx, dir)
+	expStart := time.Now()
 	ex := runExperiment(t, hc, apiBase, "capacity:db", 15*time.Minute)
+	expEnd := time.Now()
+	stopWatch()
 	for _, line := range load.timeline(loadStart, time.Now()) {
 		t.Logf("load %s", line)
 	}
@@ -345,6 +408,12 @@ replication: none
 		time.Sleep(capLevel / 2)
 		visits[c] = append(visits[c], load.between(from, time.Now())...)
 	}
+	// What the wave did, from the quota file and the client's side: the
+	// response time at each quota it held, against the steady levels.
+	load.mu.Lock()
+	all := slices.Clone(load.samples)
+	load.mu.Unlock()
+	during := wrote.byQuota(all, expStart, expEnd, 2*time.Second)
 	var levels []level
 	// Up to 0.85: one request runs on one CPU, so past a CPU a lone request
 	// gains nothing and the single-queue basis no longer holds.
@@ -358,6 +427,19 @@ replication: none
 		levels = append(levels, level{c, b, meanMs(s), batchSE(s, 5), float64(len(s))})
 	}
 	setCores(t, dir, capOperating)
+	steadyAt := func(c float64) float64 { // linear in b between the levels either side
+		b, _ := basis.Value(c)
+		for i := 1; i < len(levels); i++ {
+			if lo, hi := levels[i-1], levels[i]; c >= lo.cores && c <= hi.cores {
+				return lo.ms + (hi.ms-lo.ms)*(b-lo.b)/(hi.b-lo.b)
+			}
+		}
+		return math.NaN()
+	}
+	for _, c := range slices.Sorted(maps.Keys(during)) {
+		v := during[c]
+		t.Logf("during the experiment at %.3f cores (from the quota file): %4.0f requests, client mean %.2f ms; steady levels give %.2f ms", c, v[0], v[1], steadyAt(c))
+	}
 	secant := func(lo, hi float64) float64 {
 		var a, b level
 		for _, l := range levels {
