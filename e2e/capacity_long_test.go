@@ -380,6 +380,9 @@ replication: none
 		}
 		t.Logf("plan: bins %.3f s, k_d %d of N %d, A_d %.2f ms; adaptive A⁰ %.3f (rough %v), active amplitude %.3f of %.2f cores; on/off comparator %.1f",
 			res.Plan.BinSeconds, res.Plan.Kd, res.Plan.N, res.Plan.AmplitudeMs, el.AdaptiveAmplitude, el.Rough != nil && el.Rough.Significant, el.Amplitude, capOperating, td)
+		for tx, b := range res.Plan.Transactions {
+			t.Logf("training baseline of %s (server spans): mean %.2f ms, σ %.2f ms", tx, b.MeanMs, b.StdMs)
+		}
 	}
 	g := ex.Gradients[0]
 	if g.Basis == nil || g.Basis.Kind != "capacity" {
@@ -414,6 +417,24 @@ replication: none
 	all := slices.Clone(load.samples)
 	load.mu.Unlock()
 	during := wrote.byQuota(all, expStart, expEnd, 2*time.Second)
+	unsettled := wrote.byQuota(all, expStart, expEnd, 0)
+	if dump := os.Getenv("TIERSCOPE_CAPACITY_DUMP"); dump != "" {
+		// The raw series, for analysis off line: each request (start, ms)
+		// and each quota change (time, µs).
+		var b strings.Builder
+		for _, x := range all {
+			fmt.Fprintf(&b, "%.6f,%.3f\n", x.Time, x.Ms)
+		}
+		writeFile(t, filepath.Join(dump, "requests.csv"), b.String())
+		b.Reset()
+		wrote.mu.Lock()
+		for i, at := range wrote.at {
+			fmt.Fprintf(&b, "%.6f,%d\n", float64(at.UnixNano())/1e9, wrote.quotaUs[i])
+		}
+		wrote.mu.Unlock()
+		writeFile(t, filepath.Join(dump, "quota.csv"), b.String())
+		t.Logf("raw series in %s (requests.csv, quota.csv; experiment %.3f–%.3f)", dump, float64(expStart.UnixNano())/1e9, float64(expEnd.UnixNano())/1e9)
+	}
 	var levels []level
 	// Up to 0.85: one request runs on one CPU, so past a CPU a lone request
 	// gains nothing and the single-queue basis no longer holds.
@@ -438,7 +459,8 @@ replication: none
 	}
 	for _, c := range slices.Sorted(maps.Keys(during)) {
 		v := during[c]
-		t.Logf("during the experiment at %.3f cores (from the quota file): %4.0f requests, client mean %.2f ms; steady levels give %.2f ms", c, v[0], v[1], steadyAt(c))
+		t.Logf("during the experiment at %.3f cores (from the quota file): %4.0f requests, client mean %.2f ms (%.2f ms with the 2 s after each change); steady levels give %.2f ms",
+			c, v[0], v[1], unsettled[c][1], steadyAt(c))
 	}
 	secant := func(lo, hi float64) float64 {
 		var a, b level
