@@ -404,12 +404,41 @@ replication: none
 	for i := len(quotas) - 1; i >= 0; i-- {
 		sweeps = append(sweeps, quotas[i])
 	}
+	type span struct{ from, to time.Time }
+	held := map[float64][]span{}
 	for _, c := range sweeps {
 		setCores(t, dir, c)
 		time.Sleep(3 * time.Second)
 		from := time.Now()
 		time.Sleep(capLevel / 2)
 		visits[c] = append(visits[c], load.between(from, time.Now())...)
+		held[c] = append(held[c], span{from, time.Now()})
+	}
+	// The same levels as the model sees them: the db's SERVER spans, from
+	// the exporter's 10 s windows wholly inside each visit. A span starts
+	// when the handler runs, so time the request waited for a throttled
+	// process to read it is the client's only.
+	time.Sleep(12 * time.Second) // the last window closes
+	serverMs := map[float64]float64{}
+	for c, spans := range held {
+		var n, sum float64
+		for _, sp := range spans {
+			from := (sp.from.Unix() + 9) / 10 * 10
+			to := sp.to.Unix() / 10 * 10
+			var gr api.Graph
+			if _, err := sendJSON(hc, "GET", fmt.Sprintf("%s%s?from=%d&to=%d", apiBase, api.PathGraph, from, to), nil, &gr); err != nil {
+				t.Fatalf("graph for %.2f cores: %v", c, err)
+			}
+			for _, node := range gr.Nodes {
+				if node.ID == "db" && node.LatencyMs != nil && node.Requests > 0 {
+					n += float64(node.Requests)
+					sum += float64(node.Requests) * node.LatencyMs.Mean
+				}
+			}
+		}
+		if n > 0 {
+			serverMs[c] = sum / n
+		}
 	}
 	// What the wave did, from the quota file and the client's side: the
 	// response time at each quota it held, against the steady levels.
@@ -510,6 +539,32 @@ replication: none
 		if math.Abs(rel) > 0.10 {
 			t.Errorf("quota %.2f: predicted %.2f ms, measured %.2f ms (%+.1f%%), want within 10%%", l.cores, p.PredictedMs, l.ms, 100*rel)
 		}
+	}
+	// The model's own measure: the prediction from the server-side level
+	// at the operating point, against the server-side level.
+	for _, l := range levels {
+		if !unseen[l.cores] || serverMs[l.cores] == 0 || serverMs[capOperating] == 0 {
+			continue
+		}
+		var pred api.Prediction
+		req := api.PredictRequest{BaselineMs: map[string]float64{g.Transaction: serverMs[capOperating]},
+			Changes: []api.Change{{Element: "capacity:db", Delta: l.cores - capOperating}}}
+		if _, err := sendJSON(hc, "POST", apiBase+api.PathPredict, req, &pred); err != nil || len(pred.Transactions) != 1 {
+			t.Fatalf("predict at %.2f cores: %v (%+v)", l.cores, err, pred)
+		}
+		p := pred.Transactions[0]
+		t.Logf("quota %.2f cores (unseen), server spans: predicted %.2f ms from %.2f ms at %.2f cores, measured %.2f ms: %+.1f%% (client %.2f ms)",
+			l.cores, p.PredictedMs, serverMs[capOperating], capOperating, serverMs[l.cores], 100*(p.PredictedMs/serverMs[l.cores]-1), l.ms)
+	}
+	for _, c := range quotas {
+		t.Logf("quota %.2f cores: server spans %.2f ms, client %.2f ms", c, serverMs[c], func() float64 {
+			for _, l := range levels {
+				if l.cores == c {
+					return l.ms
+				}
+			}
+			return math.NaN()
+		}())
 	}
 	load.mu.Lock()
 	t.Logf("load: %d requests, %d errors (last %v)", len(load.samples), load.errs, load.lastErr)
