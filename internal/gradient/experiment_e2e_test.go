@@ -435,6 +435,7 @@ func TestExperimentConfigErrors(t *testing.T) {
 		{gradient.Config{Target: "T", Elements: append(link, link...)}, "unique"},
 		{gradient.Config{Target: "T", Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000}}}}, "InitialAmplitude"},
 		{gradient.Config{Target: "T", Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Alpha: 10, Workload: 60}, InitialAmplitude: 0.1}}}, "saturates"},
+		{gradient.Config{Target: "T", AdaptiveInWindow: true, Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Centered: true}, InitialAmplitude: 0.1}}}, "centered"},
 		{gradient.Config{Target: "T", Elements: link, Train: spectral.TrainConfig{K: 8, N: 100, Chunks: 9, Scale: 30, MinSamplesPerPeriod: 8}}, "power of two"},
 		{gradient.Config{Target: "T", Elements: link, Guard: gradient.Guard{P99Ms: -1}}, "guard"},
 		{gradient.Config{Target: "T", Elements: link, PerturbationMeasure: "p99"}, "perturbation measure"},
