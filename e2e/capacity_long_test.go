@@ -38,6 +38,7 @@ import (
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/spectral"
+	"gonum.org/v1/gonum/stat"
 )
 
 const (
@@ -167,15 +168,8 @@ func batchSE(s []spectral.Sample, secs float64) float64 {
 	if len(means) < 2 {
 		return math.NaN()
 	}
-	var m, ss float64
-	for _, x := range means {
-		m += x
-	}
-	m /= float64(len(means))
-	for _, x := range means {
-		ss += (x - m) * (x - m)
-	}
-	return math.Sqrt(ss / float64(len(means)-1) / float64(len(means)))
+	_, sd := stat.MeanStdDev(means, nil)
+	return sd / math.Sqrt(float64(len(means)))
 }
 
 func meanMs(s []spectral.Sample) float64 {
