@@ -257,3 +257,24 @@ func TestPredictExperimentResultCapacity(t *testing.T) {
 		t.Fatalf("%s", out)
 	}
 }
+
+// predict reads the exporter's capacity gradients measured on both sides of
+// the operating point and predicts each change from the one on its side.
+func TestPredictCapacityOnBothSides(t *testing.T) {
+	basis := `"kind":"capacity","operating":0.8,"frequency_mhz":1000,"alpha":10,"workload":40`
+	path := writeFile(t, "api.json", `{"gradients":[`+
+		`{"element":"cpu","transaction":"Cap","gradient":10000,"ci95":[9000,11000],"basis":{`+basis+`,"side":"below"},"interval":[0.6,0.8]},`+
+		`{"element":"cpu","transaction":"Cap","gradient":6000,"ci95":[5000,7000],"basis":{`+basis+`,"side":"above"},"interval":[0.8,1.0]}]}`)
+	for change, want := range map[string]string{
+		"cpu=@60%":  "Cap\t26.00\t51.00\t", // 26 + 10000·(1/200 − 1/400)
+		"cpu=@100%": "Cap\t26.00\t21.00\t", // 26 + 6000·(1/600 − 1/400)
+		// Between the two secants' reaches, −1/1200 and 1/400, Δb = 1/1200
+		// is halfway: 26 + 8000/1200.
+		"cpu=@70%": "Cap\t26.00\t32.67\t",
+	} {
+		code, out, errs := runCLI(t, "", "predict", "--gradients", path, "--baseline-ms", "Cap=26", "--change", change)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("%s: exit %d: %s %s; want %q", change, code, out, errs, want)
+		}
+	}
+}

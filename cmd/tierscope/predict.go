@@ -371,11 +371,26 @@ func gradientsOf(raw json.RawMessage) ([]gradient.Gradient, error) {
 			gradient.Gradient
 			CI95 *[2]float64 `json:"ci95"`
 		}
+		var side struct {
+			Basis struct {
+				Side string `json:"side"`
+			} `json:"basis"`
+		}
 		if err := json.Unmarshal(raw, &g); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, &side); err != nil {
 			return nil, err
 		}
 		if g.Basis.Kind == "" {
 			g.Basis = gradient.Link()
+		}
+		// The exporter names a capacity wave's side (api.Basis.Side).
+		switch side.Basis.Side {
+		case gradient.SideCentered:
+			g.Basis.Centered = true
+		case gradient.SideAbove:
+			g.Basis.Above = true
 		}
 		if g.StdErr == 0 && g.CI95 != nil { // records that carry only the interval
 			g.StdErr = (g.CI95[1] - g.CI95[0]) / (2 * 1.959963984540054)

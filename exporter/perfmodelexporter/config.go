@@ -285,11 +285,29 @@ type ExperimentCapacity struct {
 	Cgroup string `mapstructure:"cgroup"`
 	// Cores is c, the capacity the cgroup is allotted now, in CPUs.
 	Cores float64 `mapstructure:"cores"`
-	// Centered swings the wave both ways, c·(1 ∓ a/2): its off-phases grant
-	// a/2 above the quota, so the gradient is the secant across c, not the
-	// one below it, and predicts changes either way alike. The cgroup needs
-	// a quota (not "max") and the host CPUs to grant.
-	Centered bool `mapstructure:"centered"`
+	// Sides lists the waves the experiment measures the capacity with, one
+	// gradient each, in order: "below" withholds a fraction of the quota,
+	// c·(1 − a); "centered" swings it both ways, c·(1 ∓ a/2); "above"
+	// grants, c·(1 + a). Each gradient is the secant over its wave's
+	// interval, and where the response curves near saturation, below and
+	// above together let a prediction use the secant on its side, or
+	// between them (paper 000 §6). Default [below]. Centered and above
+	// need a quota (not "max") and the host CPUs to grant.
+	Sides []string `mapstructure:"sides"`
+}
+
+// bases is one basis per configured side, below by default.
+func (cp ExperimentCapacity) bases(b gradient.Basis) []gradient.Basis {
+	if len(cp.Sides) == 0 {
+		return []gradient.Basis{b}
+	}
+	out := make([]gradient.Basis, 0, len(cp.Sides))
+	for _, side := range cp.Sides {
+		s := b
+		s.Centered, s.Above = side == gradient.SideCentered, side == gradient.SideAbove
+		out = append(out, s)
+	}
+	return out
 }
 
 // ExperimentCPU is what capacity and frequency elements share: the CPU's
@@ -374,8 +392,17 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 		if !(cp.Cores > 0) {
 			bad(f+".cores", "must be > 0, got %v", cp.Cores)
 		}
-		if cp.Centered && c.AdaptiveInWindow {
-			bad(f+".centered", "a centered wave cannot fold the adaptive cycle into its window: set experiments.adaptive_in_window to false")
+		seen := map[string]bool{}
+		for i, side := range cp.Sides {
+			switch {
+			case side != gradient.SideBelow && side != gradient.SideCentered && side != gradient.SideAbove:
+				bad(fmt.Sprintf("%s.sides[%d]", f, i), "want below, centered or above, got %q", side)
+			case seen[side]:
+				bad(fmt.Sprintf("%s.sides[%d]", f, i), "%q is listed twice", side)
+			case side != gradient.SideBelow && c.AdaptiveInWindow:
+				bad(fmt.Sprintf("%s.sides[%d]", f, i), "a %s wave grants in its off-phases and cannot fold the adaptive cycle into its window: set experiments.adaptive_in_window to false", side)
+			}
+			seen[side] = true
 		}
 	}
 	if c.Injector != "" {

@@ -353,7 +353,7 @@ func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
 	if err != nil {
 		return gradient.Basis{}, err
 	}
-	b := gradient.Basis{Kind: gradient.KindCapacity, Operating: cp.Cores, FrequencyMHz: f, Alpha: demand, Workload: 1, Centered: cp.Centered}
+	b := gradient.Basis{Kind: gradient.KindCapacity, Operating: cp.Cores, FrequencyMHz: f, Alpha: demand, Workload: 1}
 	return b, b.Validate()
 }
 
@@ -423,10 +423,12 @@ const maxExperimentElements = 64
 // elementPlan is one element of an experiment: what the state machine
 // measures, and which injector perturbs what for it.
 type elementPlan struct {
-	element gradient.Element
-	target  injTarget
-	inj     *injectorClient
-	route   elementRoute
+	// elements holds one element, or for a capacity one per side its
+	// waves are measured on (ExperimentCapacity.Sides).
+	elements []gradient.Element
+	target   injTarget
+	inj      *injectorClient
+	route    elementRoute
 }
 
 // newRunner turns a request into a runner, or a 400.
@@ -455,8 +457,10 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 			return nil, err
 		}
 		plans[name] = p
-		elements = append(elements, p.element)
-		routes = append(routes, p.route)
+		for _, el := range p.elements {
+			elements = append(elements, el)
+			routes = append(routes, p.route)
+		}
 	}
 	train := spectral.TrainConfig{K: xc.K, N: xc.N, Chunks: xc.Chunks, Scale: xc.Scale, MinSamplesPerPeriod: xc.MinSamplesPerPeriod}
 	if req.K != 0 {
@@ -550,12 +554,12 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		injURL = firstNonEmpty(reqInjector, lt.injector, xc.Injector)
 		p.target = injTarget{Link: &injLink{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
 		p.route = elementRoute{caller: src, address: net.JoinHostPort(lt.host, strconv.Itoa(int(lt.port)))}
-		p.element = gradient.Element{
+		p.elements = []gradient.Element{{
 			ID: name, Basis: gradient.Link(),
 			MinAmplitude:   float64(xc.MinDelay) / float64(time.Millisecond),
 			MaxAmplitude:   float64(xc.MaxDelay) / float64(time.Millisecond),
 			PriorGradients: calls,
-		}
+		}}
 	case "capacity":
 		cp, ok := xc.Capacities[rest]
 		if !ok {
@@ -568,7 +572,9 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		injURL = firstNonEmpty(reqInjector, cp.Injector, xc.Injector)
 		p.target = injTarget{Cgroup: cp.Cgroup}
 		a0, maxA := cp.fractions()
-		p.element = gradient.Element{ID: name, Basis: basis, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA}
+		for _, b := range cp.bases(basis) {
+			p.elements = append(p.elements, gradient.Element{ID: name, Basis: b, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA})
+		}
 	case "frequency":
 		fr, ok := xc.Frequencies[rest]
 		if !ok {
@@ -583,7 +589,7 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		// The knob is kHz below f.
 		a0, maxA := fr.fractions()
 		khz := basis.Operating * 1000
-		p.element = gradient.Element{ID: name, Basis: basis, InitialAmplitude: a0 * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz}
+		p.elements = []gradient.Element{{ID: name, Basis: basis, InitialAmplitude: a0 * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz}}
 	default:
 		return p, badf("element: %q: the coordinator measures link:<source>-><target>, frequency:<name> and capacity:<name> elements", name)
 	}
@@ -950,7 +956,7 @@ func (r *runner) startLease(a gradient.Action) error {
 	if a.LeaseKind == gradient.KindLink.LeaseKind() {
 		body.Wave.Floor = float64(r.x.e.cfg.Experiments.DelayFloor) / float64(time.Millisecond)
 	} else {
-		body.Wave.Floor = a.Floor // a centered capacity wave's grant
+		body.Wave.Floor = a.Floor // a centered or above capacity wave's grant
 	}
 	var st injLeaseStatus
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
@@ -1140,15 +1146,19 @@ func gradientsOf(id string, res gradient.Result) []api.Gradient {
 			continue
 		}
 		var basis *api.Basis
+		var interval *[2]float64
 		if b := el.Basis; b.Kind != gradient.KindLink {
-			basis = &api.Basis{Kind: string(b.Kind), Operating: b.Operating, FrequencyMHz: b.FrequencyMHz, Alpha: b.Alpha, Workload: b.Workload}
+			basis = &api.Basis{Kind: string(b.Kind), Operating: b.Operating, FrequencyMHz: b.FrequencyMHz, Alpha: b.Alpha, Workload: b.Workload, Side: b.Side()}
+		}
+		if gs := el.Gradients(); len(gs) > 0 {
+			interval = gs[0].Interval
 		}
 		for _, tx := range sortedKeys(el.Transactions) {
 			est := el.Transactions[tx]
 			out = append(out, api.Gradient{
 				Element: el.Element, Transaction: tx, Gradient: est.Gradient, CI95: est.CI95,
 				SNR: est.SNR, Bins: est.Bins, PerturbationMs: est.PerturbationMs,
-				Experiment: id, Measured: el.WindowEnd.Unix(), Basis: basis,
+				Experiment: id, Measured: el.WindowEnd.Unix(), Basis: basis, Interval: interval,
 			})
 		}
 	}
@@ -1176,7 +1186,7 @@ func (r *runner) persist(force bool) {
 	put(model.KindExperimnt, ex.ID, ex.Started, ex)
 	if ex.Finished != 0 {
 		for _, g := range ex.Gradients {
-			put(model.KindGradient, g.Element+"\x1f"+g.Transaction, g.Measured, g)
+			put(model.KindGradient, gradientKey(g), g.Measured, g)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -1184,6 +1194,17 @@ func (r *runner) persist(force bool) {
 	if err := e.st.Put(ctx, recs); err != nil {
 		r.logger().Warn("perfmodel: storing the experiment failed", zap.Error(err))
 	}
+}
+
+// gradientKey keeps the newest gradient per element, transaction and, for a
+// capacity measured on several sides of its operating point, side: those are
+// one set (gradient.Secant). A below wave keeps the key it always had.
+func gradientKey(g api.Gradient) string {
+	k := g.Element + "\x1f" + g.Transaction
+	if g.Basis != nil && g.Basis.Side != "" && g.Basis.Side != gradient.SideBelow {
+		k += "\x1f" + g.Basis.Side
+	}
+	return k
 }
 
 // injectorClient is a small client of the injector's lease API.

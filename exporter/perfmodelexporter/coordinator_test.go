@@ -50,7 +50,7 @@ func TestExperimentsConfigLoads(t *testing.T) {
 	require.Equal(t, "s3cret", string(x.Token))
 	require.Equal(t, ExperimentLink{Address: "tcp://10.0.0.5:5432", Injector: "http://10.0.0.6:18777"}, x.Links["app->db"])
 	require.Equal(t, ExperimentFrequency{CPUs: []int{2, 3}, ExperimentCPU: ExperimentCPU{FrequencyMHz: 2400, Machine: "db-host", Process: "postgres"}}, x.Frequencies["db"])
-	require.Equal(t, ExperimentCapacity{Cgroup: "system.slice/db.service", Cores: 2, Centered: true, ExperimentCPU: ExperimentCPU{Machine: "db-host", Process: "postgres"}}, x.Capacities["db"])
+	require.Equal(t, ExperimentCapacity{Cgroup: "system.slice/db.service", Cores: 2, Sides: []string{"below", "above"}, ExperimentCPU: ExperimentCPU{Machine: "db-host", Process: "postgres"}}, x.Capacities["db"])
 	require.Equal(t, []string{"web"}, x.FrontServices)
 	require.Equal(t, 16, x.K)
 	require.Equal(t, 64, x.N)
@@ -83,9 +83,15 @@ func TestExperimentsConfigLoads(t *testing.T) {
 		"experiments.links.a->b.injector": func(c *ExperimentsConfig) {
 			c.Links = map[string]ExperimentLink{"a->b": {Address: "h:1", Injector: "ftp://x"}}
 		},
-		"experiments.capacities.db.centered": func(c *ExperimentsConfig) {
+		"experiments.capacities.db.sides[1]": func(c *ExperimentsConfig) {
 			c.AdaptiveInWindow = true
-			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Centered: true, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
+			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"below", "centered"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
+		},
+		"experiments.capacities.db.sides[0]": func(c *ExperimentsConfig) {
+			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"upward"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
+		},
+		"experiments.capacities.db.sides[2]": func(c *ExperimentsConfig) {
+			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"above", "below", "above"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
 	} {
 		c := createDefaultConfig().(*Config)
@@ -553,12 +559,16 @@ func TestCapacityElementBasis(t *testing.T) {
 	require.InDelta(t, 0.5, b.Operating, 0)
 	require.InDelta(t, 2000, b.FrequencyMHz, 0)
 	require.InDelta(t, 0.6, b.Utilization(), 1e-9) // 600 of 0.5 · 2000 MHz
-	require.False(t, b.Centered)
+	require.Equal(t, gradient.SideBelow, b.Side())
 	cp := te.cfg.Experiments.Capacities["db"]
-	cp.Centered = true
-	b, err = te.capacityBasis(cp)
-	require.NoError(t, err)
-	require.True(t, b.Centered, "centered: true reaches the basis")
+	require.Equal(t, []gradient.Basis{b}, cp.bases(b), "one wave, below, by default")
+	cp.Sides = []string{"below", "centered", "above"}
+	var sides []string
+	for _, s := range cp.bases(b) {
+		sides = append(sides, s.Side())
+		require.NoError(t, s.Validate())
+	}
+	require.Equal(t, cp.Sides, sides, "each configured side reaches its basis")
 
 	// Past saturation there is no basis.
 	te.mu.Lock()
@@ -595,9 +605,14 @@ func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
 	require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: "centered", Element: "capacity", LeaseKind: "capacity",
 		Amplitude: 0.2, Floor: centered.OffKnob(0.2), Period: time.Second, Cycles: 4, Start: start, Duration: time.Minute}))
 	require.Len(t, got, 3)
+	defer func() { require.Len(t, got, 4) }()
 	require.Equal(t, 0.3, got[0].Wave.Floor, "link lease")
 	require.Zero(t, got[1].Wave.Floor, "capacity lease")
 	require.Equal(t, -0.1, got[2].Wave.Floor, "centered capacity lease: grants a/2 in its off-phases")
+	above := gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Above: true}
+	require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: "above", Element: "capacity", LeaseKind: "capacity",
+		Amplitude: 0.2, Floor: above.OffKnob(0.2), Period: time.Second, Cycles: 4, Start: start, Duration: time.Minute}))
+	require.Equal(t, -0.2, got[3].Wave.Floor, "capacity lease above: grants a in its off-phases")
 }
 
 // TestExperimentMeasuresSeveralElementsAfterOneTraining: one experiment

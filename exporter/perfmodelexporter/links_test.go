@@ -210,11 +210,11 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	// calls to the address it delays, whichever replica's service answers.
 	p, err := te.planElement("link:web->app-1", "")
 	require.NoError(t, err)
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, p.element.PriorGradients)
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, p.elements[0].PriorGradients)
 	te.cfg.Experiments.Links = map[string]ExperimentLink{"web->replica-2": {Address: "10.0.0.6:8081"}}
 	p, err = te.planElement("link:web->replica-2", "")
 	require.NoError(t, err)
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, p.element.PriorGradients)
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, p.elements[0].PriorGradients)
 
 	// Without an injector for links nothing is counted.
 	bare := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "b.db"), "a", base.Add(10*time.Minute), nil)

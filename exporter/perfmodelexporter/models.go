@@ -16,7 +16,7 @@ import (
 )
 
 // storedGradients returns every stored gradient, newest per element and
-// transaction.
+// transaction, and per side for a capacity (gradientKey).
 func (e *engine) storedGradients(r *http.Request) ([]api.Gradient, error) {
 	all, err := store.MergeScan(r.Context(), e.st, store.Query{Kind: model.KindGradient, From: 0, To: 1 << 40}, model.Merge)
 	if err != nil {
@@ -114,13 +114,14 @@ func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
 		basis := gradient.Link()
 		if g.Basis != nil {
 			basis = gradient.Basis{Kind: gradient.Kind(g.Basis.Kind), Operating: g.Basis.Operating, FrequencyMHz: g.Basis.FrequencyMHz,
-				Alpha: g.Basis.Alpha, Workload: g.Basis.Workload}
+				Alpha: g.Basis.Alpha, Workload: g.Basis.Workload,
+				Centered: g.Basis.Side == gradient.SideCentered, Above: g.Basis.Side == gradient.SideAbove}
 		}
 		if basis.Validate() != nil {
 			continue
 		}
 		grads = append(grads, gradient.Gradient{Element: g.Element, Transaction: g.Transaction, Basis: basis,
-			Gradient: g.Gradient, StdErr: (g.CI95[1] - g.CI95[0]) / (2 * 1.959964)})
+			Gradient: g.Gradient, StdErr: (g.CI95[1] - g.CI95[0]) / (2 * 1.959964), Interval: g.Interval})
 	}
 	changes := make([]gradient.Change, len(req.Changes))
 	for i, c := range req.Changes {
@@ -141,7 +142,11 @@ func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
 		if err != nil {
 			continue // no gradient of this transaction on some changed element
 		}
-		out.Transactions = append(out.Transactions, api.TransactionPrediction{Transaction: tx, BaselineMs: p.BaselineMs, PredictedMs: p.PredictedMs, CI95: p.CI95})
+		tp := api.TransactionPrediction{Transaction: tx, BaselineMs: p.BaselineMs, PredictedMs: p.PredictedMs, CI95: p.CI95}
+		for _, t := range p.Terms {
+			tp.Terms = append(tp.Terms, api.PredictionTerm{Element: t.Element, BasisChange: t.BasisChange, Gradient: t.Gradient, ContributionMs: t.ContributionMs, Side: t.Side})
+		}
+		out.Transactions = append(out.Transactions, tp)
 	}
 	if len(out.Transactions) == 0 {
 		return nil, statusError{http.StatusUnprocessableEntity, "no transaction has gradients on every changed element; run an experiment first"}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -42,4 +43,42 @@ func TestPredictFromStoredGradients(t *testing.T) {
 	var gs api.Gradients
 	require.Equal(t, 200, te.get(api.PathGradients+"?transaction=Home", &gs))
 	require.Len(t, gs.Gradients, 1)
+}
+
+// A capacity measured below and above its operating point keeps both
+// gradients (gradientKey), and each prediction uses the one on its side.
+func TestPredictCapacityFromBothSides(t *testing.T) {
+	te := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "m.db"), "a", loadStart, nil)
+	basis := func(side string) *api.Basis {
+		return &api.Basis{Kind: "capacity", Operating: 0.8, FrequencyMHz: 1000, Alpha: 10, Workload: 40, Side: side}
+	}
+	var recs []store.Record
+	for _, g := range []api.Gradient{
+		{Element: "capacity:db", Transaction: "Cap", Gradient: 10000, CI95: [2]float64{9000, 11000}, Basis: basis("below"), Interval: &[2]float64{0.6, 0.8}},
+		{Element: "capacity:db", Transaction: "Cap", Gradient: 6000, CI95: [2]float64{5000, 7000}, Basis: basis("above"), Interval: &[2]float64{0.8, 1.0}},
+	} {
+		g.Measured = loadStart.Unix()
+		b, err := json.Marshal(g)
+		require.NoError(t, err)
+		recs = append(recs, store.Record{Kind: model.KindGradient, Key: gradientKey(g), Shard: "a", WindowStart: alignDown(g.Measured, 60), Resolution: 60, Payload: b})
+	}
+	require.NoError(t, te.st.Put(context.Background(), recs))
+	var gs api.Gradients
+	require.Equal(t, 200, te.get(api.PathGradients+"?element=capacity:db", &gs))
+	require.Len(t, gs.Gradients, 2, "one gradient per side")
+
+	for _, tc := range []struct {
+		delta, want float64
+		side        string
+	}{
+		{-0.3, 26 + 10000*(1.0/100-1.0/400), "below"},      // past the below wave
+		{+0.3, 26 + 6000*(1.0/700-1.0/400), "above"},       // past the above wave
+		{-0.1, 26 + 8000*(1.0/300-1.0/400), "above+below"}, // halfway between the reaches
+	} {
+		var p api.Prediction
+		require.Equal(t, 200, te.get(api.PathPredict+"?change=capacity:db="+strconv.FormatFloat(tc.delta, 'f', -1, 64)+"&baseline=Cap=26", &p))
+		require.Len(t, p.Transactions, 1)
+		require.InDelta(t, tc.want, p.Transactions[0].PredictedMs, 1e-6, "change %v", tc.delta)
+		require.Equal(t, tc.side, p.Transactions[0].Terms[0].Side, "change %v", tc.delta)
+	}
 }

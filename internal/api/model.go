@@ -253,6 +253,9 @@ type Gradient struct {
 	// Basis is what the gradient is with respect to: absent for a link (ms
 	// of latency); for capacity, 1/(c·f − α·w) at the operating point c.
 	Basis *Basis `json:"basis,omitempty"`
+	// Interval is the range of the attribute the wave swept, low to high
+	// (cores for a capacity): the secant the gradient is. Absent for a link.
+	Interval *[2]float64 `json:"interval,omitempty"`
 }
 
 // Basis is a gradient's basis function and its operating point (paper 003
@@ -264,6 +267,9 @@ type Basis struct {
 	FrequencyMHz float64 `json:"frequency_mhz,omitempty"`
 	Alpha        float64 `json:"alpha"`
 	Workload     float64 `json:"workload"`
+	// Side is which side of the operating point a capacity's wave swept:
+	// below, centered or above.
+	Side string `json:"side,omitempty"`
 }
 
 // PredictRequest is POST /api/v1/predict (also GET with repeated `change`
@@ -290,4 +296,18 @@ type TransactionPrediction struct {
 	BaselineMs  float64    `json:"baseline_ms"`
 	PredictedMs float64    `json:"predicted_ms"`
 	CI95        [2]float64 `json:"ci95"`
+	// Terms is each change's contribution and the gradient it used.
+	Terms []PredictionTerm `json:"terms,omitempty"`
+}
+
+// PredictionTerm is one change's part in a prediction.
+type PredictionTerm struct {
+	Element        string  `json:"element"`
+	BasisChange    float64 `json:"basis_change"`
+	Gradient       float64 `json:"gradient"`
+	ContributionMs float64 `json:"contribution_ms"`
+	// Side is the side of the operating point the capacity gradient used
+	// was measured on, or two sides joined by "+" when interpolated
+	// between them.
+	Side string `json:"side,omitempty"`
 }

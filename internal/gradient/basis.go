@@ -59,6 +59,33 @@ type Basis struct {
 	// is not one line in b (paper 000 §6, figure 14), the one-sided secant
 	// misjudges every change above the operating point.
 	Centered bool `json:"centered,omitempty"`
+	// Above, for a capacity, puts the wave above the operating point: its
+	// on-phases hold c and its off-phases grant a, c·(1 + a). With a wave
+	// below c on the same element it makes paper 000 §6's set of gradients,
+	// one for each side of the operating point (Predict, Side).
+	Above bool `json:"above,omitempty"`
+}
+
+// The sides of the operating point a capacity wave can sweep.
+const (
+	SideBelow    = "below"
+	SideCentered = "centered"
+	SideAbove    = "above"
+)
+
+// Side is which side of the operating point a capacity wave sweeps: below
+// (the default, withholding), centered or above (granting); "" for the
+// other kinds, whose waves have one side only.
+func (b Basis) Side() string {
+	switch {
+	case b.Kind != KindCapacity:
+		return ""
+	case b.Centered:
+		return SideCentered
+	case b.Above:
+		return SideAbove
+	}
+	return SideBelow
 }
 
 // Link returns the identity basis of a link.
@@ -68,16 +95,19 @@ func Link() Basis { return Basis{Kind: KindLink} }
 func (b Basis) Validate() error {
 	switch b.Kind {
 	case KindLink:
-		if b.Centered {
-			return errors.New("link basis: only a capacity wave can be centered")
+		if b.Centered || b.Above {
+			return errors.New("link basis: only a capacity wave can be centered or above")
 		}
 		return nil
 	case KindCPUFreq, KindCapacity:
 		if !(b.Operating > 0) {
 			return fmt.Errorf("%s basis: operating point must be > 0, got %v", b.Kind, b.Operating)
 		}
-		if b.Centered && b.Kind != KindCapacity {
-			return fmt.Errorf("%s basis: only a capacity wave can be centered", b.Kind)
+		if (b.Centered || b.Above) && b.Kind != KindCapacity {
+			return fmt.Errorf("%s basis: only a capacity wave can be centered or above", b.Kind)
+		}
+		if b.Centered && b.Above {
+			return errors.New("capacity basis: a wave is centered or above, not both")
 		}
 		if b.Kind == KindCapacity && !(b.FrequencyMHz > 0) {
 			return fmt.Errorf("capacity basis: frequency_mhz must be > 0, got %v", b.FrequencyMHz)
@@ -127,7 +157,8 @@ func (b Basis) Utilization() float64 {
 
 // On is the attribute while a square wave of knob amplitude a is on, in the
 // injector's units: a link gains a ms, a CPU runs a kHz slower, a capacity
-// loses the fraction a (a/2 when centered).
+// loses the fraction a (a/2 when centered; none when above, whose
+// off-phases grant a instead).
 func (b Basis) On(a float64) float64 {
 	switch b.Kind {
 	case KindCPUFreq:
@@ -139,7 +170,7 @@ func (b Basis) On(a float64) float64 {
 }
 
 // Off is the attribute while the wave is off: the operating point, or for a
-// centered capacity c·(1 + a/2).
+// capacity c·(1 + a/2) when centered and c·(1 + a) when above.
 func (b Basis) Off(a float64) float64 {
 	if b.Kind == KindCapacity {
 		return b.Operating * (1 - b.OffKnob(a))
@@ -148,13 +179,26 @@ func (b Basis) Off(a float64) float64 {
 }
 
 // OffKnob is the knob's value in the wave's off-phases, in the injector's
-// units: −a/2 (a grant) for a centered capacity, else 0. The injector takes
-// it as the lease's floor, with a + OffKnob(a) in the on-phases.
+// units: a grant of a/2 for a centered capacity and of a for one above,
+// else 0. The injector takes it as the lease's floor, with a + OffKnob(a)
+// in the on-phases.
 func (b Basis) OffKnob(a float64) float64 {
-	if b.Centered && b.Kind == KindCapacity {
+	switch {
+	case b.Kind != KindCapacity:
+		return 0
+	case b.Centered:
 		return -a / 2
+	case b.Above:
+		return -a
 	}
 	return 0
+}
+
+// Interval is the range of the attribute a wave of knob amplitude a sweeps,
+// low to high: the secant a gradient measured with it spans.
+func (b Basis) Interval(a float64) [2]float64 {
+	on, off := b.On(a), b.Off(a)
+	return [2]float64{math.Min(on, off), math.Max(on, off)}
 }
 
 // Delta is the change of the basis between the wave's phases that knob
@@ -194,6 +238,13 @@ func (b Basis) Knob(d float64) (float64, error) {
 		u := 1 / v0
 		h := (math.Sqrt(1+d*d*u*u) - 1) / d
 		return 2 * h / (b.Operating * b.FrequencyMHz), nil
+	}
+	if b.Above && b.Kind == KindCapacity {
+		// Delta is b(c) − b(c·(1+a)) = v0 − 1/(u + a·c·f).
+		if !(d > 0) || !(v0-d > 0) {
+			return 0, fmt.Errorf("no capacity wave above the operating point changes the basis by %v (at most %v)", d, v0)
+		}
+		return (1/(v0-d) - 1/v0) / (b.Operating * b.FrequencyMHz), nil
 	}
 	if !(v0+d > 0) {
 		return 0, fmt.Errorf("no %s setting changes the basis by %v", b.Kind, d)

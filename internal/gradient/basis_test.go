@@ -185,3 +185,73 @@ func TestCenteredCapacity(t *testing.T) {
 		}
 	}
 }
+
+// A capacity wave above the operating point holds c in its on-phases and
+// grants c·(1 + a) in its off-phases; Knob inverts it, and Nearest picks,
+// for each change, the gradient measured on its side.
+func TestCapacityAbove(t *testing.T) {
+	below := Basis{Kind: KindCapacity, Operating: 0.8, FrequencyMHz: 1000, Alpha: 10, Workload: 40}
+	above := below
+	above.Above = true
+	if err := above.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if on, off, floor := above.On(0.2), above.Off(0.2), above.OffKnob(0.2); on != 0.8 || math.Abs(off-0.96) > 1e-12 || floor != -0.2 {
+		t.Fatalf("on %v off %v floor %v; want 0.8, 0.96, -0.2", on, off, floor)
+	}
+	if iv := above.Interval(0.2); iv[0] != 0.8 || math.Abs(iv[1]-0.96) > 1e-12 {
+		t.Fatalf("interval %v, want [0.8, 0.96]", iv)
+	}
+	if iv := below.Interval(0.2); math.Abs(iv[0]-0.64) > 1e-12 || iv[1] != 0.8 {
+		t.Fatalf("interval %v, want [0.64, 0.8]", iv)
+	}
+	for _, a := range []float64{0.01, 0.1, 0.5, 2} {
+		d, err := above.Delta(a)
+		v0, _ := above.Value(0.8)
+		v1, _ := above.Value(0.8 * (1 + a))
+		if err != nil || math.Abs(d-(v0-v1)) > 1e-15 {
+			t.Fatalf("Delta(%v) = %v, %v; want %v", a, d, err, v0-v1)
+		}
+		back, err := above.Knob(d)
+		if err != nil || math.Abs(back-a) > 1e-9 {
+			t.Fatalf("Knob(Delta(%v)) = %v, %v", a, back, err)
+		}
+	}
+	// No grant lowers the basis by more than its whole value.
+	v0, _ := above.Value(0.8)
+	if _, err := above.Knob(v0); err == nil {
+		t.Fatal("a change of the whole basis has no wave above")
+	}
+	if below.Side() != SideBelow || above.Side() != SideAbove || Link().Side() != "" {
+		t.Fatalf("sides %q %q %q", below.Side(), above.Side(), Link().Side())
+	}
+	both := above
+	both.Centered = true
+	for _, b := range []Basis{both, {Kind: KindLink, Above: true}, {Kind: KindCPUFreq, Operating: 2400, Above: true}} {
+		if err := b.Validate(); err == nil {
+			t.Fatalf("%+v must be refused", b)
+		}
+	}
+
+	// Two secants of one element: each change takes the one on its side.
+	ivBelow, ivAbove := below.Interval(0.2), above.Interval(0.2)
+	grads := []Gradient{
+		{Element: "cpu", Transaction: "T", Basis: below, Gradient: 900, Interval: &ivBelow},
+		{Element: "cpu", Transaction: "T", Basis: above, Gradient: 600, Interval: &ivAbove},
+	}
+	for _, tc := range []struct {
+		to   float64
+		side string
+	}{{0.6, SideBelow}, {0.78, SideAbove + "+" + SideBelow}, {0.82, SideAbove + "+" + SideBelow}, {1.2, SideAbove}} {
+		p, err := Predict("T", 50, 0, grads, []Change{{Element: "cpu", Absolute: true, Value: tc.to}})
+		if err != nil || p.Terms[0].Side != tc.side {
+			t.Fatalf("change to %v: %+v, %v; want the %s gradient", tc.to, p.Terms, err, tc.side)
+		}
+		// Outside the two secants' reach the nearest one holds; between
+		// them the secant is interpolated in Δb.
+		g := p.Terms[0].Gradient
+		if (tc.side == SideBelow && g != 900) || (tc.side == SideAbove && g != 600) || (strings.Contains(tc.side, "+") && !(g > 600 && g < 900)) {
+			t.Fatalf("change to %v: gradient %v from %s", tc.to, g, tc.side)
+		}
+	}
+}

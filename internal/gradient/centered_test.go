@@ -68,3 +68,109 @@ func TestCenteredCapacityStraddlesTheOperatingPoint(t *testing.T) {
 		t.Fatalf("worst prediction error: centered %.1f%%, one-sided %.1f%%; want the centered within 10%% and better", 100*worst[true], 100*worst[false])
 	}
 }
+
+// Paper 000 §6's second remedy for a curved response: a set of gradients,
+// one on each side of the operating point, each change predicted from the
+// one on its side. Here the two one-sided waves, below and above, are
+// measured in the same convex basis as TestCenteredCapacityStraddles; the
+// set must predict every capacity within 10%, and better than the one
+// centered gradient does at its worst.
+func TestCapacityGradientsOnBothSides(t *testing.T) {
+	const rate, work, c0, f = 40.0, 10.0, 0.8, 1000.0
+	below := gradient.Basis{Kind: gradient.KindCapacity, Operating: c0, FrequencyMHz: f, Alpha: 0.7 * work, Workload: rate}
+	above, centered := below, below
+	above.Above = true
+	centered.Centered = true
+	measure := func(b gradient.Basis, seed uint64) gradient.Gradient {
+		s, _ := sim.New(sim.PS(seed, rate, work, c0, f))
+		x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{
+			{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}}})
+		d := &sim.Driver{Sim: s, X: x}
+		run(t, d, 20000)
+		el := x.Result().Elements[0]
+		if el.Status != "done" {
+			t.Fatalf("%s, seed %d: %s", b.Side(), seed, el.Error)
+		}
+		for _, a := range d.Log {
+			if a.Kind == gradient.ActionStartLease && a.Floor != b.OffKnob(a.Amplitude) {
+				t.Fatalf("%s: lease floor %v, want %v", b.Side(), a.Floor, b.OffKnob(a.Amplitude))
+			}
+		}
+		return el.Gradients()[0]
+	}
+	// Mean gradients over 4 seeds, each side's interval from its last seed.
+	mean := func(b gradient.Basis) gradient.Gradient {
+		const seeds = 4
+		var sum float64
+		var g gradient.Gradient
+		for seed := uint64(0); seed < seeds; seed++ {
+			g = measure(b, 100+seed)
+			sum += g.Gradient
+		}
+		g.Gradient, g.StdErr = sum/seeds, 0
+		if g.Interval == nil {
+			t.Fatalf("%s: a capacity gradient carries the interval it spans", b.Side())
+		}
+		t.Logf("%s: gradient %.0f over [%.3f, %.3f] cores", b.Side(), g.Gradient, g.Interval[0], g.Interval[1])
+		return g
+	}
+	set := []gradient.Gradient{mean(below), mean(above)}
+	one := []gradient.Gradient{mean(centered)}
+	base := meanRT(t, sim.PS(91, rate, work, c0, f), 2000)["Cap"]
+	worst := map[string]float64{}
+	for _, c := range []float64{0.65, 0.7, 0.95, 1.0} {
+		truth := meanRT(t, sim.PS(90, rate, work, c, f), 2000)["Cap"]
+		for name, grads := range map[string][]gradient.Gradient{"both sides": set, "centered": one} {
+			p, err := gradient.Predict("Cap", base, 0, grads, []gradient.Change{{Element: "cpu", Absolute: true, Value: c}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := p.PredictedMs/truth - 1
+			worst[name] = math.Max(worst[name], math.Abs(e))
+			t.Logf("%s: capacity %.2f from the %s gradient, predicted %.2f ms, simulated %.2f ms (%+.1f%%)", name, c, p.Terms[0].Side, p.PredictedMs, truth, 100*e)
+		}
+	}
+	if worst["both sides"] > 0.10 || worst["both sides"] >= worst["centered"] {
+		t.Fatalf("worst prediction error: both sides %.1f%%, centered %.1f%%; want both sides within 10%% and better", 100*worst["both sides"], 100*worst["centered"])
+	}
+}
+
+// One experiment measures a capacity on both sides after one training: two
+// elements of the same id, one per side, each with its own lease floor; two
+// waves of one side on one id are refused.
+func TestOneExperimentMeasuresBothSides(t *testing.T) {
+	const rate, work, c0, f = 40.0, 10.0, 0.8, 1000.0
+	below := gradient.Basis{Kind: gradient.KindCapacity, Operating: c0, FrequencyMHz: f, Alpha: work, Workload: rate}
+	above := below
+	above.Above = true
+	el := func(b gradient.Basis) gradient.Element {
+		return gradient.Element{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}
+	}
+	if _, err := gradient.NewExperiment(gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{el(below), el(below)}}); err == nil {
+		t.Fatal("two below waves of one element must be refused")
+	}
+	s, _ := sim.New(sim.PS(7, rate, work, c0, f))
+	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{el(below), el(above)}})
+	d := &sim.Driver{Sim: s, X: x}
+	run(t, d, 40000)
+	res := x.Result().Elements
+	if len(res) != 2 {
+		t.Fatalf("%d results", len(res))
+	}
+	for i, side := range []string{gradient.SideBelow, gradient.SideAbove} {
+		if res[i].Status != "done" || res[i].Basis.Side() != side || res[i].Element != "cpu" {
+			t.Fatalf("result %d: %s %s %s %s", i, res[i].Element, res[i].Basis.Side(), res[i].Status, res[i].Error)
+		}
+		g := res[i].Gradients()[0]
+		t.Logf("%s: gradient %.0f ± %.0f over [%.3f, %.3f] cores", side, g.Gradient, g.StdErr, g.Interval[0], g.Interval[1])
+	}
+	floors := map[float64]bool{}
+	for _, a := range d.Log {
+		if a.Kind == gradient.ActionStartLease {
+			floors[a.Floor/a.Amplitude] = true
+		}
+	}
+	if !floors[0] || !floors[-1] || len(floors) != 2 {
+		t.Fatalf("lease floors over amplitude %v: want 0 (below) and −1 (above)", floors)
+	}
+}

@@ -22,10 +22,21 @@
 // the secant over the perturbation's interval. A centered capacity wave
 // (Basis.Centered) swings c·(1 ∓ a/2), granting in its off-phases
 // (Basis.OffKnob, the lease's floor), so its secant straddles c: a central
-// difference, which predicts changes either way alike.
+// difference, which predicts changes either way alike. Near saturation
+// one secant is not enough: the response below c climbs faster than a
+// centered secant allows, and above it flattens. Paper 000 §6 gives two
+// remedies, perturbations of several magnitudes regressed for higher-order
+// terms, and a set of gradients each used for the changes it covers. A
+// wave above the operating point (Basis.Above) holds c in its on-phases and
+// grants c·(1 + a) in its off-phases, so one experiment can measure an
+// element below and above c (two elements of one id). Secant combines the
+// set: each gradient is the secant to its reach Δb_i, which for a response
+// quadratic in b is linear in Δb, so the secant of a change is interpolated
+// between the gradients' reaches (the regression) and, past the outermost,
+// is that one's (the nearest gradient), never an extrapolated curvature.
 //
 // Predict is the first-order Taylor prediction of paper 000 §5.3 in the
-// basis, rt² = rt¹ + Σ ∇rt_i·Δb_i, with the paper's variance ρ(rt¹) +
+// basis, rt² = rt¹ + Σ ∇rt_i·Δb_i (∇rt_i from Secant), with the paper's variance ρ(rt¹) +
 // Σ ρ(Δb_i)·∇rt_i², plus Σ Δb_i²·ρ(∇rt_i) for the error of the gradients,
 // which the paper leaves out but which dominates for large changes. Route
 // is §5.5's per-transaction routing: it predicts each transaction under

@@ -58,8 +58,8 @@ type Action struct {
 	// frequency, or the fraction of capacity withheld.
 	Amplitude float64
 	// Floor is the knob in the off-phases, the on-phases taking Floor +
-	// Amplitude: −Amplitude/2 for a centered capacity wave, which grants
-	// in its off-phases (Basis.OffKnob), else 0.
+	// Amplitude: −Amplitude/2 for a centered capacity wave and −Amplitude
+	// for one above, which grant in their off-phases (Basis.OffKnob), else 0.
 	Floor  float64
 	Period time.Duration
 	// Cycles is the number of periods. Every wave is whole periods, so
@@ -324,18 +324,21 @@ func (c Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, e := range c.Elements {
-		if e.ID == "" || seen[e.ID] {
-			return fmt.Errorf("experiment: element ids must be unique and non-empty (%q)", e.ID)
+		// One element may be measured on both sides of its operating
+		// point (Basis.Side), once each.
+		key := e.ID + "\x1f" + e.Basis.Side()
+		if e.ID == "" || seen[key] {
+			return fmt.Errorf("experiment: element ids must be unique and non-empty, but for one wave per side of a capacity (%q)", e.ID)
 		}
-		seen[e.ID] = true
+		seen[key] = true
 		if err := e.Basis.Validate(); err != nil {
 			return fmt.Errorf("experiment: element %q: %w", e.ID, err)
 		}
-		if e.Basis.Centered && c.AdaptiveInWindow {
+		if (e.Basis.Centered || e.Basis.Above) && c.AdaptiveInWindow {
 			// The fold weighs each lease's on-phases against a shared
-			// off level, which two centered leases of different
+			// off level, which two granting leases of different
 			// amplitudes do not have.
-			return fmt.Errorf("experiment: element %q: a centered wave cannot fold the adaptive cycle into the window (AdaptiveInWindow)", e.ID)
+			return fmt.Errorf("experiment: element %q: a %s wave cannot fold the adaptive cycle into the window (AdaptiveInWindow)", e.ID, e.Basis.Side())
 		}
 		if e.Basis.Kind != KindLink && e.InitialAmplitude <= 0 && e.FixedAmplitude <= 0 {
 			return fmt.Errorf("experiment: element %q: a %s element needs InitialAmplitude or FixedAmplitude", e.ID, e.Basis.Kind)
@@ -439,9 +442,14 @@ type ElementResult struct {
 // Gradients lists the element's gradients for prediction.
 func (r ElementResult) Gradients() []Gradient {
 	var out []Gradient
+	var interval *[2]float64
+	if r.Basis.Kind != KindLink && r.Injected > 0 {
+		iv := r.Basis.Interval(r.Injected)
+		interval = &iv
+	}
 	for _, tx := range sortedKeys(r.Transactions) {
 		e := r.Transactions[tx]
-		out = append(out, Gradient{Element: r.Element, Transaction: tx, Basis: r.Basis, Gradient: e.Gradient, StdErr: e.StdErr})
+		out = append(out, Gradient{Element: r.Element, Transaction: tx, Basis: r.Basis, Gradient: e.Gradient, StdErr: e.StdErr, Interval: interval})
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package gradient
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -16,6 +17,10 @@ type Gradient struct {
 	Basis       Basis   `json:"basis"`
 	Gradient    float64 `json:"gradient"`
 	StdErr      float64 `json:"std_err"`
+	// Interval is the range of the attribute the wave swept, low to high:
+	// the secant the gradient is. Predict uses it to combine several
+	// gradients of one element (Secant); nil for a link.
+	Interval *[2]float64 `json:"interval,omitempty"`
 }
 
 // Change is a planned change of one element's attribute: a link's latency
@@ -67,6 +72,10 @@ type Term struct {
 	BasisChange    float64 `json:"basis_change"`
 	Gradient       float64 `json:"gradient"`
 	ContributionMs float64 `json:"contribution_ms"`
+	// Side is the side of the operating point the gradient used was
+	// measured on (Basis.Side), when the element is a capacity; two sides
+	// joined by "+" when it was interpolated between them (Secant).
+	Side string `json:"side,omitempty"`
 }
 
 // Prediction is a transaction's predicted mean response time.
@@ -85,20 +94,26 @@ type Prediction struct {
 // the error of the gradients themselves, which the paper leaves out; the
 // interval is ±1.96 standard errors. baselineSE is the standard error of
 // rt¹. Every change needs a gradient of this transaction on its element.
+//
+// An element may have several gradients, measured over different intervals
+// of its attribute (a capacity's waves below and above the operating
+// point). Each is a secant, and where the response is curved in the basis
+// no one secant serves every change: paper 000 §6 measures with
+// perturbations of several magnitudes and keeps a set of gradients, so
+// that each change is predicted from the secant that covers it (Secant).
 func Predict(tx string, baselineMs, baselineSE float64, grads []Gradient, changes []Change) (Prediction, error) {
 	p := Prediction{Transaction: tx, BaselineMs: baselineMs, PredictedMs: baselineMs}
 	variance := baselineSE * baselineSE
 	for _, c := range changes {
-		i := slices.IndexFunc(grads, func(g Gradient) bool { return g.Transaction == tx && g.Element == c.Element })
-		if i < 0 {
+		g, side, ok := Secant(tx, grads, c)
+		if !ok {
 			return p, fmt.Errorf("no gradient of transaction %q on element %q", tx, c.Element)
 		}
-		g := grads[i]
 		db, dbSE, err := g.Basis.BasisChange(c)
 		if err != nil {
 			return p, fmt.Errorf("element %q: %w", c.Element, err)
 		}
-		t := Term{Element: c.Element, BasisChange: db, Gradient: g.Gradient, ContributionMs: g.Gradient * db}
+		t := Term{Element: c.Element, BasisChange: db, Gradient: g.Gradient, ContributionMs: g.Gradient * db, Side: side}
 		p.Terms = append(p.Terms, t)
 		p.PredictedMs += t.ContributionMs
 		variance += dbSE*dbSE*g.Gradient*g.Gradient + db*db*g.StdErr*g.StdErr
@@ -106,6 +121,81 @@ func Predict(tx string, baselineMs, baselineSE float64, grads []Gradient, change
 	p.StdErr = math.Sqrt(variance)
 	p.CI95 = [2]float64{p.PredictedMs - z95*p.StdErr, p.PredictedMs + z95*p.StdErr}
 	return p, nil
+}
+
+// Secant is the gradient of transaction tx that serves change c on its
+// element, with the side(s) of the operating point it comes from.
+//
+// Each gradient of an element is a secant of the response over the interval
+// its wave swept, reaching Δb_i = b(far end) − b(operating point) in the
+// basis: positive below the operating point, negative above it, and 0 for a
+// centered wave, whose secant is the tangent to second order. Where the
+// response is quadratic in b, the secant to Δb is linear in Δb, so paper
+// 000 §6's regression on perturbations of several magnitudes is a line
+// through the points (Δb_i, gradient_i): Secant interpolates it at the
+// change's own Δb. Beyond the outermost points it keeps that point's
+// secant rather than extrapolate the curvature, which would amplify the
+// gradients' noise; that is the paper's other remedy, the gradient measured
+// nearest the change. With one gradient, or none that knows its interval
+// (links), it is the first gradient of the element.
+func Secant(tx string, grads []Gradient, c Change) (Gradient, string, bool) {
+	type point struct {
+		reach float64
+		g     Gradient
+	}
+	var first *Gradient
+	var points []point
+	for i := range grads {
+		g := &grads[i]
+		if g.Transaction != tx || g.Element != c.Element {
+			continue
+		}
+		if first == nil {
+			first = g
+		}
+		if g.Interval == nil {
+			continue
+		}
+		far := g.Interval[0]
+		switch g.Basis.Side() {
+		case SideCentered:
+			far = g.Basis.Operating
+		case SideAbove:
+			far = g.Interval[1]
+		}
+		reach, err := g.Basis.Value(far)
+		v0, err0 := g.Basis.Value(g.Basis.Operating)
+		if err != nil || err0 != nil {
+			continue
+		}
+		points = append(points, point{reach - v0, *g})
+	}
+	switch {
+	case first == nil:
+		return Gradient{}, "", false
+	case len(points) < 2:
+		return *first, first.Basis.Side(), true
+	}
+	slices.SortStableFunc(points, func(a, b point) int { return cmp.Compare(a.reach, b.reach) })
+	db, _, err := points[0].g.Basis.BasisChange(c)
+	if err != nil || db <= points[0].reach {
+		return points[0].g, points[0].g.Basis.Side(), true
+	}
+	last := points[len(points)-1]
+	if db >= last.reach {
+		return last.g, last.g.Basis.Side(), true
+	}
+	i := 1
+	for points[i].reach < db {
+		i++
+	}
+	lo, hi := points[i-1], points[i]
+	w := (db - lo.reach) / (hi.reach - lo.reach)
+	g := lo.g
+	g.Gradient = (1-w)*lo.g.Gradient + w*hi.g.Gradient
+	g.StdErr = (1-w)*lo.g.StdErr + w*hi.g.StdErr
+	g.Interval = nil
+	return g, lo.g.Basis.Side() + "+" + hi.g.Basis.Side(), true
 }
 
 // Option is one candidate configuration for routing: the changes it makes.
