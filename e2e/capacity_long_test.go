@@ -458,6 +458,9 @@ replication: none
 	if dump := os.Getenv("TIERSCOPE_CAPACITY_DUMP"); dump != "" {
 		// The raw series, for analysis off line: each request (start, ms)
 		// and each quota change (time, µs).
+		if err := os.MkdirAll(dump, 0o755); err != nil {
+			t.Fatalf("TIERSCOPE_CAPACITY_DUMP: %v", err)
+		}
 		var b strings.Builder
 		for _, x := range all {
 			fmt.Fprintf(&b, "%.6f,%.3f\n", x.Time, x.Ms)
