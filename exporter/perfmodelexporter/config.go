@@ -294,6 +294,21 @@ type ExperimentCapacity struct {
 	// between them (paper 000 §6). Default [below]. Centered and above
 	// need a quota (not "max") and the host CPUs to grant.
 	Sides []string `mapstructure:"sides"`
+	// MaxGrantFraction caps the grant of an above wave, c·(1 + a), as a
+	// fraction of c (default 1: up to twice the quota). Unlike a cut, a
+	// grant cannot saturate the node, so its wave may reach the basis
+	// change a cut of max_fraction does, and a secant that spans the larger
+	// capacities predictions ask about. The injector refuses a grant past
+	// the host's CPUs.
+	MaxGrantFraction float64 `mapstructure:"max_grant_fraction"`
+}
+
+// maxGrant is MaxGrantFraction with its default.
+func (cp ExperimentCapacity) maxGrant() float64 {
+	if cp.MaxGrantFraction == 0 {
+		return 1
+	}
+	return cp.MaxGrantFraction
 }
 
 // bases is one basis per configured side, below by default.
@@ -391,6 +406,9 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 		}
 		if !(cp.Cores > 0) {
 			bad(f+".cores", "must be > 0, got %v", cp.Cores)
+		}
+		if !(cp.MaxGrantFraction >= 0) || math.IsInf(cp.MaxGrantFraction, 0) {
+			bad(f+".max_grant_fraction", "must be ≥ 0 (0: the default, 1), got %v", cp.MaxGrantFraction)
 		}
 		seen := map[string]bool{}
 		for i, side := range cp.Sides {

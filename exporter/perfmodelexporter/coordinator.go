@@ -573,7 +573,11 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		p.target = injTarget{Cgroup: cp.Cgroup}
 		a0, maxA := cp.fractions()
 		for _, b := range cp.bases(basis) {
-			p.elements = append(p.elements, gradient.Element{ID: name, Basis: b, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA})
+			el := gradient.Element{ID: name, Basis: b, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA}
+			if b.Above {
+				el.MaxAmplitude = cp.maxGrant()
+			}
+			p.elements = append(p.elements, el)
 		}
 	case "frequency":
 		fr, ok := xc.Frequencies[rest]

@@ -87,6 +87,9 @@ func TestExperimentsConfigLoads(t *testing.T) {
 			c.AdaptiveInWindow = true
 			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"below", "centered"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
+		"experiments.capacities.db.max_grant_fraction": func(c *ExperimentsConfig) {
+			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, MaxGrantFraction: -1, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
+		},
 		"experiments.capacities.db.sides[0]": func(c *ExperimentsConfig) {
 			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"upward"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
@@ -569,6 +572,21 @@ func TestCapacityElementBasis(t *testing.T) {
 		require.NoError(t, s.Validate())
 	}
 	require.Equal(t, cp.Sides, sides, "each configured side reaches its basis")
+
+	// One element per side, sharing the id; a grant is capped by
+	// max_grant_fraction, a cut by max_fraction.
+	te.cfg.Experiments.Capacities["db"] = ExperimentCapacity{Cgroup: "tierscope/db", Cores: 0.5, Sides: []string{"below", "above"},
+		ExperimentCPU: ExperimentCPU{Machine: "m1", Process: "tbdb"}}
+	p, err := te.planElement("capacity:db", "")
+	require.NoError(t, err)
+	require.Len(t, p.elements, 2)
+	require.Equal(t, "capacity:db", p.elements[1].ID)
+	require.Equal(t, [2]float64{0.3, 1}, [2]float64{p.elements[0].MaxAmplitude, p.elements[1].MaxAmplitude})
+	require.True(t, p.elements[1].Basis.Above)
+	run, err := te.newRunner(api.ExperimentRequest{Element: "capacity:db"})
+	require.NoError(t, err)
+	require.Len(t, run.gcfg.Elements, 2)
+	require.Len(t, run.routes, 2, "a route per element")
 
 	// Past saturation there is no basis.
 	te.mu.Lock()
