@@ -1150,13 +1150,10 @@ func gradientsOf(id string, res gradient.Result) []api.Gradient {
 			continue
 		}
 		var basis *api.Basis
-		var interval *[2]float64
 		if b := el.Basis; b.Kind != gradient.KindLink {
 			basis = &api.Basis{Kind: string(b.Kind), Operating: b.Operating, FrequencyMHz: b.FrequencyMHz, Alpha: b.Alpha, Workload: b.Workload, Side: b.Side()}
 		}
-		if gs := el.Gradients(); len(gs) > 0 {
-			interval = gs[0].Interval
-		}
+		interval := el.Interval()
 		for _, tx := range sortedKeys(el.Transactions) {
 			est := el.Transactions[tx]
 			out = append(out, api.Gradient{

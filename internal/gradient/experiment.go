@@ -439,14 +439,20 @@ type ElementResult struct {
 	ReferenceRejected []string `json:"reference_rejected,omitempty"`
 }
 
+// Interval is the range of the attribute the active wave swept (its
+// injected amplitude), or nil for a link or before a wave.
+func (r ElementResult) Interval() *[2]float64 {
+	if r.Basis.Kind == KindLink || !(r.Injected > 0) {
+		return nil
+	}
+	iv := r.Basis.Interval(r.Injected)
+	return &iv
+}
+
 // Gradients lists the element's gradients for prediction.
 func (r ElementResult) Gradients() []Gradient {
 	var out []Gradient
-	var interval *[2]float64
-	if r.Basis.Kind != KindLink && r.Injected > 0 {
-		iv := r.Basis.Interval(r.Injected)
-		interval = &iv
-	}
+	interval := r.Interval()
 	for _, tx := range sortedKeys(r.Transactions) {
 		e := r.Transactions[tx]
 		out = append(out, Gradient{Element: r.Element, Transaction: tx, Basis: r.Basis, Gradient: e.Gradient, StdErr: e.StdErr, Interval: interval})

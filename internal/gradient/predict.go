@@ -193,6 +193,8 @@ func Secant(tx string, grads []Gradient, c Change) (Gradient, string, bool) {
 	w := (db - lo.reach) / (hi.reach - lo.reach)
 	g := lo.g
 	g.Gradient = (1-w)*lo.g.Gradient + w*hi.g.Gradient
+	// The errors are independent; weighing them linearly, not in
+	// quadrature, errs on the wide side.
 	g.StdErr = (1-w)*lo.g.StdErr + w*hi.g.StdErr
 	g.Interval = nil
 	return g, lo.g.Basis.Side() + "+" + hi.g.Basis.Side(), true
