@@ -21,23 +21,7 @@ func TestCenteredCapacityStraddlesTheOperatingPoint(t *testing.T) {
 	centered := basis
 	centered.Centered = true
 	measure := func(b gradient.Basis, seed uint64) gradient.Gradient {
-		s, _ := sim.New(sim.PS(seed, rate, work, c0, f))
-		x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{
-			{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}}})
-		d := &sim.Driver{Sim: s, X: x}
-		run(t, d, 20000)
-		el := x.Result().Elements[0]
-		if el.Status != "done" {
-			t.Fatalf("seed %d: %s", seed, el.Error)
-		}
-		if b.Centered {
-			for _, a := range d.Log {
-				if a.Kind == gradient.ActionStartLease && a.Floor != -a.Amplitude/2 {
-					t.Fatalf("a centered lease must grant half its amplitude off: %+v", a)
-				}
-			}
-		}
-		return el.Gradients()[0]
+		return measureCapacity(t, b, sim.PS(seed, rate, work, c0, f))
 	}
 	truth := map[float64]float64{}
 	for _, c := range []float64{0.65, 0.95, 1.0} {
@@ -82,21 +66,7 @@ func TestCapacityGradientsOnBothSides(t *testing.T) {
 	above.Above = true
 	centered.Centered = true
 	measure := func(b gradient.Basis, seed uint64) gradient.Gradient {
-		s, _ := sim.New(sim.PS(seed, rate, work, c0, f))
-		x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{
-			{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}}})
-		d := &sim.Driver{Sim: s, X: x}
-		run(t, d, 20000)
-		el := x.Result().Elements[0]
-		if el.Status != "done" {
-			t.Fatalf("%s, seed %d: %s", b.Side(), seed, el.Error)
-		}
-		for _, a := range d.Log {
-			if a.Kind == gradient.ActionStartLease && a.Floor != b.OffKnob(a.Amplitude) {
-				t.Fatalf("%s: lease floor %v, want %v", b.Side(), a.Floor, b.OffKnob(a.Amplitude))
-			}
-		}
-		return el.Gradients()[0]
+		return measureCapacity(t, b, sim.PS(seed, rate, work, c0, f))
 	}
 	// Mean gradients over 4 seeds, each side's interval from its last seed.
 	mean := func(b gradient.Basis) gradient.Gradient {
@@ -173,4 +143,26 @@ func TestOneExperimentMeasuresBothSides(t *testing.T) {
 	if !floors[0] || !floors[-1] || len(floors) != 2 {
 		t.Fatalf("lease floors over amplitude %v: want 0 (below) and −1 (above)", floors)
 	}
+}
+
+// measureCapacity runs one experiment on a capacity element of basis b in
+// the simulated system and returns its gradient, checking that every lease
+// carried the floor the wave's side asks for (Basis.OffKnob).
+func measureCapacity(t *testing.T, b gradient.Basis, cfg sim.Config) gradient.Gradient {
+	t.Helper()
+	s, _ := sim.New(cfg)
+	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{
+		{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}}})
+	d := &sim.Driver{Sim: s, X: x}
+	run(t, d, 20000)
+	el := x.Result().Elements[0]
+	if el.Status != "done" {
+		t.Fatalf("%s, seed %d: %s", b.Side(), cfg.Seed, el.Error)
+	}
+	for _, a := range d.Log {
+		if a.Kind == gradient.ActionStartLease && a.Floor != b.OffKnob(a.Amplitude) {
+			t.Fatalf("%s: lease floor %v, want %v", b.Side(), a.Floor, b.OffKnob(a.Amplitude))
+		}
+	}
+	return el.Gradients()[0]
 }
