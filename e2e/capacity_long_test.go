@@ -526,28 +526,30 @@ replication: none
 	if r*r < 0.95 {
 		t.Errorf("R² %.4f of the response time against 1/(c·f − α·w), want ≥ 0.95", r*r)
 	}
-	var baseline level
+	clientMs := map[float64]float64{}
 	for _, l := range levels {
-		if l.cores == capOperating {
-			baseline = l
+		clientMs[l.cores] = l.ms
+	}
+	// predictAt asks the exporter for the response time at cores from a
+	// baseline at the operating point.
+	predictAt := func(baselineMs, cores float64) api.TransactionPrediction {
+		var pred api.Prediction
+		req := api.PredictRequest{BaselineMs: map[string]float64{g.Transaction: baselineMs},
+			Changes: []api.Change{{Element: "capacity:db", Delta: cores - capOperating}}}
+		if _, err := sendJSON(hc, "POST", apiBase+api.PathPredict, req, &pred); err != nil || len(pred.Transactions) != 1 {
+			t.Fatalf("predict at %.2f cores: %v (%+v)", cores, err, pred)
 		}
+		return pred.Transactions[0]
 	}
 	for _, l := range levels {
 		if !unseen[l.cores] {
 			t.Logf("quota %.2f cores: b %.6f, measured %.2f ± %.2f ms (n=%.0f)", l.cores, l.b, l.ms, l.se, l.n)
 			continue
 		}
-		var pred api.Prediction
-		req := api.PredictRequest{BaselineMs: map[string]float64{g.Transaction: baseline.ms},
-			Changes: []api.Change{{Element: "capacity:db", Delta: l.cores - capOperating}}}
-		if _, err := sendJSON(hc, "POST", apiBase+api.PathPredict, req, &pred); err != nil || len(pred.Transactions) != 1 {
-			t.Fatalf("predict at %.2f cores: %v (%+v)", l.cores, err, pred)
-		}
-		p := pred.Transactions[0]
+		p := predictAt(clientMs[capOperating], l.cores)
 		rel := (p.PredictedMs - l.ms) / l.ms
 		t.Logf("quota %.2f cores (unseen): b %.6f, predicted %.2f ms [%.2f, %.2f], measured %.2f ± %.2f ms (n=%.0f): %+.1f%%",
 			l.cores, l.b, p.PredictedMs, p.CI95[0], p.CI95[1], l.ms, l.se, l.n, 100*rel)
-
 	}
 	// The model's own measure, which the must-show asserts: the prediction
 	// from the server-side level at the operating point, against the
@@ -561,13 +563,7 @@ replication: none
 		if !unseen[l.cores] || serverMs[l.cores] == 0 || serverMs[capOperating] == 0 {
 			continue
 		}
-		var pred api.Prediction
-		req := api.PredictRequest{BaselineMs: map[string]float64{g.Transaction: serverMs[capOperating]},
-			Changes: []api.Change{{Element: "capacity:db", Delta: l.cores - capOperating}}}
-		if _, err := sendJSON(hc, "POST", apiBase+api.PathPredict, req, &pred); err != nil || len(pred.Transactions) != 1 {
-			t.Fatalf("predict at %.2f cores: %v (%+v)", l.cores, err, pred)
-		}
-		p := pred.Transactions[0]
+		p := predictAt(serverMs[capOperating], l.cores)
 		rel := p.PredictedMs/serverMs[l.cores] - 1
 		side, grad := "", math.NaN()
 		if len(p.Terms) == 1 {
@@ -580,14 +576,7 @@ replication: none
 		}
 	}
 	for _, c := range quotas {
-		t.Logf("quota %.2f cores: server spans %.2f ms, client %.2f ms", c, serverMs[c], func() float64 {
-			for _, l := range levels {
-				if l.cores == c {
-					return l.ms
-				}
-			}
-			return math.NaN()
-		}())
+		t.Logf("quota %.2f cores: server spans %.2f ms, client %.2f ms", c, serverMs[c], clientMs[c])
 	}
 	load.mu.Lock()
 	t.Logf("load: %d requests, %d errors (last %v)", len(load.samples), load.errs, load.lastErr)

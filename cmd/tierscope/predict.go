@@ -386,14 +386,11 @@ func gradientsOf(raw json.RawMessage) ([]gradient.Gradient, error) {
 			g.Basis = gradient.Link()
 		}
 		// The exporter names a capacity wave's side (api.Basis.Side).
-		switch side.Basis.Side {
-		case gradient.SideCentered:
-			g.Basis.Centered = true
-		case gradient.SideAbove:
-			g.Basis.Above = true
+		if side.Basis.Side != "" {
+			g.Basis = g.Basis.WithSide(side.Basis.Side)
 		}
 		if g.StdErr == 0 && g.CI95 != nil { // records that carry only the interval
-			g.StdErr = (g.CI95[1] - g.CI95[0]) / (2 * 1.959963984540054)
+			g.StdErr = gradient.StdErrFromCI95(g.Gradient.Gradient, *g.CI95)
 		}
 		return []gradient.Gradient{g.Gradient}, nil
 	}

@@ -318,9 +318,7 @@ func (cp ExperimentCapacity) bases(b gradient.Basis) []gradient.Basis {
 	}
 	out := make([]gradient.Basis, 0, len(cp.Sides))
 	for _, side := range cp.Sides {
-		s := b
-		s.Centered, s.Above = side == gradient.SideCentered, side == gradient.SideAbove
-		out = append(out, s)
+		out = append(out, b.WithSide(side))
 	}
 	return out
 }

@@ -114,14 +114,13 @@ func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
 		basis := gradient.Link()
 		if g.Basis != nil {
 			basis = gradient.Basis{Kind: gradient.Kind(g.Basis.Kind), Operating: g.Basis.Operating, FrequencyMHz: g.Basis.FrequencyMHz,
-				Alpha: g.Basis.Alpha, Workload: g.Basis.Workload,
-				Centered: g.Basis.Side == gradient.SideCentered, Above: g.Basis.Side == gradient.SideAbove}
+				Alpha: g.Basis.Alpha, Workload: g.Basis.Workload}.WithSide(g.Basis.Side)
 		}
 		if basis.Validate() != nil {
 			continue
 		}
 		grads = append(grads, gradient.Gradient{Element: g.Element, Transaction: g.Transaction, Basis: basis,
-			Gradient: g.Gradient, StdErr: (g.CI95[1] - g.CI95[0]) / (2 * 1.959964), Interval: g.Interval})
+			Gradient: g.Gradient, StdErr: gradient.StdErrFromCI95(g.Gradient, g.CI95), Interval: g.Interval})
 	}
 	changes := make([]gradient.Change, len(req.Changes))
 	for i, c := range req.Changes {

@@ -88,6 +88,14 @@ func (b Basis) Side() string {
 	return SideBelow
 }
 
+// WithSide is the basis with its capacity wave on side (SideBelow,
+// SideCentered or SideAbove; anything else is below), as the exporter's
+// configuration and records name it.
+func (b Basis) WithSide(side string) Basis {
+	b.Centered, b.Above = side == SideCentered, side == SideAbove
+	return b
+}
+
 // Link returns the identity basis of a link.
 func Link() Basis { return Basis{Kind: KindLink} }
 

@@ -255,3 +255,19 @@ func TestCapacityAbove(t *testing.T) {
 		}
 	}
 }
+
+// A record's standard error comes from its interval's upper half-width,
+// which the estimators never clip; the full width would understate a weak
+// gradient's error once its lower bound is clipped at 0.
+func TestStdErrFromCI95(t *testing.T) {
+	if se := StdErrFromCI95(3, [2]float64{3 - z95*0.2, 3 + z95*0.2}); math.Abs(se-0.2) > 1e-12 {
+		t.Fatalf("symmetric interval: %v, want 0.2", se)
+	}
+	if se := StdErrFromCI95(0.5, [2]float64{0, 0.5 + z95}); math.Abs(se-1) > 1e-12 {
+		t.Fatalf("clipped interval: %v, want 1", se)
+	}
+	b := Basis{Kind: KindCapacity, Operating: 0.5, FrequencyMHz: 1000}
+	if b.WithSide(SideAbove).Side() != SideAbove || b.WithSide(SideCentered).Side() != SideCentered || b.WithSide(SideAbove).WithSide(SideBelow).Side() != SideBelow {
+		t.Fatal("WithSide must set exactly the side named")
+	}
+}

@@ -23,6 +23,14 @@ type Gradient struct {
 	Interval *[2]float64 `json:"interval,omitempty"`
 }
 
+// StdErrFromCI95 recovers a gradient's standard error from its 95% interval,
+// for records that carry only the interval. It takes the upper half-width:
+// the estimators clip the lower bound at 0 (a gradient is not negative), so
+// the full width understates the error of a weak gradient.
+func StdErrFromCI95(gradient float64, ci [2]float64) float64 {
+	return math.Max(0, ci[1]-gradient) / z95
+}
+
 // Change is a planned change of one element's attribute: a link's latency
 // (ms), a CPU's frequency (MHz) or a capacity (fraction).
 type Change struct {
