@@ -194,7 +194,9 @@ type ExperimentsConfig struct {
 	// noise (paper 000 Table 3 keeps it under 1): A_d′ is kept to 0.8 of it
 	// by the adaptive cycle's gradients, leaving room for their error, and a
 	// second window that would pass it keeps the first's amplitude.
-	// min_delay overrides it. 0 lifts the bound.
+	// min_delay overrides it. 0 lifts the bound. A capacity wave above the
+	// operating point only grants, so no request is slower for it, and only
+	// max_grant_fraction bounds it.
 	MaxPerturbation float64 `mapstructure:"max_perturbation"`
 	// PerturbationMeasure is what max_perturbation bounds: "peak" (the
 	// default), the change while the wave is on, or "mean", that change

@@ -166,3 +166,34 @@ func measureCapacity(t *testing.T, b gradient.Basis, cfg sim.Config) gradient.Gr
 	}
 	return el.Gradients()[0]
 }
+
+// The perturbation bound (paper 000 Table 3) holds back a wave that slows
+// requests, not one that only grants: above the operating point no request
+// is slower than it would have been, so that wave goes to its own cap.
+func TestPerturbationBoundLeavesAGrantToItsCap(t *testing.T) {
+	const rate, work, c0, f = 40.0, 10.0, 0.8, 1000.0
+	below := gradient.Basis{Kind: gradient.KindCapacity, Operating: c0, FrequencyMHz: f, Alpha: work, Workload: rate}
+	above := below
+	above.Above = true
+	el := func(b gradient.Basis) gradient.Element {
+		return gradient.Element{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}
+	}
+	s, _ := sim.New(sim.PS(7, rate, work, c0, f))
+	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), MaxPerturbation: 0.3,
+		Elements: []gradient.Element{el(below), el(above)}})
+	run(t, &sim.Driver{Sim: s, X: x}, 40000)
+	res := x.Result().Elements
+	if len(res) != 2 || res[0].Status != "done" || res[1].Status != "done" {
+		t.Fatalf("results %+v", res)
+	}
+	cut, grant := res[0], res[1]
+	peak := func(r gradient.ElementResult) float64 { return r.Transactions["Cap"].PerturbationOverStd }
+	t.Logf("below: amplitude %.3f, peak perturbation %.2fσ; above: amplitude %.3f, peak perturbation %.2fσ",
+		cut.Amplitude, peak(cut), grant.Amplitude, peak(grant))
+	if !(cut.Amplitude < 0.4) || peak(cut) > 0.3 {
+		t.Errorf("below: amplitude %.3f, perturbation %.2fσ; want it kept under 0.3σ, short of its cap 0.4", cut.Amplitude, peak(cut))
+	}
+	if grant.Amplitude != 0.4 {
+		t.Errorf("above: amplitude %.3f, want its cap 0.4", grant.Amplitude)
+	}
+}

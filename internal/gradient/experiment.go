@@ -217,7 +217,9 @@ type Config struct {
 	// the windows' combined gradients, bounded alike) would. When it cannot
 	// grow, the next window is taken at the same amplitude; combined, two
 	// windows still halve the variance. The element's MinAmplitude
-	// overrides it.
+	// overrides it. A wave above the operating point (Basis.Above) only
+	// grants, so no request is slower for it, and the bound leaves it to
+	// the element's caps.
 	MaxPerturbation float64
 	// PerturbationAim is the fraction of MaxPerturbation the amplitudes are
 	// chosen for (default 0.8). Aiming at the bound itself overshoots it in
@@ -1326,7 +1328,7 @@ func (x *Experiment) remeasure(t float64) ([]Action, bool) {
 	// SNR grows with the amplitude: aim a quarter above the bound.
 	growth := math.Min(x.cfg.RemeasureGrowth, 1.25*x.cfg.MinSNR/math.Max(est.SNR, 0.1))
 	bound := ""
-	if x.cfg.MaxPerturbation > 0 {
+	if x.boundsPerturbation(e) {
 		// Each perturbation so far at its gradient's upper bound: at SNR 6
 		// the point estimate is ~17% uncertain, and a low draw would let
 		// the next window past the bound (boundingGradient).
