@@ -129,7 +129,9 @@
 //     the pulse is only reported (AdaptivePerturbationOverStd). They bound
 //     the active windows too for the transactions whose spike one cycle's
 //     noise hid; they do not lower a measured gradient's upper error, as a
-//     transaction may respond over its calls.
+//     transaction may respond over its calls. A wave above the operating
+//     point only grants, so no request is slower for it: the bound leaves
+//     it to the element's caps (TestPerturbationBoundLeavesAGrantToItsCap).
 //   - A single pulse is one half-period: one stall of the host in it can
 //     make the cycle read a gradient several times the calls per request
 //     (run AR's web->app-2: 2.5 for 0.5). A cycle whose gradients
@@ -148,14 +150,16 @@
 //     result says so (InjectedAssumed). A lease that cannot start fails its
 //     element; the experiment goes on with the next.
 //   - Queues. For CPU frequency and capacity the response time is a queue's,
-//     which follows a change of speed with some lag and whose noise is
-//     strongly autocorrelated (large at low frequencies). Longer bins and
-//     periods (a higher MinSamplesPerPeriod; the exporter's
-//     min_samples_per_period) suit these elements better than the link
-//     defaults: a half period only a few relaxation times long reads the
-//     gradient low (a real cgroup quota wave at 8 bins per period read 31%
-//     low);
-//     docs/gradient-report.md has measurements.
+//     which follows a change of speed with some lag and whose requests
+//     share one queue's state, so a bin's mean varies far more than its
+//     requests' count suggests (on a real cgroup quota wave, the client's
+//     0.67 s bins of ~16 requests left σ 12.5 ms about their levels; their
+//     spectrum was nearly flat, 1.0–1.3 times its mean at the lowest
+//     frequency). Longer bins and periods (a higher MinSamplesPerPeriod;
+//     the exporter's min_samples_per_period) suit these elements better
+//     than the link defaults: a half period only a few relaxation times
+//     long reads the gradient low (a real cgroup quota wave at 8 bins per
+//     period read 31% low); docs/gradient-report.md has measurements.
 //   - Bounds. Series are kept for at most MaxTransactions transactions,
 //     the calibration buffer holds at most MaxBuffered samples, the guard at
 //     most 2¹⁸; what does not fit is counted in Result.Dropped.
