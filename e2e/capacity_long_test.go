@@ -406,6 +406,9 @@ replication: none
 			t.Logf("%s wave: adaptive A⁰ %.3f (rough %v), active amplitude %.3f of %.2f cores over %s–%s; on/off comparator %.1f",
 				el.Basis.Side(), el.AdaptiveAmplitude, el.Rough != nil && el.Rough.Significant, el.Amplitude, capOperating,
 				el.WindowStart.Format("15:04:05"), el.WindowEnd.Format("15:04:05"), td)
+			for _, note := range el.Notes {
+				t.Logf("%s wave: %s", el.Basis.Side(), note)
+			}
 		}
 		for tx, b := range res.Plan.Transactions {
 			t.Logf("training baseline of %s (server spans): mean %.2f ms, σ %.2f ms", tx, b.MeanMs, b.StdMs)
