@@ -3,7 +3,7 @@
 # CPU-bound testbed tier in a cgroup v1 cpu group, a square wave of its CFS
 # quota through the injector in the real collector, the spectral gradient with
 # respect to 1/(c·f − α·w), its linearity over six quotas and predictions at
-# three unseen ones. Needs root and /sys/fs/cgroup/cpu; takes ~45 minutes (two waves, below and above, up to 8 windows each).
+# three unseen ones. Needs root and /sys/fs/cgroup/cpu; takes ~40 minutes (two waves, below and above, up to 8 windows each).
 #   scripts/e2e-capacity.sh            # uses build/otelcol-tierscope/otelcol-tierscope
 #   REBUILD=1 scripts/e2e-capacity.sh  # rebuilds the collector first
 set -euo pipefail
