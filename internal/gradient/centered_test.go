@@ -105,22 +105,30 @@ func TestCapacityGradientsOnBothSides(t *testing.T) {
 	}
 }
 
+// The two-sided experiments below run a processor-sharing CPU at 0.8 of
+// 1000 MHz under 40 requests/s of 10 ms.
+const sidesRate, sidesWork, sidesOperating, sidesMHz = 40.0, 10.0, 0.8, 1000.0
+
+// sideElements are that CPU's capacity waves below and above its operating
+// point, α read exactly.
+func sideElements() (below, above gradient.Element) {
+	basis := gradient.Basis{Kind: gradient.KindCapacity, Operating: sidesOperating, FrequencyMHz: sidesMHz, Alpha: sidesWork, Workload: sidesRate}
+	below = gradient.Element{ID: "cpu", Basis: basis, InitialAmplitude: 0.15, MaxAmplitude: 0.4}
+	above = below
+	above.Basis.Above = true
+	return below, above
+}
+
 // One experiment measures a capacity on both sides after one training: two
 // elements of the same id, one per side, each with its own lease floor; two
 // waves of one side on one id are refused.
 func TestOneExperimentMeasuresBothSides(t *testing.T) {
-	const rate, work, c0, f = 40.0, 10.0, 0.8, 1000.0
-	below := gradient.Basis{Kind: gradient.KindCapacity, Operating: c0, FrequencyMHz: f, Alpha: work, Workload: rate}
-	above := below
-	above.Above = true
-	el := func(b gradient.Basis) gradient.Element {
-		return gradient.Element{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}
-	}
-	if _, err := gradient.NewExperiment(gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{el(below), el(below)}}); err == nil {
+	below, above := sideElements()
+	if _, err := gradient.NewExperiment(gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{below, below}}); err == nil {
 		t.Fatal("two below waves of one element must be refused")
 	}
-	s, _ := sim.New(sim.PS(7, rate, work, c0, f))
-	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{el(below), el(above)}})
+	s, _ := sim.New(sim.PS(7, sidesRate, sidesWork, sidesOperating, sidesMHz))
+	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{below, above}})
 	d := &sim.Driver{Sim: s, X: x}
 	run(t, d, 40000)
 	res := x.Result().Elements
@@ -171,16 +179,10 @@ func measureCapacity(t *testing.T, b gradient.Basis, cfg sim.Config) gradient.Gr
 // requests, not one that only grants: above the operating point no request
 // is slower than it would have been, so that wave goes to its own cap.
 func TestPerturbationBoundLeavesAGrantToItsCap(t *testing.T) {
-	const rate, work, c0, f = 40.0, 10.0, 0.8, 1000.0
-	below := gradient.Basis{Kind: gradient.KindCapacity, Operating: c0, FrequencyMHz: f, Alpha: work, Workload: rate}
-	above := below
-	above.Above = true
-	el := func(b gradient.Basis) gradient.Element {
-		return gradient.Element{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}
-	}
-	s, _ := sim.New(sim.PS(7, rate, work, c0, f))
+	below, above := sideElements()
+	s, _ := sim.New(sim.PS(7, sidesRate, sidesWork, sidesOperating, sidesMHz))
 	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), MaxPerturbation: 0.3,
-		Elements: []gradient.Element{el(below), el(above)}})
+		Elements: []gradient.Element{below, above}})
 	run(t, &sim.Driver{Sim: s, X: x}, 40000)
 	res := x.Result().Elements
 	if len(res) != 2 || res[0].Status != "done" || res[1].Status != "done" {
