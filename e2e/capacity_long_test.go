@@ -334,10 +334,10 @@ replication: none
 			"cgroup": group, "cores": capOperating, "frequency_mhz": capStdMHz, "machine": host, "process": exe,
 			// A response time near exponential (processor sharing) needs a
 			// visible first pulse for a usable rough gradient.
-			// A grant of 0.15 moved the response too little for a rough
-			// gradient in run 20; 0.25 does, and the cut's single cycle at
-			// 0.375 cores stays clear of saturation.
-			"initial_fraction": 0.25, "max_fraction": 0.18, "max_grant_fraction": 0.8,
+			// A grant of 0.15 moved the response too little for a
+			// significant rough gradient in run 20; 0.18 did in runs 21 and
+			// 22 (A⁰ is at most max_fraction).
+			"initial_fraction": 0.18, "max_fraction": 0.18, "max_grant_fraction": 0.8,
 			// Runs 5–7 withheld only and measured the secant below 0.5
 			// cores; runs 9–15 swung a centered wave, whose secant matched
 			// the spans' levels above 0.5 but not below: there the spans'
