@@ -86,8 +86,9 @@ func run(dir string, width float64, n int) error {
 		}
 		sum[i] += r[1]
 		count[i]++
-		l := level[quotaAt(r[0])]
-		level[quotaAt(r[0])] = [2]float64{l[0] + 1, l[1] + r[1]}
+		q := quotaAt(r[0])
+		l := level[q]
+		level[q] = [2]float64{l[0] + 1, l[1] + r[1]}
 	}
 	// Each bin's mean about its quota's level, with its arrivals and the
 	// previous bin's.
