@@ -1,8 +1,9 @@
 // Command capnoise reads the raw series a capacity run leaves in
 // TIERSCOPE_CAPACITY_DUMP (e2e/capacity_long_test.go) and reports the noise
 // the quota wave competed with: the client's bin means about their quota's
-// level, their averaged periodogram against white noise, and how much of
-// them the arrivals per bin explain.
+// level, their averaged periodogram against white noise, how much of them
+// the arrivals per bin explain, and how fast the response follows a change
+// of quota (the step response folded over every cut and every grant).
 //
 //	go run ./scripts/capnoise /tmp/capdump21
 //	go run ./scripts/capnoise -bin 0.671 -n 128 /tmp/capdump21
@@ -63,6 +64,8 @@ func run(dir string, width float64, n int) error {
 	if err != nil {
 		return err
 	}
+	// The client logs requests as they complete, not quite in time order.
+	sort.Slice(reqs, func(i, j int) bool { return reqs[i][0] < reqs[j][0] })
 	quota, err := readPairs(filepath.Join(dir, "quota.csv"))
 	if err != nil {
 		return err
@@ -149,7 +152,77 @@ func run(dir string, width float64, n int) error {
 
 	r2 := rSquared(resid, arrivals, before)
 	fmt.Printf("arrivals in the bin and the one before explain R² %.3f of the bin means: as a covariate, a standard error × %.3f\n", r2, math.Sqrt(1-r2))
+
+	stepResponse(reqs, quota, "cut", func(from, to float64) bool { return from == quota[0][1] && to < from })
+	stepResponse(reqs, quota, "grant", func(from, to float64) bool { return from == quota[0][1] && to > from })
 	return nil
+}
+
+// stepResponse folds the client's response times over every quota change
+// that picks selects and prints the profile (see foldSteps).
+func stepResponse(reqs, quota [][2]float64, name string, picks func(from, to float64) bool) {
+	f := foldSteps(reqs, quota, picks)
+	if f.changes == 0 {
+		return
+	}
+	fmt.Printf("step response to a %s (%d of %d changes lasting %.1f s), mean client ms by sixths of it from one length before:\n ", name, f.folded, f.changes, f.length)
+	for b, v := range f.profile {
+		if b == 6 || b == 12 {
+			fmt.Print(" |")
+		}
+		fmt.Printf(" %.1f", v)
+	}
+	fmt.Println()
+}
+
+// folded is a step response: the mean response in sixths of the typical
+// change's length, from one length before the change to two after it (NaN
+// where no request fell).
+type folded struct {
+	changes, folded int
+	length          float64
+	profile         [18]float64
+}
+
+// foldSteps folds reqs (sorted by time) over the quota changes that picks
+// selects, keeping those that last the typical (median) time L to within
+// 0.5 s. A queue that lags the quota shows as a first sixth short of the
+// rest.
+func foldSteps(reqs, quota [][2]float64, picks func(from, to float64) bool) folded {
+	var out folded
+	var starts, lengths []float64
+	for i := 1; i+1 < len(quota); i++ {
+		if picks(quota[i-1][1], quota[i][1]) {
+			starts, lengths = append(starts, quota[i][0]), append(lengths, quota[i+1][0]-quota[i][0])
+		}
+	}
+	out.changes = len(starts)
+	if out.changes == 0 {
+		return out
+	}
+	sorted := append([]float64(nil), lengths...)
+	sort.Float64s(sorted)
+	out.length = sorted[len(sorted)/2]
+	parts := len(out.profile)
+	step := out.length / 6
+	var sum, count [18]float64
+	for i, t0 := range starts {
+		if math.Abs(lengths[i]-out.length) > 0.5 {
+			continue
+		}
+		out.folded++
+		from := t0 - out.length
+		j := sort.Search(len(reqs), func(j int) bool { return reqs[j][0] >= from })
+		for ; j < len(reqs) && reqs[j][0] < t0+2*out.length; j++ {
+			b := min(int((reqs[j][0]-from)/step), parts-1)
+			sum[b] += reqs[j][1]
+			count[b]++
+		}
+	}
+	for b := range out.profile {
+		out.profile[b] = sum[b] / count[b] // NaN when empty
+	}
+	return out
 }
 
 // rSquared is the share of y's variance a least-squares fit on x1 and x2
