@@ -57,16 +57,7 @@ func quantileOf(sorted []float64, q float64) float64 {
 // does.
 func noiseSeries(samples []spectral.Sample, tx string, start, w float64, n int, shift func(t, ms float64) float64, stat binStat) []float64 {
 	bins := make([][]float64, n)
-	from, _ := slices.BinarySearchFunc(samples, start, func(s spectral.Sample, t float64) int {
-		switch {
-		case s.Time < t:
-			return -1
-		case s.Time > t:
-			return 1
-		}
-		return 0
-	})
-	for _, s := range samples[from:] {
+	for _, s := range samples[firstFrom(samples, start):] {
 		i := int((s.Time - start) / w)
 		if i >= n {
 			break
@@ -83,6 +74,21 @@ func noiseSeries(samples []spectral.Sample, tx string, start, w float64, n int, 
 	}
 	out, _, _ := spectral.FillEmpty(sum, count)
 	return out
+}
+
+// firstFrom is the index of the first of the time-ordered samples at or
+// after t.
+func firstFrom(samples []spectral.Sample, t float64) int {
+	i, _ := slices.BinarySearchFunc(samples, t, func(s spectral.Sample, t float64) int {
+		switch {
+		case s.Time < t:
+			return -1
+		case s.Time > t:
+			return 1
+		}
+		return 0
+	})
+	return i
 }
 
 func TestTestbedNoise(t *testing.T) {
@@ -273,12 +279,12 @@ func compareWithTimeDomain(t *testing.T, samples []spectral.Sample, tx string, t
 		// its second window.
 		var onSum, offSum, firstSum, secondSum, beforeSum, afterSum float64
 		var onN, offN, firstN, secondN, beforeN, afterN int
-		for _, r := range samples {
-			if r.Time < start || r.Transaction != tx {
-				continue
-			}
+		for _, r := range samples[firstFrom(samples, start):] {
 			if r.Time >= start+2*window {
 				break
+			}
+			if r.Transaction != tx {
+				continue
 			}
 			if r.Time >= start+window {
 				afterSum += r.Ms + change
