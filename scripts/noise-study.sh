@@ -3,8 +3,11 @@
 # unperturbed client response times from the gradient testbed (root, about
 # 17 minutes) unless the sample file exists, then adds known square waves to them
 # and reports equation 5's per-window standard error for several per-bin
-# statistics, the noise spectrum's shape and the transactions' coherence.
+# statistics, its spread against the time-domain estimates at equal
+# perturbation (on/off, a step in the window, paper 000 §2.2's step), the
+# noise spectrum's shape and the transactions' coherence.
 #   scripts/noise-study.sh                      # records /tmp/tierscope-noise.csv first
+#   GRADIENTS_NOISE_SECONDS=2700 scripts/noise-study.sh   # a longer recording (N 512 needs ~45 min)
 #   GRADIENTS_SAMPLES=run.csv scripts/noise-study.sh   # any FORMATS.md §7 sample file
 #   NOISE_KD=16 NOISE_PERTURBATION_PCT=80 GRADIENTS_K=32 GRADIENTS_N=128 scripts/noise-study.sh
 set -euo pipefail
