@@ -242,18 +242,28 @@ func winsorizedMean(v []float64, limit float64) float64 {
 // in four ways and logs each estimate's spread over sliding windows (every 8
 // bins, each with a random wave phase), with the spectral spread over each:
 //   - equation 5 on a square wave at k_d over N bins;
-//   - the on/off comparator: the mean of the requests made while that wave
-//     was on minus the mean of those made while it was off;
+//   - the on/off comparator (spectral.OnOff) on that wave;
 //   - §2.2's step: the change on every request of N bins, against the N bins
 //     before (twice the time, and twice the perturbed requests);
 //   - a step inside the N bins: the change on their second half, against
 //     the first (a wave of one period, as long as the window).
+//
+// Each step is an on/off comparison of a wave with one period, so all three
+// time-domain estimates are spectral.OnOff. They read the unshifted
+// requests: a change on every on-phase request adds exactly 1 to the
+// gradient.
 //
 // The noise is the host's own, so this is the paper's claim (§2.1–2.2: a
 // frequency component is much tighter than a difference of means) tested on
 // real non-stationary noise rather than on a simulated drift.
 func compareWithTimeDomain(t *testing.T, samples []spectral.Sample, tx string, t0, end, w float64, n, kd int, change float64) {
 	t.Helper()
+	var own []spectral.Sample // tx's requests, in time order
+	for _, s := range samples {
+		if s.Transaction == tx {
+			own = append(own, s)
+		}
+	}
 	window := float64(n) * w
 	period := window / float64(kd)
 	gain := spectral.PhaseAveragedGain(n, kd)
@@ -261,9 +271,8 @@ func compareWithTimeDomain(t *testing.T, samples []spectral.Sample, tx string, t
 	var spec, onOff, step, halfStep []float64
 	for start := t0; start+2*window <= end; start += 8 * w {
 		phase := start + rng.Float64()*period
-		on := func(ts float64) bool { return math.Mod(ts-phase+16*period, period) < period/2 }
-		x := noiseSeries(samples, tx, start, w, n, func(ts, ms float64) float64 {
-			if on(ts) {
+		x := noiseSeries(own, tx, start, w, n, func(ts, ms float64) float64 {
+			if math.Mod(ts-phase+16*period, period) < period/2 {
 				return ms + change
 			}
 			return ms
@@ -274,46 +283,21 @@ func compareWithTimeDomain(t *testing.T, samples []spectral.Sample, tx string, t
 		}
 		spec = append(spec, cmplx.Abs(s[kd])/gain/change)
 
-		// The time-domain estimates read the requests themselves. The wave
-		// and the half-window step cover [start, start+window); §2.2's step
-		// its second window.
-		var onSum, offSum, firstSum, secondSum, beforeSum, afterSum float64
-		var onN, offN, firstN, secondN, beforeN, afterN int
-		for _, r := range samples[firstFrom(samples, start):] {
-			if r.Time >= start+2*window {
-				break
+		span := own[firstFrom(own, start):firstFrom(own, start+2*window)]
+		for _, c := range []struct {
+			into                          *[]float64
+			waveStart, period, from, till float64
+		}{
+			{&onOff, phase, period, start, start + window},
+			{&halfStep, start + window/2, window, start, start + window},
+			{&step, start + window, 2 * window, start, start + 2*window},
+		} {
+			td, err := spectral.OnOff(span, c.waveStart, c.period, c.from, c.till, change)
+			if err != nil {
+				t.Fatalf("%s, window from %.0f s: %v", tx, start, err)
 			}
-			if r.Transaction != tx {
-				continue
-			}
-			if r.Time >= start+window {
-				afterSum += r.Ms + change
-				afterN++
-				continue
-			}
-			beforeSum += r.Ms
-			beforeN++
-			if on(r.Time) {
-				onSum += r.Ms + change
-				onN++
-			} else {
-				offSum += r.Ms
-				offN++
-			}
-			if r.Time < start+window/2 {
-				firstSum += r.Ms
-				firstN++
-			} else {
-				secondSum += r.Ms + change
-				secondN++
-			}
+			*c.into = append(*c.into, td.Gradient+1)
 		}
-		if onN == 0 || offN == 0 || firstN == 0 || secondN == 0 || afterN == 0 {
-			t.Fatalf("%s: a window from %.0f s has an empty half", tx, start)
-		}
-		onOff = append(onOff, (onSum/float64(onN)-offSum/float64(offN))/change)
-		halfStep = append(halfStep, (secondSum/float64(secondN)-firstSum/float64(firstN))/change)
-		step = append(step, (afterSum/float64(afterN)-beforeSum/float64(beforeN))/change)
 	}
 	sm, ss := stat.MeanStdDev(spec, nil)
 	om, oss := stat.MeanStdDev(onOff, nil)

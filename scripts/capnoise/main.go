@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/tierscope/tierscope/internal/spectral"
 )
 
@@ -175,13 +177,16 @@ func stepResponse(reqs, quota [][2]float64, name string, picks func(from, to flo
 	fmt.Println()
 }
 
+// sixths is how many sixths of a change's length a step response spans:
+// one length before the change and two after it.
+const sixths = 18
+
 // folded is a step response: the mean response in sixths of the typical
-// change's length, from one length before the change to two after it (NaN
-// where no request fell).
+// change's length (NaN where no request fell).
 type folded struct {
 	changes, folded int
 	length          float64
-	profile         [18]float64
+	profile         [sixths]float64
 }
 
 // foldSteps folds reqs (sorted by time) over the quota changes that picks
@@ -202,10 +207,9 @@ func foldSteps(reqs, quota [][2]float64, picks func(from, to float64) bool) fold
 	}
 	sorted := append([]float64(nil), lengths...)
 	sort.Float64s(sorted)
-	out.length = sorted[len(sorted)/2]
-	parts := len(out.profile)
+	out.length = stat.Quantile(0.5, stat.Empirical, sorted, nil)
 	step := out.length / 6
-	var sum, count [18]float64
+	var sum, count [sixths]float64
 	for i, t0 := range starts {
 		if math.Abs(lengths[i]-out.length) > 0.5 {
 			continue
@@ -214,7 +218,7 @@ func foldSteps(reqs, quota [][2]float64, picks func(from, to float64) bool) fold
 		from := t0 - out.length
 		j := sort.Search(len(reqs), func(j int) bool { return reqs[j][0] >= from })
 		for ; j < len(reqs) && reqs[j][0] < t0+2*out.length; j++ {
-			b := min(int((reqs[j][0]-from)/step), parts-1)
+			b := min(int((reqs[j][0]-from)/step), sixths-1)
 			sum[b] += reqs[j][1]
 			count[b]++
 		}
