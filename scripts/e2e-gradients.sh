@@ -17,7 +17,7 @@
 #  and reports (RT_on − RT_off)/injected per transaction; GRADIENTS_K/_N/_SCALE/_USERS/_MIN_SNR/_MAX_WINDOWS: k, N, d,
 #  closed-loop users, min_snr, max_windows; GRADIENTS_SAMPLES=file.csv keeps every
 #  client response time)
-#   GRADIENTS_ADAPTIVE_IN_WINDOW=1 scripts/e2e-gradients.sh  # the adaptive cycle inside the window (runs N, O, Q)
+#   GRADIENTS_ADAPTIVE_IN_WINDOW=0 scripts/e2e-gradients.sh  # the adaptive cycle as a phase of its own (the default up to run AW)
 #   GRADIENTS_PERTURBATION_MEASURE=mean scripts/e2e-gradients.sh  # bound the mean change over a window, paper 000 Table 3's measure (run AF)
 #   GRADIENTS_REFERENCES=0 scripts/e2e-gradients.sh  # without the requests that did not cross the link as references (as runs before AO)
 set -euo pipefail

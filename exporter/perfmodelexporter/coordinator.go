@@ -573,7 +573,7 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		p.target = injTarget{Cgroup: cp.Cgroup}
 		a0, maxA := cp.fractions()
 		for _, b := range cp.bases(basis) {
-			el := gradient.Element{ID: name, Basis: b, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA}
+			el := gradient.Element{ID: name, Basis: b, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA, SeparateAdaptive: true}
 			if b.Above {
 				el.MaxAmplitude = cp.maxGrant()
 			}
@@ -593,7 +593,7 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		// The knob is kHz below f.
 		a0, maxA := fr.fractions()
 		khz := basis.Operating * 1000
-		p.elements = []gradient.Element{{ID: name, Basis: basis, InitialAmplitude: a0 * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz}}
+		p.elements = []gradient.Element{{ID: name, Basis: basis, InitialAmplitude: a0 * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz, SeparateAdaptive: true}}
 	default:
 		return p, badf("element: %q: the coordinator measures link:<source>-><target>, frequency:<name> and capacity:<name> elements", name)
 	}

@@ -83,10 +83,6 @@ func TestExperimentsConfigLoads(t *testing.T) {
 		"experiments.links.a->b.injector": func(c *ExperimentsConfig) {
 			c.Links = map[string]ExperimentLink{"a->b": {Address: "h:1", Injector: "ftp://x"}}
 		},
-		"experiments.capacities.db.sides[1]": func(c *ExperimentsConfig) {
-			c.AdaptiveInWindow = true
-			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"below", "centered"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
-		},
 		"experiments.capacities.db.max_grant_fraction": func(c *ExperimentsConfig) {
 			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, MaxGrantFraction: -1, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
@@ -586,6 +582,12 @@ func TestCapacityElementBasis(t *testing.T) {
 	run, err := te.newRunner(api.ExperimentRequest{Element: "capacity:db"})
 	require.NoError(t, err)
 	require.Len(t, run.gcfg.Elements, 2)
+	// The default folds a link's adaptive cycle into its window; a CPU
+	// wave, as the real cgroup runs measured it, keeps the separate phase.
+	require.True(t, run.gcfg.AdaptiveInWindow)
+	for _, el := range run.gcfg.Elements {
+		require.True(t, el.SeparateAdaptive, el.Basis.Side())
+	}
 	require.Len(t, run.routes, 2, "a route per element")
 
 	// Past saturation there is no basis.

@@ -194,6 +194,7 @@ func TestFrequencyExperimentThroughInjector(t *testing.T) {
 	for tx, e := range el.Transactions {
 		t.Logf("%s: %+v; on/off %+v; plan bins %.3fs k_d %d N %d A_d %.3f ms", tx, e, el.TimeDomain[tx], res.Plan.BinSeconds, res.Plan.Kd, res.Plan.N, res.Plan.AmplitudeMs)
 	}
+	require.False(t, el.AdaptiveInWindow, "a CPU wave keeps the separate adaptive phase")
 	require.False(t, el.InjectedAssumed, "the injector reported the step it took")
 	require.Zero(t, int64(el.Injected)%100000, "the step is a whole number of 100 MHz P-states")
 	require.Positive(t, el.Injected)

@@ -61,14 +61,15 @@
 //   - Active: k_d+1 cycles of A_d′, measured over N bins; every transaction
 //     with a baseline gets its gradient, with the change the injector
 //     reports it actually made.
-//   - With AdaptiveInWindow (the collector's adaptive_in_window, off by
-//     default), the adaptive cycle is the active window's first j periods
+//   - With AdaptiveInWindow (the collector's adaptive_in_window, on by
+//     default for links), the adaptive cycle is the active window's first j periods
 //     instead (fold.go): A⁰ for j periods, g′ from their on-phases against
 //     their off-phases and the quiet level just before the wave, A_d′ for
 //     the rest, and equation 5 divided by the window's effective change
 //     |Σ Δ_j·C_j| / |Σ C_j|. An element then costs N bins, a lead time and
 //     a lateness; over 40 simulated experiments the accuracy is that of the
-//     separate phase (TestLongAdaptiveInWindow).
+//     separate phase (TestLongAdaptiveInWindow). An element with
+//     SeparateAdaptive keeps the separate phase.
 //
 // The caller feeds samples (Observe) and time (Tick), executes the actions
 // returned (start a lease, stop a lease) against the injector, and reports

@@ -96,6 +96,10 @@ type Element struct {
 	// in the noise, and an adaptive cycle that contradicts them is repeated
 	// once.
 	PriorGradients map[string]float64
+	// SeparateAdaptive keeps this element's adaptive cycle a phase of its
+	// own even with Config.AdaptiveInWindow (the collector's CPU waves,
+	// which were validated that way on a real cgroup).
+	SeparateAdaptive bool
 }
 
 // The measures of a perturbation that MaxPerturbation can bound.
@@ -172,8 +176,8 @@ type Config struct {
 	// on-phase's samples have arrived (Lateness) a lead time before the
 	// next. An element then takes N bins, a lead time and a lateness
 	// instead of that plus a period, a lead time and a lateness more. A
-	// plan whose window cannot hold j + 1 periods runs the separate
-	// adaptive phase.
+	// plan whose window cannot hold j + 1 periods, and an element with
+	// SeparateAdaptive, runs the separate adaptive phase.
 	AdaptiveInWindow bool
 	// References adjusts each transaction's active windows for its own
 	// requests that did not cross the element, as a covariate (equation 5
@@ -336,7 +340,7 @@ func (c Config) Validate() error {
 		if err := e.Basis.Validate(); err != nil {
 			return fmt.Errorf("experiment: element %q: %w", e.ID, err)
 		}
-		if (e.Basis.Centered || e.Basis.Above) && c.AdaptiveInWindow {
+		if (e.Basis.Centered || e.Basis.Above) && c.AdaptiveInWindow && !e.SeparateAdaptive {
 			// The fold weighs each lease's on-phases against a shared
 			// off level, which two granting leases of different
 			// amplitudes do not have.

@@ -121,7 +121,7 @@ func (x *Experiment) folds(e Element) bool {
 // have ended a lateness and a lead time before lease 1, and lease 1 must
 // have a period of the window.
 func (x *Experiment) foldCycles(e Element, kd int, period float64) int {
-	if !x.cfg.AdaptiveInWindow || e.FixedAmplitude > 0 || !(period > 0) {
+	if !x.cfg.AdaptiveInWindow || e.SeparateAdaptive || e.FixedAmplitude > 0 || !(period > 0) {
 		return 0
 	}
 	skew := math.Min(x.cfg.SkewGuard.Seconds(), period/4)

@@ -163,6 +163,45 @@ func TestExperimentAdaptiveInWindowNeedsTwoPeriods(t *testing.T) {
 	}
 }
 
+// An element with SeparateAdaptive keeps the separate phase beside one
+// that folds (the collector's CPU waves beside its links), and a wave that
+// grants may then share an experiment with AdaptiveInWindow.
+func TestExperimentSeparateAdaptiveBesideFolded(t *testing.T) {
+	s, _ := sim.New(sim.Patterns(1, 0.1, 0.03))
+	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), AdaptiveInWindow: true,
+		Elements: []gradient.Element{
+			{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100},
+			{ID: "back->front", Basis: gradient.Link(), MaxAmplitude: 100, SeparateAdaptive: true},
+		}})
+	d := &sim.Driver{Sim: s, X: x}
+	run(t, d, 40000)
+	res := x.Result()
+	folded, separate := res.Elements[0], res.Elements[1]
+	if folded.Status != "done" || !folded.AdaptiveInWindow || separate.Status != "done" || separate.AdaptiveInWindow {
+		t.Fatalf("elements %+v", res.Elements)
+	}
+	// Folded: lease 0 (stopped at the hand-over) and lease 1; separate: the
+	// one-cycle lease and the window's, each with its own k_d + 1 cycles.
+	var leases []gradient.Action
+	for _, a := range d.Log {
+		if a.Kind == gradient.ActionStartLease {
+			leases = append(leases, a)
+		}
+	}
+	if len(leases) != 4 || leases[1].Cycles != res.Plan.Kd || leases[2].Cycles != 1 || leases[3].Cycles != res.Plan.Kd+1 {
+		t.Fatalf("leases %+v", leases)
+	}
+	for _, el := range res.Elements {
+		within(t, el.Element+" Sync gradient", el.Transactions["Sync"].Gradient, 1, 0.1)
+	}
+
+	centered := gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Centered: true}
+	if _, err := gradient.NewExperiment(gradient.Config{Target: "T", AdaptiveInWindow: true, Elements: []gradient.Element{
+		{ID: "cpu", Basis: centered, InitialAmplitude: 0.1, SeparateAdaptive: true}}}); err != nil {
+		t.Fatalf("a centered wave with SeparateAdaptive: %v", err)
+	}
+}
+
 // A remeasured window grows from A_d′'s perturbation: A⁰, larger and only
 // in the first periods, does not hold the second window down. Serial3's
 // rough gradient of ~3 makes A_d′ = A_d/3 smaller than A⁰ = A_d/2.
