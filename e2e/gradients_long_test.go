@@ -524,8 +524,8 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// R's, two windows at ≤ 0.8σ reach an SNR of 2–7 (docs/gradient-report.md).
 	maxWindows := envInt(t, "GRADIENTS_MAX_WINDOWS", 3)
 	// The collector's default folds each link's adaptive cycle into its
-	// window (runs AX, AY); GRADIENTS_ADAPTIVE_IN_WINDOW=0 runs the separate
-	// phase of paper 000 §3 (runs up to AW).
+	// window (runs AX–AZ); GRADIENTS_ADAPTIVE_IN_WINDOW=0 runs the separate
+	// phase of paper 000 §3 (runs up to AW, and BA).
 	inWindow := envInt(t, "GRADIENTS_ADAPTIVE_IN_WINDOW", 1) == 1
 	// GRADIENTS_STEAL=1 scrapes the host's CPU steal every second with
 	// hostmetrics and adjusts the training and every window for it

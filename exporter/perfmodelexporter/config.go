@@ -217,8 +217,9 @@ type ExperimentsConfig struct {
 	// values within ±10% (the separate phase 22 of 24 in three), one
 	// window of 128 bins taking N·ΔTs + 6.6–7.3 s against N·ΔTs + 22–26 s
 	// (docs/gradient-report.md, runs AV–BA); before the references three
-	// runs read 15 of 24 (runs N, O and Q). CPU waves (frequencies, capacities) keep the separate
-	// phase, as the real cgroup runs measured them.
+	// runs read 15 of 24 (runs N, O and Q). CPU waves (frequencies,
+	// capacities) keep the separate phase, as the real cgroup runs measured
+	// them.
 	AdaptiveInWindow bool `mapstructure:"adaptive_in_window"`
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`
