@@ -344,7 +344,7 @@ func (c Config) Validate() error {
 			// The fold weighs each lease's on-phases against a shared
 			// off level, which two granting leases of different
 			// amplitudes do not have.
-			return fmt.Errorf("experiment: element %q: a %s wave cannot fold the adaptive cycle into the window (AdaptiveInWindow)", e.ID, e.Basis.Side())
+			return fmt.Errorf("experiment: element %q: a %s wave cannot fold the adaptive cycle into the window (AdaptiveInWindow): set the element's SeparateAdaptive", e.ID, e.Basis.Side())
 		}
 		if e.Basis.Kind != KindLink && e.InitialAmplitude <= 0 && e.FixedAmplitude <= 0 {
 			return fmt.Errorf("experiment: element %q: a %s element needs InitialAmplitude or FixedAmplitude", e.ID, e.Basis.Kind)
