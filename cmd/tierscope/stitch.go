@@ -24,6 +24,7 @@ func runStitch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		local      = fs.Duration("local-window", def.Config.LocalWindow, "timestamp rounding tolerated within a process")
 		async      = fs.Duration("async-window", def.Config.AsyncWindow, "longest delay from a PRODUCER span to its CONSUMER span")
 		noTags     = fs.Bool("no-path-tags", false, "do not write tierscope.path.signature on spans")
+		minConf    = fs.Float64("min-confidence", def.MinConfidence, "in reparent mode, the confidence from which an inferred parent is written (below it the span is linked to its best candidate)")
 	)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -33,7 +34,7 @@ func runStitch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return usagef("--mode: %v", err)
 	}
 	opt := def
-	opt.Mode, opt.TagPaths = m, !*noTags
+	opt.Mode, opt.TagPaths, opt.MinConfidence = m, !*noTags, *minConf
 	opt.Config.SkewWindow, opt.Config.LocalWindow, opt.Config.AsyncWindow = *skew, *local, *async
 	st, err := stitch.New(opt)
 	if err != nil {
@@ -78,13 +79,16 @@ func runStitch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	summary := fmt.Sprintf("%d spans, %d orphans, %d inferred, %d left orphan, %d patterns", rep.Spans, rep.Orphans, rep.Inferred, rep.LeftOrphan, len(rep.Patterns))
+	summary := fmt.Sprintf("%d spans, %d orphans, %d inferred (%d below --min-confidence, linked), %d left orphan, %d patterns",
+		rep.Spans, rep.Orphans, rep.Inferred, rep.Abstained, rep.LeftOrphan, len(rep.Patterns))
 	if rep.Skipped > 0 {
 		summary += fmt.Sprintf(", %d passed through untouched (empty ids or end before start)", rep.Skipped)
 	}
 	if t := rep.Truth; t != nil {
-		summary += fmt.Sprintf("; truth: %d/%d links correct (%.2f%%), lost links %d/%d (%.2f%%), %d roots attached",
-			t.Correct, t.Links, 100*t.Accuracy, t.OrphanCorrect, t.OrphanLinks, 100*t.OrphanAccuracy, t.RootsAttached)
+		summary += fmt.Sprintf("; truth: %d/%d links correct (%.2f%%), lost links %d/%d (%.2f%%), %d roots attached; "+
+			"written %d at precision %.2f%%, best candidate right for %d/%d lost links (%.2f%%)",
+			t.Correct, t.Links, 100*t.Accuracy, t.OrphanCorrect, t.OrphanLinks, 100*t.OrphanAccuracy, t.RootsAttached,
+			t.Written, 100*t.Precision, t.BestCorrect, t.OrphanLinks, 100*float64(t.BestCorrect)/float64(max(1, t.OrphanLinks)))
 	}
 	fmt.Fprintf(stderr, "%s stitch: %s (%.2fs)\n", programName, summary, time.Since(began).Seconds())
 	return nil

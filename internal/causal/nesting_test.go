@@ -321,24 +321,3 @@ func TestInternTable(t *testing.T) {
 		t.Fatal("long string not interned")
 	}
 }
-
-// Along a chain of calls across processes the outer caller is dropped, but the
-// parallel calls of one process that nest in time are all kept: dropping those
-// once cost the testbed a tenth of its repaired hops.
-func TestInnermostAcrossProcesses(t *testing.T) {
-	spans := []Span{
-		{Start: 0, End: 100, Instance: 1}, // 0: web's call
-		{Start: 5, End: 90, Instance: 1},  // 1: web's parallel call, nested in 0
-		{Start: 10, End: 80, Instance: 2}, // 2: a call made by another process, nested in 0
-		{Start: 20, End: 30, Instance: 3}, // 3: the orphan (not a candidate)
-	}
-	if got := innermost(spans, []int32{0, 1}, true); len(got) != 2 {
-		t.Fatalf("parallel calls of one process: kept %v, want both", got)
-	}
-	if got := innermost(spans, []int32{0, 2}, true); len(got) != 1 || got[0] != 2 {
-		t.Fatalf("chain across processes: kept %v, want the inner call 2", got)
-	}
-	if got := innermost(spans, []int32{0, 1}, false); len(got) != 1 || got[0] != 1 {
-		t.Fatalf("local stack: kept %v, want the inner span 1", got)
-	}
-}

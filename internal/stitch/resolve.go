@@ -79,20 +79,6 @@ func peerOf(attrs pcommon.Map, tooLong *int) peer {
 	return p
 }
 
-// ownAddress is the address a SERVER span answered on (server.address and
-// server.port on the server side), in the form a CLIENT span's peer address takes.
-func ownAddress(attrs pcommon.Map) string {
-	host, ok := attrs.Get("server.address")
-	if !ok || len(host.AsString()) > maxAttrLen {
-		return ""
-	}
-	port := ""
-	if p, ok := attrs.Get("server.port"); ok {
-		port = p.AsString()
-	}
-	return hostPort(host.AsString(), port)
-}
-
 func hostPort(host, port string) string {
 	if host == "" {
 		return ""
@@ -103,39 +89,56 @@ func hostPort(host, port string) string {
 	return host + ":" + port
 }
 
-// AddressBook learns which service answers at an address from spans that still
-// carry context (a CLIENT span whose child SERVER span is known), as the
-// servicegraph connector learns its edges, and resolves the spans that lost it. It is
-// bounded: beyond max entries the oldest is forgotten.
+// AddressBook learns which service answers at an address or operation, and
+// resolves the CLIENT spans that name only those. It learns from intact
+// CLIENT → SERVER links, as the servicegraph connector learns its edges, and
+// with no context at all from the server side's own attributes (the address it
+// answered on, the operation it served). A key learned for two services is
+// ambiguous and resolves to nothing. It is bounded: beyond max entries the
+// oldest is forgotten.
 type AddressBook struct {
 	max     int
 	entries map[string]string
 	order   []string // insertion order, for eviction
 }
 
+// ambiguous marks a key that two services answered.
+const ambiguous = "\x00"
+
 // NewAddressBook returns an empty book holding at most max addresses.
 func NewAddressBook(max int) *AddressBook {
 	return &AddressBook{max: max, entries: make(map[string]string)}
 }
 
-// Learn records that service answers at address.
+// Learn records that service answers at address (or operation key).
 func (b *AddressBook) Learn(address, service string) {
 	if address == "" || service == "" || b.max <= 0 {
 		return
 	}
-	if _, ok := b.entries[address]; !ok {
+	old, ok := b.entries[address]
+	if !ok {
 		if len(b.entries) >= b.max {
 			oldest := b.order[0]
 			b.order = b.order[1:]
 			delete(b.entries, oldest)
 		}
 		b.order = append(b.order, address)
+		b.entries[address] = service
+		return
 	}
-	b.entries[address] = service
+	if old != service {
+		b.entries[address] = ambiguous
+	}
 }
 
-// Resolve returns the service learned for address, or "".
-func (b *AddressBook) Resolve(address string) string { return b.entries[address] }
+// Resolve returns the service learned for address, or "" when unknown or
+// ambiguous.
+func (b *AddressBook) Resolve(address string) string {
+	if s := b.entries[address]; s != ambiguous {
+		return s
+	}
+	return ""
+}
 
 // PeerNode names the callee of a CLIENT or PRODUCER span for paths and the
 // service graph when no SERVER span answers it (a database or an

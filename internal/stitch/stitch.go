@@ -24,6 +24,12 @@ const (
 	AttrInferredParent     = "tierscope.inferred.parent_span_id"
 	AttrInferredConfidence = "tierscope.inferred.confidence"
 	AttrPathSignature      = "tierscope.path.signature"
+	// AttrLinkType says why a span link was added: LinkInferredParent in link
+	// mode, LinkCandidateParent for a parent below the confidence reparent
+	// mode writes.
+	AttrLinkType        = "tierscope.link.type"
+	LinkInferredParent  = "inferred_parent"
+	LinkCandidateParent = "candidate_parent"
 	// AttrTruthParent carries the true parent of a span in test data
 	// (`tierscope convert --strip`), so that a report can score the inference.
 	AttrTruthParent = "tierscope.truth.parent_span_id"
@@ -82,11 +88,21 @@ type Options struct {
 	// HistoryWindow how far, in span time, behind the newest release they reach.
 	MaxHistory    int
 	HistoryWindow time.Duration
+	// MinConfidence is the confidence from which reparent mode writes an
+	// inferred parent; below it the orphan keeps its context and is annotated,
+	// with a link to its best candidate, and counted as an abstention.
+	MinConfidence float64
 }
+
+// DefaultMinConfidence is the default of Options.MinConfidence: on the
+// evaluation harness (docs/causal-report.md), parents written from it are
+// right at least 99% of the time.
+const DefaultMinConfidence = 0.7
 
 // DefaultOptions reparents, tags paths and remembers 10,000 addresses.
 func DefaultOptions() Options {
-	return Options{Mode: ModeReparent, Config: causal.DefaultStitchConfig(), TagPaths: true, MaxAddresses: 10000, Patterns: true, MaxMovedTraces: 100_000}
+	return Options{Mode: ModeReparent, Config: causal.DefaultStitchConfig(), TagPaths: true, MaxAddresses: 10000, Patterns: true,
+		MaxMovedTraces: 100_000, MinConfidence: DefaultMinConfidence}
 }
 
 // Stitcher stitches batches of spans. It keeps the address book between batches;
@@ -106,17 +122,28 @@ func New(opt Options) (*Stitcher, error) {
 	if opt.Mode > ModeAnnotate {
 		return nil, fmt.Errorf("stitch: unknown mode %d", opt.Mode)
 	}
+	if !(opt.MinConfidence >= 0 && opt.MinConfidence <= 1) {
+		return nil, fmt.Errorf("stitch: min confidence must be in [0, 1], got %v", opt.MinConfidence)
+	}
 	return &Stitcher{opt: opt, book: NewAddressBook(opt.MaxAddresses), moved: newMovedTraces(opt.MaxMovedTraces),
 		history: &history{max: opt.MaxHistory, window: int64(opt.HistoryWindow)}}, nil
 }
 
 // Report counts what one Stitch call did.
 type Report struct {
-	Spans      int // spans seen
-	Orphans    int // spans without a parent, whose parent was looked for
-	Inferred   int // orphans given a parent
+	Spans    int // spans seen
+	Orphans  int // spans without a parent, whose parent was looked for
+	Inferred int // orphans given a parent
+	// Abstained counts the inferred parents below MinConfidence, which reparent
+	// mode annotated and linked instead of writing.
+	Abstained  int
 	LeftOrphan int // orphans left without one (true roots among them)
-	Unresolved int // CLIENT/PRODUCER spans whose peer could not be named
+	// Unresolved counts CLIENT/PRODUCER spans that name an address or operation
+	// but whose callee's service could not be resolved.
+	Unresolved int
+	// Guests counts client-only processes placed in the process that hosts
+	// them (causal.StitchResult.Guests).
+	Guests int
 	// Skipped counts spans passed through untouched because they cannot take part:
 	// empty trace or span id, or an end before the start.
 	Skipped int
@@ -146,7 +173,7 @@ type spanRef struct {
 }
 
 type resourceInfo struct {
-	service, instance string
+	service, instance, host string
 }
 
 // Stitch infers missing parents across the batches and writes them back in place.
@@ -198,23 +225,35 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		}
 		var pr peer
 		endpoint := ""
+		long := &rep.LongAttributes
+		if !final {
+			long = new(int)
+		}
 		switch kind {
 		case causal.KindClient, causal.KindProducer:
-			pr = peerOf(sp.Attributes(), &rep.LongAttributes)
-			endpoint = pr.address
+			pr = peerOf(sp.Attributes(), long)
 		case causal.KindServer:
 			endpoint = ownAddress(sp.Attributes())
 		}
+		op, class := operation(sp, kind, long)
 		res := resources[r.resource]
-		t.add(int32(i), res.service, res.instance, sp.Name(), kind, start, end, sp.TraceID(), sp.SpanID(), pr,
-			final && sp.ParentSpanID().IsEmpty())
-		if kind == causal.KindServer && endpoint != "" {
+		t.add(int32(i), released{
+			start: start, end: end, kind: kind, service: res.service, instance: res.instance, host: res.host,
+			name: sp.Name(), op: op, class: class, peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
+		}, final && sp.ParentSpanID().IsEmpty())
+		if endpoint != "" {
 			t.spans[len(t.spans)-1].Endpoint = t.names.id(endpoint)
+		}
+		// What a server says of itself names the service at its address and
+		// operation, with no context needed.
+		if kind.RemoteEntry() {
+			s.book.Learn(endpoint, res.service)
+			s.book.Learn(opAddress(op), res.service)
 		}
 	}
 	// Spans released in earlier rounds that may still be a parent here.
 	for _, h := range s.history.since(earliest-window, earliest-int64(cfg.AsyncWindow)) {
-		t.add(-1, h.service, h.instance, h.name, h.kind, h.start, h.end, h.trace, h.span, h.peer, false)
+		t.add(-1, h, false)
 	}
 	// Known parents, and what intact CLIENT→SERVER links teach about addresses.
 	for j := range t.spans {
@@ -246,12 +285,17 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		case p.database:
 			// A name no service has, so no SERVER span nests in a database call.
 			t.spans[j].Peer = t.names.id("database:" + p.label)
-		case p.address != "":
-			if svc := s.book.Resolve(p.address); svc != "" {
+		default:
+			svc := s.book.Resolve(p.address)
+			if svc == "" && t.spans[j].Op >= 0 {
+				svc = s.book.Resolve(opAddress(t.names.name(t.spans[j].Op)))
+			}
+			if svc != "" {
 				t.spans[j].Peer = t.names.id(svc)
 			}
 		}
-		if p.label == "" && t.spans[j].Peer < 0 && t.ref[j] >= 0 && !refs[t.ref[j]].context {
+		named := p.address != "" || t.spans[j].Op >= 0
+		if named && t.spans[j].Peer < 0 && t.ref[j] >= 0 && !refs[t.ref[j]].context {
 			rep.Unresolved++
 		}
 	}
@@ -260,14 +304,25 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	if err != nil { // the options were validated in New
 		panic(err)
 	}
-	rep.Orphans, rep.LeftOrphan = res.Orphans, res.LeftOrphan
+	rep.Orphans, rep.LeftOrphan, rep.Guests = res.Orphans, res.LeftOrphan, res.Guests
+	// written holds the parents that stand after write-back: an abstention in
+	// reparent mode leaves the orphan a root of its own trace.
+	written := res.Parent
+	if s.opt.Mode == ModeReparent {
+		written = slices.Clone(res.Parent)
+	}
 	for j := range t.spans {
 		if !res.Inferred[j] {
 			continue
 		}
 		rep.Inferred++
 		p := res.Parent[j]
-		s.writeBack(refs[t.ref[j]].span, t.traces[p], t.ids[p], res.Confidence[j])
+		trusted := float64(res.Confidence[j]) >= s.opt.MinConfidence
+		if !trusted {
+			rep.Abstained++
+			written[j] = -1
+		}
+		s.writeBack(refs[t.ref[j]].span, t.traces[p], t.ids[p], res.Confidence[j], trusted)
 		// Confident inferences teach addresses too, so that the caller's side of a
 		// trace released later, without its callee, still names the callee.
 		if t.spans[p].Kind == causal.KindClient && t.spans[j].Kind == causal.KindServer && res.Confidence[j] >= learnConfidence {
@@ -275,15 +330,15 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		}
 	}
 	if s.opt.Mode == ModeReparent {
-		s.moveSubtrees(refs, t, res.Parent)
+		s.moveSubtrees(refs, t, written)
 	}
-	labels, labelOf := pathLabels(t, res.Parent, s.book)
+	labels, labelOf := pathLabels(t, written, s.book)
 	var sigs []string
 	if s.opt.Patterns {
-		rep.Patterns, sigs = causal.SpanPaths(t.spans, res.Parent, labelOf, labels)
-		rep.Edges = serviceGraph(refs, t, res.Parent, labelOf, labels)
+		rep.Patterns, sigs = causal.SpanPaths(t.spans, written, labelOf, labels)
+		rep.Edges = serviceGraph(refs, t, written, labelOf, labels)
 	} else if s.opt.TagPaths {
-		sigs = causal.SpanSignatures(t.spans, res.Parent, labelOf, labels)
+		sigs = causal.SpanSignatures(t.spans, written, labelOf, labels)
 	}
 	for j := range t.spans {
 		r := t.ref[j]
@@ -300,13 +355,9 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		if !t.spans[j].Kind.RemoteCaller() {
 			continue
 		}
-		s.history.add(released{
-			start: t.spans[j].Start, end: t.spans[j].End, kind: t.spans[j].Kind,
-			service: t.names.name(t.spans[j].Service), instance: t.names.name(t.spans[j].Instance), name: t.names.name(t.spans[j].Name),
-			peer: t.peers[j], trace: refs[r].span.TraceID(), span: t.ids[j],
-		})
+		s.history.add(t.facts(int32(j), refs[r].span.TraceID()))
 	}
-	rep.Truth = scoreTruth(refs, t, res)
+	rep.Truth = scoreTruth(refs, t, res, written)
 	return rep
 }
 
@@ -374,33 +425,52 @@ func newRound(size int) *round {
 	}
 }
 
-func (t *round) add(ref int32, service, instance, name string, kind causal.SpanKind, start, end int64, trace pcommon.TraceID, id pcommon.SpanID, p peer, orphan bool) {
+func (t *round) add(ref int32, f released, orphan bool) {
 	j := int32(len(t.spans))
+	host := int32(-1)
+	if f.host != "" {
+		host = t.names.id(f.host)
+	}
 	t.spans = append(t.spans, causal.Span{
-		Start: start, End: end,
-		Service: t.names.id(service), Instance: t.names.id(instance), Name: t.names.id(name),
-		Kind: kind, Peer: -1, Parent: -1, Endpoint: -1, Orphan: orphan,
+		Start: f.start, End: f.end,
+		Service: t.names.id(f.service), Instance: t.names.id(f.instance), Host: host, Name: t.names.id(f.name),
+		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.optional(f.op), OpClass: t.names.optional(f.class), Orphan: orphan,
 	})
-	if kind == causal.KindClient || kind == causal.KindProducer {
-		if p.address != "" {
-			t.spans[j].Endpoint = t.names.id(p.address)
-		}
+	if f.kind.RemoteCaller() && f.peer.address != "" {
+		t.spans[j].Endpoint = t.names.id(f.peer.address)
 	}
 	t.ref = append(t.ref, ref)
-	t.traces = append(t.traces, trace)
-	t.ids = append(t.ids, id)
-	t.peers = append(t.peers, p)
-	t.byID[id] = j
+	t.traces = append(t.traces, f.trace)
+	t.ids = append(t.ids, f.span)
+	t.peers = append(t.peers, f.peer)
+	t.byID[f.span] = j
+}
+
+// facts is what history keeps of span j.
+func (t *round) facts(j int32, trace pcommon.TraceID) released {
+	sp := &t.spans[j]
+	name := func(id int32) string {
+		if id < 0 {
+			return ""
+		}
+		return t.names.name(id)
+	}
+	return released{
+		start: sp.Start, end: sp.End, kind: sp.Kind,
+		service: name(sp.Service), instance: name(sp.Instance), host: name(sp.Host), name: name(sp.Name),
+		op: name(sp.Op), class: name(sp.OpClass), peer: t.peers[j], trace: trace, span: t.ids[j],
+	}
 }
 
 // released is what history keeps of a span after it left: enough to be a parent.
 type released struct {
-	start, end              int64
-	service, instance, name string
-	kind                    causal.SpanKind
-	peer                    peer
-	trace                   pcommon.TraceID
-	span                    pcommon.SpanID
+	start, end                    int64
+	service, instance, host, name string
+	op, class                     string
+	kind                          causal.SpanKind
+	peer                          peer
+	trace                         pcommon.TraceID
+	span                          pcommon.SpanID
 }
 
 // history is a bounded FIFO of released spans, so that an orphan released in a
@@ -445,19 +515,24 @@ func (h *history) since(endAfter, producedAfter int64) []released {
 	return out
 }
 
-// writeBack records an inferred parent on the orphan, as the mode says.
-func (s *Stitcher) writeBack(orphan ptrace.Span, parentTrace pcommon.TraceID, parent pcommon.SpanID, confidence float32) {
+// writeBack records an inferred parent on the orphan, as the mode says; in
+// reparent mode an untrusted parent is only linked.
+func (s *Stitcher) writeBack(orphan ptrace.Span, parentTrace pcommon.TraceID, parent pcommon.SpanID, confidence float32, trusted bool) {
 	attrs := orphan.Attributes()
 	attrs.PutStr(AttrInferredParent, parent.String())
 	attrs.PutDouble(AttrInferredConfidence, math.Round(float64(confidence)*1000)/1000)
-	switch s.opt.Mode {
-	case ModeLink:
+	switch {
+	case s.opt.Mode == ModeReparent && trusted:
+		orphan.SetParentSpanID(parent)
+	case s.opt.Mode == ModeLink || s.opt.Mode == ModeReparent:
 		link := orphan.Links().AppendEmpty()
 		link.SetTraceID(parentTrace)
 		link.SetSpanID(parent)
-		link.Attributes().PutStr("tierscope.link.type", "inferred_parent")
-	case ModeReparent:
-		orphan.SetParentSpanID(parent)
+		linkType := LinkInferredParent
+		if !trusted {
+			linkType = LinkCandidateParent
+		}
+		link.Attributes().PutStr(AttrLinkType, linkType)
 	}
 }
 
@@ -636,12 +711,16 @@ func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []
 	return refs, resources
 }
 
-// identity names a resource's service and process. Local parents are looked for
-// within one process: service.instance.id, else the pod or host, else the service.
+// identity names a resource's service, process and host. A process is known by
+// the attributes that name it whatever its service.name: the pid on its host or
+// container, else its container; then its service instance, pod or host, each
+// with the service; the service alone only when nothing else is given.
 func identity(attrs pcommon.Map) resourceInfo {
 	str := func(k string) string {
 		if v, ok := attrs.Get(k); ok {
-			return v.AsString()
+			if s := v.AsString(); len(s) <= maxAttrLen {
+				return s
+			}
 		}
 		return ""
 	}
@@ -649,17 +728,28 @@ func identity(attrs pcommon.Map) resourceInfo {
 	if info.service == "" {
 		info.service = "unknown_service"
 	}
-	info.instance = str("service.instance.id")
-	if info.instance == "" {
-		for _, k := range []string{"k8s.pod.uid", "k8s.pod.name", "host.name", "host.id"} {
-			if v := str(k); v != "" {
-				info.instance = info.service + "@" + v
-				break
-			}
-		}
+	info.host = str("host.name")
+	if info.host == "" {
+		info.host = str("host.id")
 	}
-	if info.instance == "" {
-		info.instance = info.service
+	container, pid := str("container.id"), str("process.pid")
+	pod := str("k8s.pod.uid")
+	if pod == "" {
+		pod = str("k8s.pod.name")
+	}
+	switch instance := str("service.instance.id"); {
+	case pid != "" && (info.host != "" || container != "" || pod != ""):
+		info.instance = "pid:" + info.host + "/" + container + "/" + pod + "/" + pid
+	case container != "":
+		info.instance = "container:" + container
+	case instance != "":
+		info.instance = "instance:" + info.service + "/" + instance
+	case pod != "":
+		info.instance = "pod:" + pod + "/" + info.service
+	case info.host != "":
+		info.instance = "host:" + info.host + "/" + info.service
+	default:
+		info.instance = "service:" + info.service
 	}
 	return info
 }
@@ -683,3 +773,19 @@ func (n *interner) id(s string) int32 {
 }
 
 func (n *interner) name(id int32) string { return n.names[id] }
+
+// optional interns s, or returns -1 for "".
+func (n *interner) optional(s string) int32 {
+	if s == "" {
+		return -1
+	}
+	return n.id(s)
+}
+
+// opAddress is the address book's key for an operation a server serves.
+func opAddress(op string) string {
+	if op == "" {
+		return ""
+	}
+	return "op:" + op
+}

@@ -17,6 +17,12 @@ type TruthScore struct {
 	OrphanAccuracy             float64
 	// RootsAttached counts true roots that were given a parent.
 	RootsAttached int
+	// Written counts the inferred parents that were written (at or above the
+	// minimum confidence), WrittenCorrect the right ones, Precision their ratio;
+	// BestCorrect counts the lost links whose best candidate, written or not,
+	// was right.
+	Written, WrittenCorrect, BestCorrect int
+	Precision                            float64
 	// Calibration is the accuracy of inferred parents per confidence decile.
 	Calibration []CalibrationBucket
 }
@@ -30,13 +36,13 @@ type CalibrationBucket struct {
 }
 
 // scoreTruth returns nil when no span carries a truth attribute.
-func scoreTruth(refs []spanRef, rd *round, res *causal.StitchResult) *TruthScore {
+func scoreTruth(refs []spanRef, rd *round, res *causal.StitchResult, written []int32) *TruthScore {
 	t := &TruthScore{Calibration: make([]CalibrationBucket, 10)}
 	for d := range t.Calibration {
 		t.Calibration[d].Low, t.Calibration[d].High = float64(d)/10, float64(d+1)/10
 	}
 	seen := false
-	for j, p := range res.Parent {
+	for j, p := range written {
 		if rd.ref[j] < 0 || refs[rd.ref[j]].context {
 			continue
 		}
@@ -72,9 +78,19 @@ func scoreTruth(refs []spanRef, rd *round, res *causal.StitchResult) *TruthScore
 			}
 		}
 		if res.Inferred[j] {
+			best := rd.ids[res.Parent[j]].String() == truth
+			if best && truth != "" {
+				t.BestCorrect++
+			}
+			if p >= 0 {
+				t.Written++
+				if best {
+					t.WrittenCorrect++
+				}
+			}
 			d := min(int(res.Confidence[j]*10), 9)
 			t.Calibration[d].Inferred++
-			if got == truth {
+			if best {
 				t.Calibration[d].Correct++
 			}
 		}
@@ -84,6 +100,7 @@ func scoreTruth(refs []spanRef, rd *round, res *causal.StitchResult) *TruthScore
 	}
 	t.Accuracy = ratio(t.Correct, t.Links)
 	t.OrphanAccuracy = ratio(t.OrphanCorrect, t.OrphanLinks)
+	t.Precision = ratio(t.WrittenCorrect, t.Written)
 	for d := range t.Calibration {
 		t.Calibration[d].Accuracy = ratio(t.Calibration[d].Correct, t.Calibration[d].Inferred)
 	}

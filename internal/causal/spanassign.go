@@ -1,0 +1,287 @@
+package causal
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// assign gives every orphan a parent under the current models: orphan SERVER
+// spans by a one-to-one assignment to CLIENT spans, every other orphan in start
+// order against what its candidates already hold.
+func (s *spanStitcher) assign(round int) {
+	s.assignServers(round)
+	for _, c := range s.sweepOrder() {
+		if s.remote[c] && s.spans[c].Kind == KindServer {
+			continue
+		}
+		if old := s.parent[c]; old >= 0 {
+			if !s.isRemote(old, c) {
+				s.removeKid(old, c)
+			}
+			s.parent[c] = -1
+		}
+		best, runner := int32(-1), int32(-1)
+		bestScore, runnerScore, sum := 0.0, 0.0, 0.0
+		outer := s.outerCandidates(c)
+		for k := s.start[c]; k < s.start[c+1]; k++ {
+			p := s.cands[k]
+			if outer[p] || isSpanAncestorOrSelf(s.parent, c, p) {
+				continue
+			}
+			v := s.score(p, c, round)
+			sum += v
+			switch {
+			case v > bestScore:
+				runner, runnerScore = best, bestScore
+				best, bestScore = p, v
+			case v > runnerScore:
+				runner, runnerScore = p, v
+			}
+		}
+		s.conf[c], s.runner[c] = 0, runner
+		if best < 0 {
+			continue
+		}
+		s.parent[c] = best
+		s.conf[c] = float32(bestScore / sum)
+		if !s.isRemote(best, c) {
+			s.insertKid(best, c)
+		}
+	}
+}
+
+// sweepOrder is the orphans with candidates, by start and, at one start, the
+// longer first, so that a parent is placed before its children.
+func (s *spanStitcher) sweepOrder() []int32 {
+	if s.order != nil {
+		return s.order
+	}
+	for c := range s.spans {
+		if s.start[c] < s.start[c+1] {
+			s.order = append(s.order, int32(c))
+		}
+	}
+	slices.SortStableFunc(s.order, func(a, b int32) int {
+		sa, sb := &s.spans[a], &s.spans[b]
+		switch {
+		case sa.Start != sb.Start:
+			return cmp.Compare(sa.Start, sb.Start)
+		case sa.End != sb.End:
+			return cmp.Compare(sb.End, sa.End)
+		}
+		return 0
+	})
+	return s.order
+}
+
+// outerCandidates marks the local candidates of c that are ancestors, in the
+// current assignment, of another candidate that still runs when c ends. Within
+// one request spans nest like a stack and only the innermost is the parent;
+// under concurrency the spans of other requests enclose c as well, so
+// "innermost" holds only along each chain of parents, not across all spans of
+// the process. The result is reused between calls.
+func (s *spanStitcher) outerCandidates(c int32) map[int32]bool {
+	clear(s.outer)
+	if s.remote[c] {
+		return s.outer
+	}
+	lo, hi := s.start[c], s.start[c+1]
+	if hi-lo < 2 {
+		return s.outer
+	}
+	if s.isCand == nil {
+		s.isCand = make(map[int32]bool)
+		s.outer = make(map[int32]bool)
+	}
+	clear(s.isCand)
+	for k := lo; k < hi; k++ {
+		s.isCand[s.cands[k]] = true
+	}
+	end := s.spans[c].End - s.tol[c]
+	for k := lo; k < hi; k++ {
+		q := s.cands[k]
+		if s.spans[q].End < end {
+			continue
+		}
+		a := s.parent[q]
+		for steps := 0; a >= 0 && steps < 64; steps++ {
+			if s.isCand[a] {
+				s.outer[a] = true
+			}
+			a = s.parent[a]
+		}
+	}
+	return s.outer
+}
+
+// assignServers matches orphan SERVER spans to CLIENT spans one to one, with the
+// largest product of link likelihoods (an auction over log scores), and gives
+// each a confidence that counts a swap with the span holding a candidate as an
+// alternative.
+func (s *spanStitcher) assignServers(round int) {
+	var bidders []int32
+	objOf := make(map[int32]int32)
+	var objs []int32
+	arcStart := []int32{0}
+	var arcObj []int32
+	var arcScore, arcBen []float64
+	for c := range s.spans {
+		ci := int32(c)
+		if !s.remote[c] || s.spans[c].Kind != KindServer || s.start[c] == s.start[c+1] {
+			continue
+		}
+		s.parent[c] = -1
+		bidders = append(bidders, ci)
+		for k := s.start[c]; k < s.start[c+1]; k++ {
+			p := s.cands[k]
+			o, ok := objOf[p]
+			if !ok {
+				o = int32(len(objs))
+				objOf[p] = o
+				objs = append(objs, p)
+			}
+			v := s.score(p, ci, round)
+			arcObj = append(arcObj, o)
+			arcScore = append(arcScore, v)
+			arcBen = append(arcBen, math.Log(v))
+		}
+		arcStart = append(arcStart, int32(len(arcObj)))
+	}
+	if len(bidders) == 0 {
+		return
+	}
+	got := auction(arcStart, arcObj, arcBen, len(objs))
+	owner := make([]int32, len(objs))
+	for j := range owner {
+		owner[j] = -1
+	}
+	for i, o := range got {
+		if o >= 0 {
+			owner[o] = int32(i)
+		}
+	}
+	scoreOf := func(i int32, o int32) float64 {
+		for k := arcStart[i]; k < arcStart[i+1]; k++ {
+			if arcObj[k] == o {
+				return arcScore[k]
+			}
+		}
+		return 0
+	}
+	for i, c := range bidders {
+		s.conf[c], s.runner[c] = 0, -1
+		o := got[i]
+		var mine float64
+		if o >= 0 {
+			mine = scoreOf(int32(i), o)
+		}
+		den, runner, runnerScore := mine, int32(-1), 0.0
+		for k := arcStart[i]; k < arcStart[i+1]; k++ {
+			q := arcObj[k]
+			if q == o {
+				continue
+			}
+			alt := arcScore[k]
+			if h := owner[q]; h >= 0 && o >= 0 {
+				// Taking q means its holder takes ours instead.
+				alt *= scoreOf(h, o) / arcScore[indexOf(arcStart, arcObj, h, q)]
+			} else if h >= 0 {
+				alt = 0
+			}
+			den += alt
+			if arcScore[k] > runnerScore {
+				runner, runnerScore = objs[q], arcScore[k]
+			}
+		}
+		s.runner[c] = runner
+		if o < 0 {
+			continue
+		}
+		s.parent[c] = objs[o]
+		s.conf[c] = float32(mine / den)
+	}
+}
+
+func indexOf(arcStart, arcObj []int32, i, o int32) int32 {
+	for k := arcStart[i]; k < arcStart[i+1]; k++ {
+		if arcObj[k] == o {
+			return k
+		}
+	}
+	return -1
+}
+
+// auction solves the sparse assignment problem: bidder i may take object
+// arcObj[k] for k in [arcStart[i], arcStart[i+1]) with benefit arcBen[k], each
+// object goes to at most one bidder, and the total benefit is maximal within
+// n·ε (Bertsekas' forward auction, Gauss–Seidel, ε = 0.01 in log-likelihood).
+// A bidder left without an object that is worth its price gets -1. It returns
+// each bidder's object. ε-scaling is left out: the bidders' private abstention
+// would need prices of its own to survive a phase.
+func auction(arcStart []int32, arcObj []int32, arcBen []float64, objects int) []int32 {
+	nb := len(arcStart) - 1
+	price := make([]float64, objects)
+	owner := make([]int32, objects)
+	got := make([]int32, nb)
+	// Abstaining is worth less than any object, so a bidder abstains only when
+	// every object it could take is held by a bidder that values it more.
+	abstain := make([]float64, nb)
+	for i := 0; i < nb; i++ {
+		lo := math.Inf(1)
+		for k := arcStart[i]; k < arcStart[i+1]; k++ {
+			lo = min(lo, arcBen[k])
+		}
+		abstain[i] = lo - 30
+	}
+	queue := make([]int32, 0, nb)
+	for _, eps := range []float64{0.01} {
+		for j := range owner {
+			owner[j] = -1
+		}
+		queue = queue[:0]
+		for i := nb - 1; i >= 0; i-- {
+			got[i] = -1
+			queue = append(queue, int32(i))
+		}
+		budget := 50*len(arcObj) + 1000
+		for len(queue) > 0 && budget > 0 {
+			budget--
+			i := queue[len(queue)-1]
+			queue = queue[:len(queue)-1]
+			best, bestV, secondV := int32(-1), abstain[i], math.Inf(-1)
+			for k := arcStart[i]; k < arcStart[i+1]; k++ {
+				v := arcBen[k] - price[arcObj[k]]
+				switch {
+				case v > bestV:
+					secondV, bestV, best = bestV, v, arcObj[k]
+				case v > secondV:
+					secondV = v
+				}
+			}
+			if best < 0 {
+				continue // abstains
+			}
+			price[best] += bestV - secondV + eps
+			if o := owner[best]; o >= 0 {
+				got[o] = -1
+				queue = append(queue, o)
+			}
+			owner[best], got[i] = i, best
+		}
+		// Out of budget (a price war on a huge component): the rest take their
+		// best free object.
+		for _, i := range queue {
+			best, bestV := int32(-1), math.Inf(-1)
+			for k := arcStart[i]; k < arcStart[i+1]; k++ {
+				if o := arcObj[k]; owner[o] < 0 && arcBen[k] > bestV {
+					best, bestV = o, arcBen[k]
+				}
+			}
+			if best >= 0 {
+				owner[best], got[i] = i, best
+			}
+		}
+	}
+	return got
+}

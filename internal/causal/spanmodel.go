@@ -1,0 +1,303 @@
+package causal
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/tierscope/tierscope/internal/stats"
+)
+
+// Delay models of span stitching. Each is a histogram over signed log bins of a
+// delay, keyed by who the spans are; a score is the smoothed count at the
+// delay's bin, so that frequent and precisely timed relations score high, as in
+// the paper's scoreboard (paper 001 §5.1.1).
+//
+//   - link (caller service → callee service): request delay
+//     start(callee) − start(caller), and response delay end(caller) − end(callee)
+//     as a distribution (its share at the delay);
+//   - first (parent service and name → child service and name): offset
+//     start(child) − start(parent) of a parent's first child;
+//   - next (same key): gap start(child) − end(previous sibling) when the
+//     previous sibling has ended (sequential), or start(child) −
+//     start(previous sibling) when it is still running (parallel);
+//   - per parent and child key, how many children outlive their parent.
+
+// modelKind separates the models that share a key space.
+type modelKind uint8
+
+const (
+	modelRequest modelKind = iota
+	modelResponse
+	modelFirst
+	modelSequential
+	modelParallel
+)
+
+type modelKey struct {
+	kind       modelKind
+	a, b, c, d int32
+}
+
+// scoreFloor keeps a delay never seen from scoring zero, so that the posterior
+// of a lone candidate is defined and cycles can still be ordered.
+const scoreFloor = 1e-3
+
+type delayModels struct {
+	bins  stats.LogBins
+	width int
+	index map[modelKey]int32
+	hist  []float32 // width floats per model
+	total []float64
+	// outlive counts, per (parent, child) local key, the children seen ending
+	// after their parent and all children seen.
+	outlive map[modelKey][2]float64
+}
+
+func newDelayModels(bins stats.LogBins) *delayModels {
+	return &delayModels{bins: bins, width: 2*bins.Count - 1, index: make(map[modelKey]int32), outlive: make(map[modelKey][2]float64)}
+}
+
+func (m *delayModels) reset() {
+	clear(m.index)
+	clear(m.outlive)
+	m.hist = m.hist[:0]
+	m.total = m.total[:0]
+}
+
+func (m *delayModels) id(k modelKey, create bool) int32 {
+	if h, ok := m.index[k]; ok {
+		return h
+	}
+	if !create {
+		return -1
+	}
+	h := int32(len(m.total))
+	m.index[k] = h
+	m.hist = append(m.hist, make([]float32, m.width)...)
+	m.total = append(m.total, 0)
+	return h
+}
+
+func (m *delayModels) add(k modelKey, delay int64, w float64) {
+	h := m.id(k, true)
+	m.hist[int(h)*m.width+signedBin(m.bins, delay)] += float32(w)
+	m.total[h] += w
+}
+
+// count is the smoothed count of model k at delay: its bin plus half of each
+// neighbour, since a delay near a bin edge belongs to both.
+func (m *delayModels) count(k modelKey, delay int64) float64 {
+	h := m.id(k, false)
+	if h < 0 {
+		return 0
+	}
+	row := m.hist[int(h)*m.width : int(h+1)*m.width]
+	b := signedBin(m.bins, delay)
+	v := float64(row[b])
+	if b > 0 {
+		v += 0.5 * float64(row[b-1])
+	}
+	if b+1 < len(row) {
+		v += 0.5 * float64(row[b+1])
+	}
+	return v
+}
+
+// share is count over the model's total: the probability of the delay's bin.
+func (m *delayModels) share(k modelKey, delay int64) float64 {
+	h := m.id(k, false)
+	if h < 0 || m.total[h] == 0 {
+		return 1 / float64(m.width)
+	}
+	return (m.count(k, delay) + scoreFloor) / (2*m.total[h] + scoreFloor*float64(m.width))
+}
+
+func (m *delayModels) addOutlive(k modelKey, outlived bool, w float64) {
+	v := m.outlive[k]
+	if outlived {
+		v[0] += w
+	}
+	v[1] += w
+	m.outlive[k] = v
+}
+
+// outliveFactor is the probability that a child of key k does (or does not)
+// outlive its parent, with a prior that makes outliving rare until seen.
+func (m *delayModels) outliveFactor(k modelKey, outlives bool) float64 {
+	v := m.outlive[k]
+	p := (v[0] + 0.05) / (v[1] + 1)
+	if outlives {
+		return p
+	}
+	return 1 - p
+}
+
+func (s *spanStitcher) linkKey(kind modelKind, p, c int32) modelKey {
+	return modelKey{kind: kind, a: s.spans[p].Service, b: s.spans[c].Service, c: int32(s.spans[p].Kind)}
+}
+
+func (s *spanStitcher) localKey(kind modelKind, p, c int32) modelKey {
+	ps, cs := &s.spans[p], &s.spans[c]
+	return modelKey{kind: kind, a: ps.Service, b: ps.Name, c: cs.Service, d: cs.Name}
+}
+
+// fit rebuilds the models: from known links with weight 1 and, in round 0,
+// from every orphan's candidates with weight 1/N (the scoreboard); in later
+// rounds from the assignment, weighted by its confidence.
+func (s *spanStitcher) fit(round int) {
+	m := s.models
+	m.reset()
+	spans := s.spans
+	n := len(spans)
+	s.kids = make([][]int32, n)
+	for c := range spans {
+		p := s.parent[c]
+		if p < 0 || (round == 0 && !s.known[c]) {
+			continue
+		}
+		if s.isRemote(p, int32(c)) {
+			continue
+		}
+		s.kids[p] = append(s.kids[p], int32(c))
+	}
+	for p := range s.kids {
+		if len(s.kids[p]) > 1 {
+			s.sortByStart(s.kids[p])
+		}
+	}
+	for c := range spans {
+		ci := int32(c)
+		p := s.parent[c]
+		if p >= 0 && (s.known[c] || round > 0) {
+			w := 1.0
+			if !s.known[c] {
+				w = float64(s.conf[c])
+			}
+			s.addLink(p, ci, w, round == 0)
+			continue
+		}
+		if round > 0 || !spans[c].Orphan || s.known[c] {
+			continue
+		}
+		lo, hi := s.start[c], s.start[c+1]
+		for k := lo; k < hi; k++ {
+			s.addLink(s.cands[k], ci, 1/float64(hi-lo), true)
+		}
+	}
+}
+
+func (s *spanStitcher) isRemote(p, c int32) bool {
+	return s.spans[c].Kind.RemoteEntry() && s.spans[p].Kind.RemoteCaller()
+}
+
+// addLink adds the link p → c to the models. firstOnly counts every local
+// child as a first child: round 0 knows no siblings yet.
+func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
+	m := s.models
+	ps, cs := &s.spans[p], &s.spans[c]
+	if s.isRemote(p, c) {
+		m.add(s.linkKey(modelRequest, p, c), cs.Start-ps.Start, w)
+		if cs.Kind == KindServer {
+			m.add(s.linkKey(modelResponse, p, c), ps.End-cs.End, w)
+		}
+		return
+	}
+	kind, delay := modelFirst, cs.Start-ps.Start
+	if !firstOnly {
+		if prev := s.previousSibling(p, c); prev >= 0 {
+			kind, delay = s.siblingDelay(prev, c)
+		}
+	}
+	m.add(s.localKey(kind, p, c), delay, w)
+	// The scoreboard's even spread would teach that children outlive the
+	// outer candidates; outliving is learned from links only.
+	if !firstOnly || s.known[c] {
+		m.addOutlive(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tol[c], w)
+	}
+}
+
+// siblingDelay is the gap after a finished previous sibling, or the start
+// offset from a running one.
+func (s *spanStitcher) siblingDelay(prev, c int32) (modelKind, int64) {
+	ps, cs := &s.spans[prev], &s.spans[c]
+	if ps.End <= cs.Start+s.tol[c] {
+		return modelSequential, cs.Start - ps.End
+	}
+	return modelParallel, cs.Start - ps.Start
+}
+
+// previousSibling is the child of p that started last before c (ties by
+// index), or -1.
+func (s *spanStitcher) previousSibling(p, c int32) int32 {
+	kids := s.kids[p]
+	cs := s.spans[c].Start
+	j := sort.Search(len(kids), func(i int) bool {
+		k := kids[i]
+		ks := s.spans[k].Start
+		return ks > cs || (ks == cs && k >= c)
+	})
+	for j > 0 {
+		j--
+		if kids[j] != c {
+			return kids[j]
+		}
+	}
+	return -1
+}
+
+func (s *spanStitcher) sortByStart(list []int32) {
+	slices.SortFunc(list, func(a, b int32) int {
+		sa, sb := s.spans[a].Start, s.spans[b].Start
+		switch {
+		case sa < sb:
+			return -1
+		case sa > sb:
+			return 1
+		}
+		return int(a - b)
+	})
+}
+
+// insertKid adds c to p's children, keeping them by start.
+func (s *spanStitcher) insertKid(p, c int32) {
+	kids := s.kids[p]
+	cs := s.spans[c].Start
+	j := sort.Search(len(kids), func(i int) bool {
+		k := kids[i]
+		ks := s.spans[k].Start
+		return ks > cs || (ks == cs && k > c)
+	})
+	kids = append(kids, 0)
+	copy(kids[j+1:], kids[j:])
+	kids[j] = c
+	s.kids[p] = kids
+}
+
+func (s *spanStitcher) removeKid(p, c int32) {
+	kids := s.kids[p]
+	if i := slices.Index(kids, c); i >= 0 {
+		s.kids[p] = slices.Delete(kids, i, i+1)
+	}
+}
+
+// score is how well p explains c as its parent under the current models and
+// the children p already has.
+func (s *spanStitcher) score(p, c int32, round int) float64 {
+	m := s.models
+	ps, cs := &s.spans[p], &s.spans[c]
+	if s.isRemote(p, c) {
+		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start) + scoreFloor
+		if cs.Kind == KindServer {
+			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End)
+		}
+		return v
+	}
+	kind, delay := modelFirst, cs.Start-ps.Start
+	if round > 0 {
+		if prev := s.previousSibling(p, c); prev >= 0 {
+			kind, delay = s.siblingDelay(prev, c)
+		}
+	}
+	v := m.count(s.localKey(kind, p, c), delay) + scoreFloor
+	return v * m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tol[c])
+}

@@ -1,0 +1,459 @@
+package causal
+
+import (
+	"math"
+	"slices"
+	"sort"
+)
+
+// spanStitcher holds one Stitch call's state.
+type spanStitcher struct {
+	spans []Span
+	cfg   StitchConfig
+	// proc is the process a span's local parents are looked for in: its
+	// Instance, or its host process for a guest.
+	proc []int32
+	// tolStart and tol are the timestamp tolerances of each span's process, for
+	// its starts and for its ends or both.
+	tolStart, tol []int64
+	// cands/start hold the candidate parents of every orphan (CSR); remote marks
+	// orphans whose candidates are callers in other processes.
+	cands  []int32
+	start  []uint32
+	remote []bool
+	// parent is the current parent of every span (known or assigned); known
+	// marks those from context.
+	parent []int32
+	known  []bool
+	conf   []float32
+	runner []int32
+	// kids lists every span's current local children, by start.
+	kids [][]int32
+	// hasKnownCallee marks callers whose SERVER child is known from context.
+	hasKnownCallee []bool
+	models         *delayModels
+	guests         int
+	// order, isCand and outer are reused by the sweeps.
+	order         []int32
+	isCand, outer map[int32]bool
+}
+
+func newSpanStitcher(spans []Span, cfg StitchConfig) *spanStitcher {
+	n := len(spans)
+	s := &spanStitcher{
+		spans: spans, cfg: cfg,
+		parent: make([]int32, n), known: make([]bool, n), conf: make([]float32, n), runner: make([]int32, n),
+		hasKnownCallee: make([]bool, n),
+	}
+	for i := range spans {
+		s.parent[i] = spans[i].Parent
+		s.runner[i] = -1
+		if p := spans[i].Parent; p >= 0 && int(p) < n {
+			s.known[i] = true
+			if spans[i].Kind.RemoteEntry() && spans[p].Kind == KindClient {
+				s.hasKnownCallee[p] = true
+			}
+		} else {
+			s.parent[i] = -1
+		}
+	}
+	return s
+}
+
+func (s *spanStitcher) run() *StitchResult {
+	n := len(s.spans)
+	res := &StitchResult{Parent: s.parent, Inferred: make([]bool, n), Confidence: s.conf, Runner: s.runner}
+	for i := range s.spans {
+		if s.spans[i].Orphan && !s.known[i] {
+			res.Orphans++
+		}
+	}
+	s.learnTolerances()
+	s.placeGuests()
+	res.Guests = s.guests
+	s.candidates()
+	s.models = newDelayModels(s.cfg.Bins)
+
+	// Round 0 is the paper's scoreboard; every later round refits the models to
+	// the assignment before assigning again.
+	for round := 0; round <= s.cfg.Rounds; round++ {
+		s.fit(round)
+		s.assign(round)
+	}
+	s.breakCycles()
+	for i := range s.spans {
+		if s.known[i] {
+			continue
+		}
+		if s.parent[i] >= 0 {
+			res.Inferred[i] = true
+		} else if s.spans[i].Orphan {
+			res.LeftOrphan++
+		}
+	}
+	return res
+}
+
+// learnTolerances sets each process's timestamp tolerance: the coarsest power
+// of ten dividing all of its timestamps (an SDK that stamps in milliseconds can
+// start a child "before" its parent by up to 1 ms), or LocalWindow when set.
+func (s *spanStitcher) learnTolerances() {
+	n := len(s.spans)
+	s.tol, s.tolStart = make([]int64, n), make([]int64, n)
+	if w := int64(s.cfg.LocalWindow); w > 0 {
+		for i := range s.tol {
+			s.tol[i], s.tolStart[i] = w, w
+		}
+		return
+	}
+	// Starts and ends apart: some SDKs round only the start of a server span.
+	type res struct{ start, end int64 }
+	byProc := make(map[int32]res)
+	coarsest := func(r, t int64) int64 {
+		for r > 1 && t%r != 0 {
+			r /= 10
+		}
+		return r
+	}
+	for i := range s.spans {
+		sp := &s.spans[i]
+		r, ok := byProc[sp.Instance]
+		if !ok {
+			r = res{1e9, 1e9}
+		}
+		r.start, r.end = coarsest(r.start, sp.Start), coarsest(r.end, sp.End)
+		byProc[sp.Instance] = r
+	}
+	for i := range s.spans {
+		r := byProc[s.spans[i].Instance]
+		if r.start > 1 {
+			s.tolStart[i] = r.start
+		}
+		s.tol[i] = max(s.tolStart[i], r.end)
+		if s.tol[i] == 1 {
+			s.tol[i] = 0
+		}
+	}
+}
+
+// placeGuests finds the host process of every client-only process: a process
+// with orphan spans that serves no request (no SERVER or CONSUMER span) runs
+// inside another, when one process of its host encloses nearly all of its spans
+// and no other does nearly as often. Its spans then look for local parents
+// there.
+func (s *spanStitcher) placeGuests() {
+	spans := s.spans
+	s.proc = make([]int32, len(spans))
+	serves := make(map[int32]bool)
+	orphans := make(map[int32][]int32)
+	for i := range spans {
+		sp := &spans[i]
+		s.proc[i] = sp.Instance
+		if sp.Kind.RemoteEntry() {
+			serves[sp.Instance] = true
+		}
+	}
+	for i := range spans {
+		sp := &spans[i]
+		if !serves[sp.Instance] && sp.Orphan && !s.known[i] {
+			orphans[sp.Instance] = append(orphans[sp.Instance], int32(i))
+		}
+	}
+	if len(orphans) == 0 {
+		return
+	}
+	// The enclosing spans of every serving process by start, with the running
+	// maximum of their ends: some span encloses [a, b] iff the maximum end of
+	// those starting by a reaches b.
+	type encl struct {
+		host   int32
+		starts []int64
+		maxEnd []int64
+	}
+	procs := make(map[int32]*encl)
+	var order []int32
+	for _, i := range orderSpansByStart(spans) {
+		sp := &spans[i]
+		if !serves[sp.Instance] || sp.Kind.RemoteCaller() {
+			continue
+		}
+		e := procs[sp.Instance]
+		if e == nil {
+			e = &encl{host: sp.Host}
+			procs[sp.Instance] = e
+			order = append(order, sp.Instance)
+		}
+		m := sp.End
+		if k := len(e.maxEnd); k > 0 && e.maxEnd[k-1] > m {
+			m = e.maxEnd[k-1]
+		}
+		e.starts = append(e.starts, sp.Start)
+		e.maxEnd = append(e.maxEnd, m)
+	}
+	guests := make([]int32, 0, len(orphans))
+	for g := range orphans {
+		guests = append(guests, g)
+	}
+	slices.Sort(guests)
+	const sample = 64
+	counts := make(map[int32]int)
+	for _, g := range guests {
+		list := orphans[g]
+		step := max(1, len(list)/sample)
+		m := 0
+		clear(counts)
+		for k := 0; k < len(list); k += step {
+			c := &spans[list[k]]
+			m++
+			for _, pid := range order {
+				e := procs[pid]
+				if c.Host >= 0 && e.host >= 0 && e.host != c.Host {
+					continue
+				}
+				j := sort.Search(len(e.starts), func(x int) bool { return e.starts[x] > c.Start })
+				if j > 0 && e.maxEnd[j-1] >= c.End {
+					counts[pid]++
+				}
+			}
+		}
+		best, first, second := int32(-1), 0, 0
+		for _, pid := range order {
+			switch k := counts[pid]; {
+			case k > first:
+				best, first, second = pid, k, first
+			case k > second:
+				second = k
+			}
+		}
+		// Nearly always enclosed by one process and clearly less by any other:
+		// under load every busy process encloses some spans by chance.
+		if m >= 3 && 10*first >= 9*m && 10*second <= 6*m {
+			s.guests++
+			for _, i := range list {
+				s.proc[i] = best
+			}
+			for i := range spans {
+				if spans[i].Instance == g {
+					s.proc[i] = best
+				}
+			}
+		}
+	}
+}
+
+// candidates finds the candidate parents of every orphan, in one sweep by start.
+func (s *spanStitcher) candidates() {
+	spans := s.spans
+	n := len(spans)
+	w, aw := int64(s.cfg.SkewWindow), int64(s.cfg.AsyncWindow)
+	var maxTol int64
+	for _, t := range s.tol {
+		maxTol = max(maxTol, t)
+	}
+	byStart := orderSpansByStart(spans)
+	local := make(map[int32][]int32)
+	var clients, producers []int32
+	lists := make([][]int32, n)
+	s.remote = make([]bool, n)
+	next := 0
+	for _, c := range byStart {
+		cs := &spans[c]
+		horizon := cs.Start + max(w, maxTol)
+		for next < len(byStart) && spans[byStart[next]].Start <= horizon {
+			p := byStart[next]
+			switch spans[p].Kind {
+			case KindClient:
+				clients = append(clients, p)
+			case KindProducer:
+				producers = append(producers, p)
+			default:
+				local[s.proc[p]] = append(local[s.proc[p]], p)
+			}
+			next++
+		}
+		if !cs.Orphan || s.known[c] {
+			continue
+		}
+		if cs.Kind.RemoteEntry() {
+			s.remote[c] = true
+			if cs.Kind == KindConsumer {
+				producers = pruneStarted(spans, producers, cs.Start-aw)
+				lists[c] = s.remoteCandidates(producers, c, w, aw, nil)
+			} else {
+				clients = prune(spans, clients, cs.Start-w)
+				lists[c] = s.remoteCandidates(clients, c, w, aw, nil)
+			}
+			continue
+		}
+		t := s.tolStart[c]
+		act := prune(spans, local[s.proc[c]], cs.Start-maxTol)
+		local[s.proc[c]] = act
+		for _, p := range act {
+			ps := &spans[p]
+			if p != c && ps.Start <= cs.Start+t && ps.End >= cs.Start-t {
+				lists[c] = append(lists[c], p)
+			}
+		}
+	}
+	s.preferInTime(lists)
+	s.start = make([]uint32, n+1)
+	for i, l := range lists {
+		s.start[i+1] = s.start[i] + uint32(len(l))
+	}
+	s.cands = make([]int32, 0, s.start[n])
+	for _, l := range lists {
+		s.cands = append(s.cands, l...)
+	}
+}
+
+// remoteCandidates appends the callers of another process that may have called
+// span c: a CLIENT span enclosing it within the skew window w, or a PRODUCER span
+// that started at most aw before it; a known peer or operation must agree, and
+// a CLIENT whose callee is known from context is taken.
+func (s *spanStitcher) remoteCandidates(active []int32, c int32, w, aw int64, dst []int32) []int32 {
+	spans := s.spans
+	cs := &spans[c]
+	for _, p := range active {
+		ps := &spans[p]
+		if p == c || s.proc[p] == s.proc[c] || ps.Start > cs.Start+w || (ps.Peer >= 0 && ps.Peer != cs.Service) || !opsAgree(ps, cs) {
+			continue
+		}
+		if cs.Kind == KindConsumer {
+			if ps.Kind != KindProducer || cs.Start-ps.Start > aw {
+				continue
+			}
+		} else if ps.Kind != KindClient || ps.End < cs.End-w || s.hasKnownCallee[p] {
+			continue
+		}
+		dst = append(dst, p)
+	}
+	return dst
+}
+
+func opsAgree(caller, callee *Span) bool {
+	return (caller.Op < 0 || callee.Op < 0 || caller.Op == callee.Op) &&
+		(caller.OpClass < 0 || callee.OpClass < 0 || caller.OpClass == callee.OpClass)
+}
+
+// prune drops spans that ended before horizon, keeping start order.
+func prune(spans []Span, active []int32, horizon int64) []int32 {
+	kept := active[:0]
+	for _, p := range active {
+		if spans[p].End >= horizon {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// pruneStarted drops spans that started before horizon: a PRODUCER stays a
+// candidate for the async window after its start, whenever it ended.
+func pruneStarted(spans []Span, active []int32, horizon int64) []int32 {
+	i := 0
+	for i < len(active) && spans[active[i]].Start < horizon {
+		i++
+	}
+	return active[i:]
+}
+
+// isSpanAncestorOrSelf reports whether a is p or an ancestor of p.
+func isSpanAncestorOrSelf(parent []int32, a, p int32) bool {
+	for steps := 0; p >= 0 && steps <= len(parent); steps++ {
+		if p == a {
+			return true
+		}
+		p = parent[p]
+	}
+	return false
+}
+
+// breakCycles removes, from every cycle the joint assignment closed, its least
+// confident inferred link.
+func (s *spanStitcher) breakCycles() {
+	n := len(s.parent)
+	state := make([]uint8, n) // 0 unseen, 1 on the current path, 2 done
+	var path []int32
+	for i := range s.parent {
+		if state[i] != 0 {
+			continue
+		}
+		path = path[:0]
+		j := int32(i)
+		for j >= 0 && state[j] == 0 {
+			state[j] = 1
+			path = append(path, j)
+			j = s.parent[j]
+		}
+		if j >= 0 && state[j] == 1 {
+			// path from j to the end is a cycle; cut its weakest inferred link
+			weakest, wc := int32(-1), float32(math.Inf(1))
+			for k := len(path) - 1; k >= 0; k-- {
+				v := path[k]
+				if !s.known[v] && s.conf[v] < wc {
+					weakest, wc = v, s.conf[v]
+				}
+				if v == j {
+					break
+				}
+			}
+			if weakest >= 0 {
+				s.parent[weakest], s.conf[weakest] = -1, 0
+			}
+		}
+		for _, v := range path {
+			state[v] = 2
+		}
+	}
+}
+
+// preferInTime narrows every orphan SERVER span's callers to those that started
+// before it, within the timestamps' resolution, when any did: a caller that
+// started after its callee is explained only by clock skew, which the window
+// admits for when no caller started first. The end is left to the response
+// delay model, since a callee's end is often stamped after its caller's when
+// the two hosts' clocks drift apart by a fraction of a millisecond. The chain
+// rule follows (innermostCallers).
+func (s *spanStitcher) preferInTime(lists [][]int32) {
+	for c, l := range lists {
+		if !s.remote[c] || s.spans[c].Kind != KindServer || len(l) < 2 {
+			continue
+		}
+		cs := &s.spans[c]
+		inTime := l[:0:0]
+		for _, p := range l {
+			if cs.Start-s.spans[p].Start >= -(s.tolStart[c] + s.tolStart[p]) {
+				inTime = append(inTime, p)
+			}
+		}
+		if len(inTime) > 0 {
+			lists[c] = inTime
+		}
+		lists[c] = s.innermostCallers(lists[c])
+	}
+}
+
+// innermostCallers drops a caller that encloses another candidate caller of a
+// different process: the outer one is further up the same chain of calls (a
+// gateway's call enclosing the call its callee made), and its own callee is
+// the inner caller's process.
+func (s *spanStitcher) innermostCallers(l []int32) []int32 {
+	if len(l) < 2 {
+		return l
+	}
+	kept := l[:0:0]
+	for _, p := range l {
+		ps := &s.spans[p]
+		outer := false
+		for _, q := range l {
+			qs := &s.spans[q]
+			if q != p && s.proc[q] != s.proc[p] && ps.Start <= qs.Start && qs.End <= ps.End && (ps.Start != qs.Start || ps.End != qs.End) {
+				outer = true
+				break
+			}
+		}
+		if !outer {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}

@@ -1,0 +1,153 @@
+package stitch
+
+import (
+	"net/url"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tierscope/tierscope/internal/causal"
+)
+
+// operation returns the operation a span calls (CLIENT, PRODUCER) or serves
+// (SERVER, CONSUMER), in a form both sides of a call share, so that a caller is
+// matched down to the method: op the method, class a coarser key; "" when
+// unknown. Both current and legacy semantic conventions are read.
+//
+//   - RPC: "rpc <Service>/<method>" and "rpc <Service>", from rpc.service and
+//     rpc.method or from a span name or path of the form /pkg.Service/Method.
+//     The service is its last dotted component and names are lower-cased, so
+//     "grpc.pkg.Service", "pkg.Service" and "/pkg.Service/Method" agree.
+//   - HTTP: "http <path>" with identifiers masked, and "http <METHOD>". A
+//     server's path comes from url.path or http.target, never from its route
+//     template, whose parameters need not look like identifiers.
+//   - Messaging: "msg <destination>".
+func operation(sp ptrace.Span, kind causal.SpanKind, tooLong *int) (op, class string) {
+	attrs := sp.Attributes()
+	get := func(keys ...string) string {
+		for _, k := range keys {
+			if v, ok := attrs.Get(k); ok {
+				s := v.AsString()
+				if len(s) > maxAttrLen {
+					*tooLong++
+					continue
+				}
+				if s != "" {
+					return s
+				}
+			}
+		}
+		return ""
+	}
+	if kind == causal.KindProducer || kind == causal.KindConsumer {
+		if d := get("messaging.destination.name", "messaging.destination"); d != "" {
+			return "msg " + d, ""
+		}
+		return "", ""
+	}
+	if m := get("rpc.method"); strings.Contains(m, "/") {
+		// Newer conventions put the full method here.
+		if svc, m, ok := splitRPC(m); ok {
+			return rpcKeys(svc, m)
+		}
+	}
+	if svc := get("rpc.service"); svc != "" {
+		m := get("rpc.method")
+		if m == "" {
+			// The name of an RPC span is its full method.
+			_, m, _ = splitRPC(sp.Name())
+		}
+		return rpcKeys(svc, m)
+	}
+	if get("rpc.system") != "" {
+		if svc, m, ok := splitRPC(sp.Name()); ok {
+			return rpcKeys(svc, m)
+		}
+	}
+	var path string
+	switch kind {
+	case causal.KindClient:
+		if u := get("url.full", "http.url"); u != "" {
+			if parsed, err := url.Parse(u); err == nil {
+				path = parsed.Path
+			}
+		}
+		if path == "" {
+			path = get("url.path")
+		}
+	case causal.KindServer:
+		path = get("url.path", "http.target")
+	}
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	if svc, m, ok := splitRPC(path); ok {
+		return rpcKeys(svc, m)
+	}
+	if path != "" {
+		op = "http " + maskPath(path)
+	}
+	if m := get("http.request.method", "http.method"); m != "" {
+		class = "http " + strings.ToUpper(m)
+	}
+	return op, class
+}
+
+// splitRPC splits "/pkg.Service/Method" or "pkg.Service/Method".
+func splitRPC(name string) (service, method string, ok bool) {
+	name = strings.TrimPrefix(name, "/")
+	i := strings.IndexByte(name, '/')
+	if i <= 0 || i == len(name)-1 || strings.IndexByte(name[i+1:], '/') >= 0 || !strings.Contains(name[:i], ".") {
+		return "", "", false
+	}
+	return name[:i], name[i+1:], true
+}
+
+func rpcKeys(service, method string) (op, class string) {
+	if i := strings.LastIndexByte(service, '.'); i >= 0 {
+		service = service[i+1:]
+	}
+	service = strings.ToLower(service)
+	class = "rpc " + service
+	if method != "" {
+		op = class + "/" + strings.ToLower(method)
+	}
+	return op, class
+}
+
+// maskPath replaces the segments of a path that look like identifiers (any
+// digit, or longer than 24 characters) with "*", so that calls of one route
+// share a key on both sides.
+func maskPath(path string) string {
+	var b strings.Builder
+	b.Grow(len(path))
+	for i, seg := range strings.Split(path, "/") {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		if len(seg) > 24 || strings.ContainsAny(seg, "0123456789") {
+			b.WriteByte('*')
+			continue
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
+}
+
+// ownAddress is the address a SERVER span answered on (server.address and
+// server.port on the server side, net.host.name and net.host.port in the legacy
+// conventions), in the form a CLIENT span's peer address takes.
+func ownAddress(attrs pcommon.Map) string {
+	str := func(keys ...string) string {
+		for _, k := range keys {
+			if v, ok := attrs.Get(k); ok {
+				if s := v.AsString(); s != "" && len(s) <= maxAttrLen {
+					return s
+				}
+			}
+		}
+		return ""
+	}
+	return hostPort(str("server.address", "net.host.name"), str("server.port", "net.host.port"))
+}
