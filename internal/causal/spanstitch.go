@@ -36,6 +36,8 @@ type spanStitcher struct {
 	// order, isCand and outer are reused by the sweeps.
 	order         []int32
 	isCand, outer map[int32]bool
+	// servers lists every process's SERVER spans by start, for the chain rule.
+	servers map[int32][]int32
 }
 
 func newSpanStitcher(spans []Span, cfg StitchConfig) *spanStitcher {
@@ -433,9 +435,11 @@ func (s *spanStitcher) preferInTime(lists [][]int32) {
 }
 
 // innermostCallers drops a caller that encloses another candidate caller of a
-// different process: the outer one is further up the same chain of calls (a
-// gateway's call enclosing the call its callee made), and its own callee is
-// the inner caller's process.
+// different process when that process served the outer call: a SERVER span of
+// the inner caller's process nests in the outer caller and encloses the inner
+// one. The outer caller is then further up the same chain of calls (a
+// gateway's call enclosing the call its callee made). Without that witness,
+// under concurrency, the inner caller may belong to another request.
 func (s *spanStitcher) innermostCallers(l []int32) []int32 {
 	if len(l) < 2 {
 		return l
@@ -446,7 +450,8 @@ func (s *spanStitcher) innermostCallers(l []int32) []int32 {
 		outer := false
 		for _, q := range l {
 			qs := &s.spans[q]
-			if q != p && s.proc[q] != s.proc[p] && ps.Start <= qs.Start && qs.End <= ps.End && (ps.Start != qs.Start || ps.End != qs.End) {
+			if q != p && s.proc[q] != s.proc[p] && ps.Start <= qs.Start && qs.End <= ps.End &&
+				(ps.Start != qs.Start || ps.End != qs.End) && s.servedBetween(q, p) {
 				outer = true
 				break
 			}
@@ -456,4 +461,30 @@ func (s *spanStitcher) innermostCallers(l []int32) []int32 {
 		}
 	}
 	return kept
+}
+
+// servedBetween reports whether a SERVER span of inner's process nests in
+// outer and encloses inner.
+func (s *spanStitcher) servedBetween(inner, outer int32) bool {
+	if s.servers == nil {
+		s.servers = make(map[int32][]int32)
+		for _, i := range orderSpansByStart(s.spans) {
+			if s.spans[i].Kind == KindServer {
+				s.servers[s.proc[i]] = append(s.servers[s.proc[i]], i)
+			}
+		}
+	}
+	is, os := &s.spans[inner], &s.spans[outer]
+	list := s.servers[s.proc[inner]]
+	j := sort.Search(len(list), func(k int) bool { return s.spans[list[k]].Start >= os.Start })
+	for ; j < len(list); j++ {
+		v := &s.spans[list[j]]
+		if v.Start > is.Start {
+			break
+		}
+		if v.End <= os.End && v.End >= is.End {
+			return true
+		}
+	}
+	return false
 }

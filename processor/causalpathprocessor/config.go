@@ -20,7 +20,8 @@ type Config struct {
 	MaxSpans int `mapstructure:"max_spans"`
 	// SkewWindow is the clock difference tolerated between processes.
 	SkewWindow time.Duration `mapstructure:"skew_window"`
-	// LocalWindow is the timestamp rounding tolerated within one process.
+	// LocalWindow is the timestamp rounding tolerated within one process; 0
+	// learns it from each process's timestamps.
 	LocalWindow time.Duration `mapstructure:"local_window"`
 	// AsyncWindow is the longest delay from a PRODUCER span to its CONSUMER span.
 	AsyncWindow time.Duration `mapstructure:"async_window"`
@@ -28,6 +29,9 @@ type Config struct {
 	TagPaths bool `mapstructure:"tag_paths"`
 	// MaxAddresses bounds the learned map from addresses to services.
 	MaxAddresses int `mapstructure:"max_addresses"`
+	// MinConfidence is the confidence from which reparent mode writes an
+	// inferred parent; below it the span gets a link to its best candidate.
+	MinConfidence float64 `mapstructure:"min_confidence"`
 }
 
 // Validate checks the configuration.
@@ -45,6 +49,9 @@ func (c *Config) Validate() error {
 	if c.SkewWindow < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 {
 		errs = append(errs, errors.New("skew_window, local_window and async_window must be ≥ 0"))
 	}
+	if !(c.MinConfidence >= 0 && c.MinConfidence <= 1) {
+		errs = append(errs, fmt.Errorf("min_confidence must be in [0, 1], got %v", c.MinConfidence))
+	}
 	if c.MaxAddresses < 0 {
 		errs = append(errs, fmt.Errorf("max_addresses must be ≥ 0, got %d", c.MaxAddresses))
 	}
@@ -61,6 +68,7 @@ func (c *Config) stitchOptions() stitch.Options {
 	opt.MaxHistory = c.MaxSpans
 	opt.HistoryWindow = c.Wait
 	opt.MaxAddresses = c.MaxAddresses
+	opt.MinConfidence = c.MinConfidence
 	opt.Config.SkewWindow = c.SkewWindow
 	opt.Config.LocalWindow = c.LocalWindow
 	opt.Config.AsyncWindow = c.AsyncWindow

@@ -23,14 +23,15 @@ func NewFactory() processor.Factory {
 func createDefaultConfig() component.Config {
 	def := stitch.DefaultOptions()
 	return &Config{
-		Mode:         def.Mode.String(),
-		Wait:         10 * time.Second,
-		MaxSpans:     100_000,
-		SkewWindow:   def.Config.SkewWindow,
-		LocalWindow:  def.Config.LocalWindow,
-		AsyncWindow:  def.Config.AsyncWindow,
-		TagPaths:     true,
-		MaxAddresses: def.MaxAddresses,
+		Mode:          def.Mode.String(),
+		Wait:          10 * time.Second,
+		MaxSpans:      100_000,
+		SkewWindow:    def.Config.SkewWindow,
+		LocalWindow:   def.Config.LocalWindow,
+		AsyncWindow:   def.Config.AsyncWindow,
+		TagPaths:      true,
+		MaxAddresses:  def.MaxAddresses,
+		MinConfidence: def.MinConfidence,
 	}
 }
 

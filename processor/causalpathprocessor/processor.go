@@ -198,6 +198,7 @@ func (p *causalPathProcessor) record(ctx context.Context, rep stitch.Report) {
 	t.ProcessorCausalpathBuffered.Add(ctx, -int64(rep.Spans))
 	t.ProcessorCausalpathOrphans.Add(ctx, int64(rep.Orphans))
 	t.ProcessorCausalpathInferred.Add(ctx, int64(rep.Inferred))
+	t.ProcessorCausalpathAbstained.Add(ctx, int64(rep.Abstained))
 	t.ProcessorCausalpathLeftOrphan.Add(ctx, int64(rep.LeftOrphan))
 	t.ProcessorCausalpathUnresolved.Add(ctx, int64(rep.Unresolved))
 	t.ProcessorCausalpathSkipped.Add(ctx, int64(rep.Skipped))

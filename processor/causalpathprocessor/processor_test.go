@@ -36,7 +36,7 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewID(metadata.Type), want: createDefaultConfig().(*Config)},
 		{id: component.NewIDWithName(metadata.Type, "custom"), want: &Config{
 			Mode: "link", Wait: 2 * time.Second, MaxSpans: 5000, SkewWindow: 10 * time.Millisecond,
-			LocalWindow: 500 * time.Microsecond, AsyncWindow: 30 * time.Second, TagPaths: false, MaxAddresses: 100,
+			LocalWindow: 500 * time.Microsecond, AsyncWindow: 30 * time.Second, TagPaths: false, MaxAddresses: 100, MinConfidence: 0.95,
 		}},
 		{id: component.NewIDWithName(metadata.Type, "bad"), wantErr: true},
 	} {

@@ -26,6 +26,7 @@ type TelemetryBuilder struct {
 	meter                            metric.Meter
 	mu                               sync.Mutex
 	registrations                    []metric.Registration
+	ProcessorCausalpathAbstained     metric.Int64Counter
 	ProcessorCausalpathBuffered      metric.Int64UpDownCounter
 	ProcessorCausalpathInferred      metric.Int64Counter
 	ProcessorCausalpathLeftOrphan    metric.Int64Counter
@@ -66,6 +67,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ProcessorCausalpathAbstained, err = builder.meter.Int64Counter(
+		"otelcol_processor_causalpath_abstained",
+		metric.WithDescription("Inferred parents below min_confidence, which reparent mode linked and annotated instead of writing. [Development]"),
+		metric.WithUnit("{spans}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorCausalpathBuffered, err = builder.meter.Int64UpDownCounter(
 		"otelcol_processor_causalpath_buffered",
 		metric.WithDescription("Spans held in the buffer, waiting for their context. [Development]"),
@@ -116,7 +123,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorCausalpathUnresolved, err = builder.meter.Int64Counter(
 		"otelcol_processor_causalpath_unresolved",
-		metric.WithDescription("CLIENT or PRODUCER spans whose peer could not be named from their attributes. [Development]"),
+		metric.WithDescription("CLIENT or PRODUCER spans that name an address or operation whose service could not be resolved. [Development]"),
 		metric.WithUnit("{spans}"),
 	)
 	errs = errors.Join(errs, err)

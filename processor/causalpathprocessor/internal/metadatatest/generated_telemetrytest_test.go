@@ -19,6 +19,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.ProcessorCausalpathAbstained.Add(context.Background(), 1)
 	tb.ProcessorCausalpathBuffered.Add(context.Background(), 1)
 	tb.ProcessorCausalpathInferred.Add(context.Background(), 1)
 	tb.ProcessorCausalpathLeftOrphan.Add(context.Background(), 1)
@@ -28,6 +29,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorCausalpathSpansReceived.Add(context.Background(), 1)
 	tb.ProcessorCausalpathSpansReleased.Add(context.Background(), 1)
 	tb.ProcessorCausalpathUnresolved.Add(context.Background(), 1)
+	AssertEqualProcessorCausalpathAbstained(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorCausalpathBuffered(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
