@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/tierscope/tierscope/internal/loadgen"
 	"github.com/tierscope/tierscope/internal/stitch"
 	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadata"
 	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadatatest"
@@ -301,4 +302,46 @@ func TestTraceSplitAcrossReleases(t *testing.T) {
 		})
 	}
 	require.NoError(t, p.Shutdown(context.Background()))
+}
+
+// The processor and `tierscope stitch` share internal/stitch: on the same input,
+// released in one round, every span comes out with the same parent, trace id,
+// attributes and links.
+func TestSameOutputAsCLI(t *testing.T) {
+	cfg := loadgen.DefaultConfig()
+	cfg.MinGap, cfg.MaxGap = 2*time.Millisecond, 6*time.Millisecond
+	cfg.Separation = 2 * time.Millisecond
+	plan, err := loadgen.Generate(cfg, 300)
+	require.NoError(t, err)
+	input := ptrace.NewTraces()
+	loadgen.AppendOTLP(input, plan, loadgen.NewIDs(7))
+	viaCLI, viaProcessor := ptrace.NewTraces(), ptrace.NewTraces()
+	input.CopyTo(viaCLI)
+	input.CopyTo(viaProcessor)
+
+	opt := stitch.DefaultOptions()
+	st, err := stitch.New(opt)
+	require.NoError(t, err)
+	rep := st.Stitch(viaCLI)
+	require.Positive(t, rep.Inferred)
+
+	p, sink := newTestProcessor(t, testConfig(time.Hour, 1_000_000), nil)
+	require.NoError(t, p.ConsumeTraces(context.Background(), viaProcessor))
+	require.NoError(t, p.Shutdown(context.Background()))
+
+	want := map[pcommon.SpanID]ptrace.Span{}
+	stitch.ForEachSpan(viaCLI, func(s ptrace.Span) { want[s.SpanID()] = s })
+	got := 0
+	for _, td := range sink.AllTraces() {
+		stitch.ForEachSpan(td, func(s ptrace.Span) {
+			got++
+			w, ok := want[s.SpanID()]
+			require.True(t, ok)
+			assert.Equal(t, w.ParentSpanID(), s.ParentSpanID(), "parent of %s", s.Name())
+			assert.Equal(t, w.TraceID(), s.TraceID(), "trace of %s", s.Name())
+			assert.Equal(t, w.Attributes().AsRaw(), s.Attributes().AsRaw(), "attributes of %s", s.Name())
+			assert.Equal(t, w.Links().Len(), s.Links().Len(), "links of %s", s.Name())
+		})
+	}
+	assert.Equal(t, len(want), got)
 }
