@@ -20,6 +20,9 @@ import (
 //   - next (same key): gap start(child) − end(previous sibling) when the
 //     previous sibling has ended (sequential), or start(child) −
 //     start(previous sibling) when it is still running (parallel);
+//   - after (same key): the gap end(child) − start(next sibling) when the next
+//     sibling starts after the child ended, or, for the last child, the gap
+//     end(parent) − end(child): a parent returns soon after its last call;
 //   - per parent and child key, how many children outlive their parent.
 
 // modelKind separates the models that share a key space.
@@ -31,6 +34,8 @@ const (
 	modelFirst
 	modelSequential
 	modelParallel
+	modelAfter
+	modelLast
 )
 
 type modelKey struct {
@@ -40,7 +45,7 @@ type modelKey struct {
 
 // scoreFloor keeps a delay never seen from scoring zero, so that the posterior
 // of a lone candidate is defined and cycles can still be ordered.
-const scoreFloor = 1e-3
+const scoreFloor = 1e-7
 
 type delayModels struct {
 	bins  stats.LogBins
@@ -84,9 +89,50 @@ func (m *delayModels) add(k modelKey, delay int64, w float64) {
 	m.total[h] += w
 }
 
-// count is the smoothed count of model k at delay: its bin plus half of each
-// neighbour, since a delay near a bin edge belongs to both.
-func (m *delayModels) count(k modelKey, delay int64) float64 {
+// count is the smoothed density of model k at delay: its bin plus half of
+// each neighbour (a delay near a bin edge belongs to both), per microsecond of
+// the bin's width. A count per log bin would favour long delays, whose bins are
+// wide: a candidate of another request, at a random delay, would score as well
+// as the true parent at its precise one.
+// The width counts at least res, the resolution of the timestamps the delay
+// was read from.
+func (m *delayModels) count(k modelKey, delay, res int64) float64 {
+	w := m.binWidth(delay)
+	if float64(res) <= w {
+		return m.rawCount(k, delay) * densityUnit / w
+	}
+	// Coarse timestamps: the delay is known to ±res, so the density is that of
+	// every bin the interval covers.
+	h := m.id(k, false)
+	if h < 0 {
+		return 0
+	}
+	row := m.hist[int(h)*m.width : int(h+1)*m.width]
+	lo, hi := signedBin(m.bins, delay-res), signedBin(m.bins, delay+res)
+	var v float64
+	for b := lo; b <= hi; b++ {
+		v += float64(row[b])
+	}
+	return v * densityUnit / float64(2*res)
+}
+
+// densityUnit is the width in which densities are counted (1 µs), and the
+// narrowest width a bin counts for, below the resolution that matters.
+const densityUnit = 1000
+
+func (m *delayModels) binWidth(delay int64) float64 {
+	d := float64(delay)
+	if d < 0 {
+		d = -d
+	}
+	w := 2 * m.bins.Min
+	if d >= m.bins.Min {
+		w = d * (1 - 1/m.bins.Base)
+	}
+	return max(w, densityUnit)
+}
+
+func (m *delayModels) rawCount(k modelKey, delay int64) float64 {
 	h := m.id(k, false)
 	if h < 0 {
 		return 0
@@ -104,12 +150,12 @@ func (m *delayModels) count(k modelKey, delay int64) float64 {
 }
 
 // share is count over the model's total: the probability of the delay's bin.
-func (m *delayModels) share(k modelKey, delay int64) float64 {
+func (m *delayModels) share(k modelKey, delay, res int64) float64 {
 	h := m.id(k, false)
 	if h < 0 || m.total[h] == 0 {
 		return 1 / float64(m.width)
 	}
-	return (m.count(k, delay) + scoreFloor) / (2*m.total[h] + scoreFloor*float64(m.width))
+	return (m.rawCount(k, delay) + scoreFloor) / (2*m.total[h] + scoreFloor*float64(m.width)) * densityUnit / max(m.binWidth(delay), float64(res))
 }
 
 func (m *delayModels) addOutlive(k modelKey, outlived bool, w float64) {
@@ -125,7 +171,7 @@ func (m *delayModels) addOutlive(k modelKey, outlived bool, w float64) {
 // outlive its parent, with a prior that makes outliving rare until seen.
 func (m *delayModels) outliveFactor(k modelKey, outlives bool) float64 {
 	v := m.outlive[k]
-	p := (v[0] + 0.05) / (v[1] + 1)
+	p := (v[0] + 0.01) / (v[1] + 1)
 	if outlives {
 		return p
 	}
@@ -209,10 +255,16 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 		}
 	}
 	m.add(s.localKey(kind, p, c), delay, w)
-	// The scoreboard's even spread would teach that children outlive the
-	// outer candidates; outliving is learned from links only.
-	if !firstOnly || s.known[c] {
-		m.addOutlive(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tol[c], w)
+	if !firstOnly {
+		if kind, delay, ok := s.afterDelay(p, c); ok {
+			m.add(s.localKey(kind, p, c), delay, w)
+		}
+	}
+	// Outliving is learned only where no other candidate could explain the
+	// child: an assignment that chose an outlived candidate over an enclosing
+	// one would otherwise teach itself that children outlive such parents.
+	if s.known[c] || s.start[c+1]-s.start[c] == 1 {
+		m.addOutlive(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c], w)
 	}
 }
 
@@ -224,6 +276,37 @@ func (s *spanStitcher) siblingDelay(prev, c int32) (modelKind, int64) {
 		return modelSequential, cs.Start - ps.End
 	}
 	return modelParallel, cs.Start - ps.Start
+}
+
+// afterDelay is the gap from c's end to its next sibling's start, or to its
+// parent's end when c is the last child; not ok when the next sibling runs in
+// parallel with c.
+func (s *spanStitcher) afterDelay(p, c int32) (modelKind, int64, bool) {
+	cs := &s.spans[c]
+	if next := s.nextSibling(p, c); next >= 0 {
+		ns := &s.spans[next]
+		if ns.Start+s.tol[c] < cs.End {
+			return 0, 0, false
+		}
+		return modelAfter, ns.Start - cs.End, true
+	}
+	return modelLast, s.spans[p].End - cs.End, true
+}
+
+// nextSibling is the child of p that started first after c (ties by index),
+// or -1.
+func (s *spanStitcher) nextSibling(p, c int32) int32 {
+	kids := s.kids[p]
+	cs := s.spans[c].Start
+	j := sort.Search(len(kids), func(i int) bool {
+		k := kids[i]
+		ks := s.spans[k].Start
+		return ks > cs || (ks == cs && k > c)
+	})
+	if j < len(kids) {
+		return kids[j]
+	}
+	return -1
 }
 
 // previousSibling is the child of p that started last before c (ties by
@@ -286,9 +369,9 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 	m := s.models
 	ps, cs := &s.spans[p], &s.spans[c]
 	if s.isRemote(p, c) {
-		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start) + scoreFloor
+		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start, s.tolStart[p]+s.tolStart[c]) + scoreFloor
 		if cs.Kind == KindServer {
-			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End)
+			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End, s.tol[p]+s.tol[c])
 		}
 		return v
 	}
@@ -298,6 +381,11 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 			kind, delay = s.siblingDelay(prev, c)
 		}
 	}
-	v := m.count(s.localKey(kind, p, c), delay) + scoreFloor
-	return v * m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tol[c])
+	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p]) + scoreFloor
+	if round > 0 {
+		if kind, delay, ok := s.afterDelay(p, c); ok {
+			v *= m.share(s.localKey(kind, p, c), delay, s.tolEnd[c]+s.tol[p]) * float64(m.width)
+		}
+	}
+	return v * m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
 }

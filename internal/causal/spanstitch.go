@@ -13,9 +13,9 @@ type spanStitcher struct {
 	// proc is the process a span's local parents are looked for in: its
 	// Instance, or its host process for a guest.
 	proc []int32
-	// tolStart and tol are the timestamp tolerances of each span's process, for
-	// its starts and for its ends or both.
-	tolStart, tol []int64
+	// tolStart, tolEnd and tol are the timestamp tolerances of each span's
+	// process, for its starts, its ends, and either.
+	tolStart, tolEnd, tol []int64
 	// cands/start hold the candidate parents of every orphan (CSR); remote marks
 	// orphans whose candidates are callers in other processes.
 	cands  []int32
@@ -36,6 +36,10 @@ type spanStitcher struct {
 	// order, isCand and outer are reused by the sweeps.
 	order         []int32
 	isCand, outer map[int32]bool
+	// roaming marks the spans of a guest that no single process hosts; serves
+	// the processes that serve requests.
+	roaming []bool
+	serves  map[int32]bool
 	// servers lists every process's SERVER spans by start, for the chain rule.
 	servers map[int32][]int32
 }
@@ -101,16 +105,21 @@ func (s *spanStitcher) run() *StitchResult {
 // start a child "before" its parent by up to 1 ms), or LocalWindow when set.
 func (s *spanStitcher) learnTolerances() {
 	n := len(s.spans)
-	s.tol, s.tolStart = make([]int64, n), make([]int64, n)
+	s.tol, s.tolStart, s.tolEnd = make([]int64, n), make([]int64, n), make([]int64, n)
 	if w := int64(s.cfg.LocalWindow); w > 0 {
 		for i := range s.tol {
-			s.tol[i], s.tolStart[i] = w, w
+			s.tol[i], s.tolStart[i], s.tolEnd[i] = w, w, w
 		}
 		return
 	}
-	// Starts and ends apart: some SDKs round only the start of a server span.
+	// Starts and ends apart, and per span kind: some SDKs round only the start
+	// of a server span.
 	type res struct{ start, end int64 }
-	byProc := make(map[int32]res)
+	type key struct {
+		proc int32
+		kind SpanKind
+	}
+	byProc := make(map[key]res)
 	coarsest := func(r, t int64) int64 {
 		for r > 1 && t%r != 0 {
 			r /= 10
@@ -119,22 +128,23 @@ func (s *spanStitcher) learnTolerances() {
 	}
 	for i := range s.spans {
 		sp := &s.spans[i]
-		r, ok := byProc[sp.Instance]
+		k := key{sp.Instance, sp.Kind}
+		r, ok := byProc[k]
 		if !ok {
 			r = res{1e9, 1e9}
 		}
 		r.start, r.end = coarsest(r.start, sp.Start), coarsest(r.end, sp.End)
-		byProc[sp.Instance] = r
+		byProc[k] = r
 	}
 	for i := range s.spans {
-		r := byProc[s.spans[i].Instance]
+		r := byProc[key{s.spans[i].Instance, s.spans[i].Kind}]
 		if r.start > 1 {
 			s.tolStart[i] = r.start
 		}
-		s.tol[i] = max(s.tolStart[i], r.end)
-		if s.tol[i] == 1 {
-			s.tol[i] = 0
+		if r.end > 1 {
+			s.tolEnd[i] = r.end
 		}
+		s.tol[i] = max(s.tolStart[i], s.tolEnd[i])
 	}
 }
 
@@ -231,16 +241,26 @@ func (s *spanStitcher) placeGuests() {
 		// under load every busy process encloses some spans by chance.
 		if m >= 3 && 10*first >= 9*m && 10*second <= 6*m {
 			s.guests++
-			for _, i := range list {
-				s.proc[i] = best
-			}
 			for i := range spans {
 				if spans[i].Instance == g {
 					s.proc[i] = best
 				}
 			}
+			continue
+		}
+		// Several processes of the host share the guest's identity (a client
+		// reported under the back end's name with only host.name): each span
+		// looks for its parent among all the host's serving processes.
+		for _, i := range list {
+			if spans[i].Host >= 0 {
+				if s.roaming == nil {
+					s.roaming = make([]bool, len(spans))
+				}
+				s.roaming[i] = true
+			}
 		}
 	}
+	s.serves = serves
 }
 
 // candidates finds the candidate parents of every orphan, in one sweep by start.
@@ -254,6 +274,11 @@ func (s *spanStitcher) candidates() {
 	}
 	byStart := orderSpansByStart(spans)
 	local := make(map[int32][]int32)
+	// onHost holds the serving processes' spans by host, for roaming guests.
+	var onHost map[int32][]int32
+	if s.roaming != nil {
+		onHost = make(map[int32][]int32)
+	}
 	var clients, producers []int32
 	lists := make([][]int32, n)
 	s.remote = make([]bool, n)
@@ -270,6 +295,9 @@ func (s *spanStitcher) candidates() {
 				producers = append(producers, p)
 			default:
 				local[s.proc[p]] = append(local[s.proc[p]], p)
+				if onHost != nil && spans[p].Host >= 0 && s.serves[spans[p].Instance] {
+					onHost[spans[p].Host] = append(onHost[spans[p].Host], p)
+				}
 			}
 			next++
 		}
@@ -287,12 +315,17 @@ func (s *spanStitcher) candidates() {
 			}
 			continue
 		}
-		t := s.tolStart[c]
-		act := prune(spans, local[s.proc[c]], cs.Start-maxTol)
-		local[s.proc[c]] = act
+		var act []int32
+		if s.roaming != nil && s.roaming[c] {
+			act = prune(spans, onHost[cs.Host], cs.Start-maxTol)
+			onHost[cs.Host] = act
+		} else {
+			act = prune(spans, local[s.proc[c]], cs.Start-maxTol)
+			local[s.proc[c]] = act
+		}
 		for _, p := range act {
 			ps := &spans[p]
-			if p != c && ps.Start <= cs.Start+t && ps.End >= cs.Start-t {
+			if p != c && ps.Start <= cs.Start+s.tolStart[c]+s.tolStart[p] && ps.End >= cs.Start-s.tolStart[c]-s.tolEnd[p] {
 				lists[c] = append(lists[c], p)
 			}
 		}
