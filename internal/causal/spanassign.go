@@ -76,7 +76,8 @@ func (s *spanStitcher) sweepOrder() []int32 {
 }
 
 // outerCandidates marks the local candidates of c that are ancestors, in the
-// current assignment, of another candidate that still runs when c ends. Within
+// current assignment, of another candidate that still runs when c ends, and
+// those that c outlives while one of their ancestors encloses c. Within
 // one request spans nest like a stack and only the innermost is the parent;
 // under concurrency the spans of other requests enclose c as well, so
 // "innermost" holds only along each chain of parents, not across all spans of
@@ -98,10 +99,19 @@ func (s *spanStitcher) outerCandidates(c int32) map[int32]bool {
 	for k := lo; k < hi; k++ {
 		s.isCand[s.cands[k]] = true
 	}
-	end := s.spans[c].End - s.tol[c]
+	end := s.spans[c].End - s.tolEnd[c]
 	for k := lo; k < hi; k++ {
 		q := s.cands[k]
-		if s.spans[q].End < end {
+		if s.spans[q].End < end-s.tolEnd[q] {
+			// c outlives q: q is its parent only if c is asynchronous work, not
+			// when an ancestor of q, also a candidate, still runs when c ends
+			// (then c is q's sibling, started while q ran).
+			for a, steps := s.parent[q], 0; a >= 0 && steps < 64; a, steps = s.parent[a], steps+1 {
+				if s.isCand[a] && s.spans[a].End >= end-s.tolEnd[a] {
+					s.outer[q] = true
+					break
+				}
+			}
 			continue
 		}
 		a := s.parent[q]

@@ -195,6 +195,12 @@ func (s *spanStitcher) fit(round int) {
 	m.reset()
 	spans := s.spans
 	n := len(spans)
+	if s.population == nil {
+		s.population = make(map[[2]int32]int)
+		for i := range spans {
+			s.population[s.populationKey(int32(i))]++
+		}
+	}
 	s.kids = make([][]int32, n)
 	for c := range spans {
 		p := s.parent[c]
@@ -214,12 +220,12 @@ func (s *spanStitcher) fit(round int) {
 	for c := range spans {
 		ci := int32(c)
 		p := s.parent[c]
-		if p >= 0 && (s.known[c] || round > 0) {
-			w := 1.0
-			if !s.known[c] {
-				w = float64(s.conf[c])
-			}
-			s.addLink(p, ci, w, round == 0)
+		if p >= 0 && s.known[c] {
+			s.addLink(p, ci, 1, round == 0)
+			continue
+		}
+		if p >= 0 && round > 0 {
+			s.addLink(p, ci, float64(s.conf[c]), false)
 			continue
 		}
 		if round > 0 || !spans[c].Orphan || s.known[c] {
@@ -230,6 +236,16 @@ func (s *spanStitcher) fit(round int) {
 			s.addLink(s.cands[k], ci, 1/float64(hi-lo), true)
 		}
 	}
+}
+
+// populationKey groups the spans that share a parent model: callers by
+// service and kind, other spans by service and name.
+func (s *spanStitcher) populationKey(p int32) [2]int32 {
+	sp := &s.spans[p]
+	if sp.Kind.RemoteCaller() {
+		return [2]int32{sp.Service, -1 - int32(sp.Kind)}
+	}
+	return [2]int32{sp.Service, sp.Name}
 }
 
 func (s *spanStitcher) isRemote(p, c int32) bool {
@@ -368,8 +384,12 @@ func (s *spanStitcher) removeKid(p, c int32) {
 func (s *spanStitcher) score(p, c int32, round int) float64 {
 	m := s.models
 	ps, cs := &s.spans[p], &s.spans[c]
+	// Counts per span of the parent's kind make each model a rate: how many
+	// such children a parent has, and where. A parent kind that is merely
+	// frequent (and so encloses many children of other requests) gains nothing.
+	per := 1 / float64(s.population[s.populationKey(p)])
 	if s.isRemote(p, c) {
-		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start, s.tolStart[p]+s.tolStart[c]) + scoreFloor
+		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start, s.tolStart[p]+s.tolStart[c])*per + scoreFloor
 		if cs.Kind == KindServer {
 			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End, s.tol[p]+s.tol[c])
 		}
@@ -381,7 +401,7 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 			kind, delay = s.siblingDelay(prev, c)
 		}
 	}
-	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p]) + scoreFloor
+	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*per + scoreFloor
 	if round > 0 {
 		if kind, delay, ok := s.afterDelay(p, c); ok {
 			v *= m.share(s.localKey(kind, p, c), delay, s.tolEnd[c]+s.tol[p]) * float64(m.width)

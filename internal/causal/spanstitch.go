@@ -33,6 +33,8 @@ type spanStitcher struct {
 	hasKnownCallee []bool
 	models         *delayModels
 	guests         int
+	// population counts the spans of every parent model (populationKey).
+	population map[[2]int32]int
 	// order, isCand and outer are reused by the sweeps.
 	order         []int32
 	isCand, outer map[int32]bool
