@@ -11,7 +11,13 @@ import (
 // order against what its candidates already hold.
 func (s *spanStitcher) assign(round int) {
 	s.assignServers(round)
-	for _, c := range s.sweepOrder() {
+	s.sweepLocal(round, s.sweepOrder())
+}
+
+// sweepLocal places every orphan but SERVER spans, in the given order, each
+// scored against what its candidates hold at that moment.
+func (s *spanStitcher) sweepLocal(round int, order []int32) {
+	for _, c := range order {
 		if s.remote[c] && s.spans[c].Kind == KindServer {
 			continue
 		}
@@ -114,6 +120,11 @@ func (s *spanStitcher) outerCandidates(c int32) map[int32]bool {
 			}
 			continue
 		}
+		// An asynchronous span (one that outlives its parent) runs on a thread
+		// of its own: enclosing c says nothing about c's chain.
+		if pq := s.parent[q]; pq >= 0 && s.spans[q].End > s.spans[pq].End+s.tolEnd[q] {
+			continue
+		}
 		a := s.parent[q]
 		for steps := 0; a >= 0 && steps < 64; steps++ {
 			if s.isCand[a] {
@@ -143,8 +154,19 @@ func (s *spanStitcher) assignServers(round int) {
 		}
 		s.parent[c] = -1
 		bidders = append(bidders, ci)
+		// Callers that started after it only when none started before.
+		anyInTime := false
+		for k := s.start[c]; k < s.start[c+1]; k++ {
+			if s.inTime(s.cands[k], ci) {
+				anyInTime = true
+				break
+			}
+		}
 		for k := s.start[c]; k < s.start[c+1]; k++ {
 			p := s.cands[k]
+			if anyInTime && !s.inTime(p, ci) {
+				continue
+			}
 			o, ok := objOf[p]
 			if !ok {
 				o = int32(len(objs))

@@ -231,9 +231,24 @@ func (s *spanStitcher) fit(round int) {
 		if round > 0 || !spans[c].Orphan || s.known[c] {
 			continue
 		}
+		// The scoreboard spreads each orphan over the candidates it would take:
+		// a SERVER span's callers in time when any are.
 		lo, hi := s.start[c], s.start[c+1]
+		inTime := 0
+		if spans[c].Kind == KindServer {
+			for k := lo; k < hi; k++ {
+				if s.inTime(s.cands[k], ci) {
+					inTime++
+				}
+			}
+		}
 		for k := lo; k < hi; k++ {
-			s.addLink(s.cands[k], ci, 1/float64(hi-lo), true)
+			switch {
+			case inTime == 0:
+				s.addLink(s.cands[k], ci, 1/float64(hi-lo), true)
+			case s.inTime(s.cands[k], ci):
+				s.addLink(s.cands[k], ci, 1/float64(inTime), true)
+			}
 		}
 	}
 }
@@ -258,9 +273,10 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 	m := s.models
 	ps, cs := &s.spans[p], &s.spans[c]
 	if s.isRemote(p, c) {
-		m.add(s.linkKey(modelRequest, p, c), cs.Start-ps.Start, w)
+		theta := s.offset(p, c).theta
+		m.add(s.linkKey(modelRequest, p, c), cs.Start-ps.Start-theta, w)
 		if cs.Kind == KindServer {
-			m.add(s.linkKey(modelResponse, p, c), ps.End-cs.End, w)
+			m.add(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, w)
 		}
 		return
 	}
@@ -389,9 +405,10 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 	// frequent (and so encloses many children of other requests) gains nothing.
 	per := 1 / float64(s.population[s.populationKey(p)])
 	if s.isRemote(p, c) {
-		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start, s.tolStart[p]+s.tolStart[c])*per + scoreFloor
+		theta := s.offset(p, c).theta
+		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start-theta, s.tolStart[p]+s.tolStart[c])*per + scoreFloor
 		if cs.Kind == KindServer {
-			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End, s.tol[p]+s.tol[c])
+			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, s.tol[p]+s.tol[c])
 		}
 		return v
 	}

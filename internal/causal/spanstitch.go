@@ -33,6 +33,8 @@ type spanStitcher struct {
 	hasKnownCallee []bool
 	models         *delayModels
 	guests         int
+	// offsets holds the fitted clock offsets of process pairs (fitOffsets).
+	offsets map[[2]int32]clockOffset
 	// population counts the spans of every parent model (populationKey).
 	population map[[2]int32]int
 	// order, isCand and outer are reused by the sweeps.
@@ -84,7 +86,9 @@ func (s *spanStitcher) run() *StitchResult {
 
 	// Round 0 is the paper's scoreboard; every later round refits the models to
 	// the assignment before assigning again.
+	s.offsets = make(map[[2]int32]clockOffset)
 	for round := 0; round <= s.cfg.Rounds; round++ {
+		s.fitOffsets()
 		s.fit(round)
 		s.assign(round)
 	}
@@ -332,7 +336,7 @@ func (s *spanStitcher) candidates() {
 			}
 		}
 	}
-	s.preferInTime(lists)
+	s.chainCallers(lists)
 	s.start = make([]uint32, n+1)
 	for i, l := range lists {
 		s.start[i+1] = s.start[i] + uint32(len(l))
@@ -443,30 +447,82 @@ func (s *spanStitcher) breakCycles() {
 	}
 }
 
-// preferInTime narrows every orphan SERVER span's callers to those that started
-// before it, within the timestamps' resolution, when any did: a caller that
-// started after its callee is explained only by clock skew, which the window
-// admits for when no caller started first. The end is left to the response
-// delay model, since a callee's end is often stamped after its caller's when
-// the two hosts' clocks drift apart by a fraction of a millisecond. The chain
-// rule follows (innermostCallers).
-func (s *spanStitcher) preferInTime(lists [][]int32) {
+// chainCallers applies the chain rule (innermostCallers) to every orphan
+// SERVER span's callers.
+func (s *spanStitcher) chainCallers(lists [][]int32) {
 	for c, l := range lists {
 		if !s.remote[c] || s.spans[c].Kind != KindServer || len(l) < 2 {
 			continue
 		}
-		cs := &s.spans[c]
-		inTime := l[:0:0]
+		// The rule holds among the callers that started first; the others are
+		// kept for when the clock offsets are known.
+		var first, late []int32
 		for _, p := range l {
-			if cs.Start-s.spans[p].Start >= -(s.tolStart[c] + s.tolStart[p]) {
-				inTime = append(inTime, p)
+			if s.spans[c].Start-s.spans[p].Start >= -(s.tolStart[c] + s.tolStart[p]) {
+				first = append(first, p)
+			} else {
+				late = append(late, p)
 			}
 		}
-		if len(inTime) > 0 {
-			lists[c] = inTime
+		if len(first) == 0 {
+			lists[c] = s.innermostCallers(l)
+			continue
 		}
-		lists[c] = s.innermostCallers(lists[c])
+		lists[c] = append(s.innermostCallers(first), late...)
 	}
+}
+
+// clockOffset is the offset of the callee's clock from the caller's, per pair
+// of processes, with the spread of its estimates.
+type clockOffset struct{ theta, spread int64 }
+
+// fitOffsets estimates the clock offset of every caller → callee process pair
+// from the SERVER spans whose caller is known or assigned: NTP's estimate
+// ((request delay) − (response delay))/2 with the delays taken as symmetric,
+// its median over the pair's calls, and the median distance from it as the
+// spread. Skew between hosts can exceed a call's network delay, so a callee can
+// seem to start before its caller; corrected delays put it back in order.
+func (s *spanStitcher) fitOffsets() {
+	type pair struct{ caller, callee int32 }
+	samples := make(map[pair][]int64)
+	for c := range s.spans {
+		p := s.parent[c]
+		cs := &s.spans[c]
+		if p < 0 || cs.Kind != KindServer || s.spans[p].Kind != KindClient || s.proc[p] == s.proc[c] {
+			continue
+		}
+		ps := &s.spans[p]
+		k := pair{s.proc[p], s.proc[c]}
+		samples[k] = append(samples[k], ((cs.Start-ps.Start)-(ps.End-cs.End))/2)
+	}
+	clear(s.offsets)
+	for k, v := range samples {
+		if len(v) < 3 {
+			continue
+		}
+		slices.Sort(v)
+		theta := v[len(v)/2]
+		for i := range v {
+			v[i] = max(v[i]-theta, theta-v[i])
+		}
+		slices.Sort(v)
+		s.offsets[[2]int32{k.caller, k.callee}] = clockOffset{theta, v[len(v)/2]}
+	}
+}
+
+// offset is the fitted clock offset between the processes of caller p and
+// callee c.
+func (s *spanStitcher) offset(p, c int32) clockOffset {
+	return s.offsets[[2]int32{s.proc[p], s.proc[c]}]
+}
+
+// inTime reports whether caller p started before callee c, once the pair's
+// clock offset is corrected, within the timestamps' resolution and the
+// offset's spread. A caller that started after its callee is explained only by
+// skew not yet measured, which the window admits for when no caller is in time.
+func (s *spanStitcher) inTime(p, c int32) bool {
+	o := s.offset(p, c)
+	return s.spans[c].Start-s.spans[p].Start-o.theta >= -(s.tolStart[c] + s.tolStart[p])
 }
 
 // innermostCallers drops a caller that encloses another candidate caller of a

@@ -279,23 +279,23 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 			continue
 		}
 		p := t.peers[j]
+		svc := p.service
+		if svc == "" {
+			svc = s.book.Resolve(p.address)
+		}
+		if svc == "" && t.spans[j].Op >= 0 {
+			svc = s.book.Resolve(opAddress(t.names.name(t.spans[j].Op)))
+		}
 		switch {
-		case p.service != "":
-			t.spans[j].Peer = t.names.id(p.service)
+		case svc != "":
+			t.spans[j].Peer = t.names.id(svc)
 		case p.database:
-			// A name no service has, so no SERVER span nests in a database call.
+			// A database no instrumented server answers for: a name no service
+			// has, so no SERVER span nests in the call.
 			t.spans[j].Peer = t.names.id("database:" + p.label)
-		default:
-			svc := s.book.Resolve(p.address)
-			if svc == "" && t.spans[j].Op >= 0 {
-				svc = s.book.Resolve(opAddress(t.names.name(t.spans[j].Op)))
-			}
-			if svc != "" {
-				t.spans[j].Peer = t.names.id(svc)
-			}
 		}
 		named := p.address != "" || t.spans[j].Op >= 0
-		if named && t.spans[j].Peer < 0 && t.ref[j] >= 0 && !refs[t.ref[j]].context {
+		if named && !p.database && t.spans[j].Peer < 0 && t.ref[j] >= 0 && !refs[t.ref[j]].context {
 			rep.Unresolved++
 		}
 	}
