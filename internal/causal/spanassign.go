@@ -29,10 +29,10 @@ func (s *spanStitcher) sweepLocal(round int, order []int32) {
 		}
 		best, runner := int32(-1), int32(-1)
 		bestScore, runnerScore, sum := 0.0, 0.0, 0.0
-		outer := s.outerCandidates(c)
+		s.markOuter(c)
 		for k := s.start[c]; k < s.start[c+1]; k++ {
 			p := s.cands[k]
-			if outer[p] || isSpanAncestorOrSelf(s.parent, c, p) {
+			if s.outer[p] == s.stamp || isSpanAncestorOrSelf(s.parent, c, p) {
 				continue
 			}
 			v := s.score(p, c, round)
@@ -81,29 +81,25 @@ func (s *spanStitcher) sweepOrder() []int32 {
 	return s.order
 }
 
-// outerCandidates marks the local candidates of c that are ancestors, in the
+// markOuter marks the local candidates of c that are ancestors, in the
 // current assignment, of another candidate that still runs when c ends, and
 // those that c outlives while one of their ancestors encloses c. Within
 // one request spans nest like a stack and only the innermost is the parent;
 // under concurrency the spans of other requests enclose c as well, so
 // "innermost" holds only along each chain of parents, not across all spans of
-// the process. The result is reused between calls.
-func (s *spanStitcher) outerCandidates(c int32) map[int32]bool {
-	clear(s.outer)
-	if s.remote[c] {
-		return s.outer
+// the process. A candidate p is marked when outer[p] == stamp.
+func (s *spanStitcher) markOuter(c int32) {
+	// Marks are stamps, so that nothing is cleared between children.
+	if s.outer == nil {
+		s.outer, s.isCand = make([]uint32, len(s.spans)), make([]uint32, len(s.spans))
 	}
+	s.stamp++
 	lo, hi := s.start[c], s.start[c+1]
-	if hi-lo < 2 {
-		return s.outer
+	if s.remote[c] || hi-lo < 2 {
+		return
 	}
-	if s.isCand == nil {
-		s.isCand = make(map[int32]bool)
-		s.outer = make(map[int32]bool)
-	}
-	clear(s.isCand)
 	for k := lo; k < hi; k++ {
-		s.isCand[s.cands[k]] = true
+		s.isCand[s.cands[k]] = s.stamp
 	}
 	end := s.spans[c].End - s.tolEnd[c]
 	for k := lo; k < hi; k++ {
@@ -113,8 +109,8 @@ func (s *spanStitcher) outerCandidates(c int32) map[int32]bool {
 			// when an ancestor of q, also a candidate, still runs when c ends
 			// (then c is q's sibling, started while q ran).
 			for a, steps := s.parent[q], 0; a >= 0 && steps < 64; a, steps = s.parent[a], steps+1 {
-				if s.isCand[a] && s.spans[a].End >= end-s.tolEnd[a] {
-					s.outer[q] = true
+				if s.isCand[a] == s.stamp && s.spans[a].End >= end-s.tolEnd[a] {
+					s.outer[q] = s.stamp
 					break
 				}
 			}
@@ -127,13 +123,12 @@ func (s *spanStitcher) outerCandidates(c int32) map[int32]bool {
 		}
 		a := s.parent[q]
 		for steps := 0; a >= 0 && steps < 64; steps++ {
-			if s.isCand[a] {
-				s.outer[a] = true
+			if s.isCand[a] == s.stamp {
+				s.outer[a] = s.stamp
 			}
 			a = s.parent[a]
 		}
 	}
-	return s.outer
 }
 
 // assignServers matches orphan SERVER spans to CLIENT spans one to one, with the
@@ -141,12 +136,23 @@ func (s *spanStitcher) outerCandidates(c int32) map[int32]bool {
 // each a confidence that counts a swap with the span holding a candidate as an
 // alternative.
 func (s *spanStitcher) assignServers(round int) {
-	var bidders []int32
-	objOf := make(map[int32]int32)
-	var objs []int32
-	arcStart := []int32{0}
-	var arcObj []int32
-	var arcScore, arcBen []float64
+	// The buffers live from round to round.
+	a := &s.arcs
+	if a.objOf == nil {
+		a.objOf = make([]int32, len(s.spans))
+		for i := range a.objOf {
+			a.objOf[i] = -1
+		}
+	}
+	for _, p := range a.objs {
+		a.objOf[p] = -1
+	}
+	bidders, objs := a.bidders[:0], a.objs[:0]
+	arcStart, arcObj := append(a.start[:0], 0), a.obj[:0]
+	arcScore, arcBen := a.score[:0], a.ben[:0]
+	defer func() {
+		a.bidders, a.objs, a.start, a.obj, a.score, a.ben = bidders, objs, arcStart, arcObj, arcScore, arcBen
+	}()
 	for c := range s.spans {
 		ci := int32(c)
 		if !s.remote[c] || s.spans[c].Kind != KindServer || s.start[c] == s.start[c+1] {
@@ -167,10 +173,10 @@ func (s *spanStitcher) assignServers(round int) {
 			if anyInTime && !s.inTime(p, ci) {
 				continue
 			}
-			o, ok := objOf[p]
-			if !ok {
+			o := a.objOf[p]
+			if o < 0 {
 				o = int32(len(objs))
-				objOf[p] = o
+				a.objOf[p] = o
 				objs = append(objs, p)
 			}
 			v := s.score(p, ci, round)
@@ -316,4 +322,11 @@ func auction(arcStart []int32, arcObj []int32, arcBen []float64, objects int) []
 		}
 	}
 	return got
+}
+
+// arcBuffers hold the auction's arcs between rounds.
+type arcBuffers struct {
+	objOf                     []int32 // span → object, -1 when none
+	bidders, objs, start, obj []int32
+	score, ben                []float64
 }

@@ -78,7 +78,10 @@ func (m *delayModels) id(k modelKey, create bool) int32 {
 	}
 	h := int32(len(m.total))
 	m.index[k] = h
-	m.hist = append(m.hist, make([]float32, m.width)...)
+	// Rows are reused between rounds: grow, then clear only the new row.
+	n := len(m.hist)
+	m.hist = slices.Grow(m.hist, m.width)[:n+m.width]
+	clear(m.hist[n:])
 	m.total = append(m.total, 0)
 	return h
 }
@@ -201,7 +204,12 @@ func (s *spanStitcher) fit(round int) {
 			s.population[s.populationKey(int32(i))]++
 		}
 	}
-	s.kids = make([][]int32, n)
+	if s.kids == nil {
+		s.kids = make([][]int32, n)
+	}
+	for i := range s.kids {
+		s.kids[i] = s.kids[i][:0]
+	}
 	for c := range spans {
 		p := s.parent[c]
 		if p < 0 || (round == 0 && !s.known[c]) {
@@ -412,11 +420,22 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 		}
 		return v
 	}
-	kind, delay := modelFirst, cs.Start-ps.Start
+	prev := int32(-1)
 	if round > 0 {
-		if prev := s.previousSibling(p, c); prev >= 0 {
-			kind, delay = s.siblingDelay(prev, c)
-		}
+		prev = s.previousSibling(p, c)
+	}
+	return s.scoreAfter(p, prev, c, round)
+}
+
+// scoreAfter is score with c placed right after prev among p's children (as
+// p's first child when prev is -1).
+func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
+	m := s.models
+	ps, cs := &s.spans[p], &s.spans[c]
+	per := 1 / float64(s.population[s.populationKey(p)])
+	kind, delay := modelFirst, cs.Start-ps.Start
+	if prev >= 0 {
+		kind, delay = s.siblingDelay(prev, c)
 	}
 	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*per + scoreFloor
 	if round > 0 {

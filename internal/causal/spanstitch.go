@@ -37,9 +37,11 @@ type spanStitcher struct {
 	offsets map[[2]int32]clockOffset
 	// population counts the spans of every parent model (populationKey).
 	population map[[2]int32]int
-	// order, isCand and outer are reused by the sweeps.
+	// order, isCand, outer and stamp are reused by the sweeps (markOuter).
 	order         []int32
-	isCand, outer map[int32]bool
+	isCand, outer []uint32
+	stamp         uint32
+	arcs          arcBuffers
 	// roaming marks the spans of a guest that no single process hosts; serves
 	// the processes that serve requests.
 	roaming []bool
@@ -88,7 +90,7 @@ func (s *spanStitcher) run() *StitchResult {
 	// the assignment before assigning again.
 	s.offsets = make(map[[2]int32]clockOffset)
 	for round := 0; round <= s.cfg.Rounds; round++ {
-		s.fitOffsets()
+		s.fitOffsets(round)
 		s.fit(round)
 		s.assign(round)
 	}
@@ -477,23 +479,38 @@ func (s *spanStitcher) chainCallers(lists [][]int32) {
 type clockOffset struct{ theta, spread int64 }
 
 // fitOffsets estimates the clock offset of every caller → callee process pair
-// from the SERVER spans whose caller is known or assigned: NTP's estimate
-// ((request delay) − (response delay))/2 with the delays taken as symmetric,
-// its median over the pair's calls, and the median distance from it as the
-// spread. Skew between hosts can exceed a call's network delay, so a callee can
+// from the SERVER spans whose caller is known or assigned (in round 0, from
+// all their candidates): NTP's estimate ((request delay) − (response
+// delay))/2 with the delays taken as symmetric, its densest cluster over the
+// pair's calls, and the median distance from it as the spread. Skew between hosts can exceed a call's network delay, so a callee can
 // seem to start before its caller; corrected delays put it back in order.
-func (s *spanStitcher) fitOffsets() {
+func (s *spanStitcher) fitOffsets(round int) {
 	type pair struct{ caller, callee int32 }
 	samples := make(map[pair][]int64)
-	for c := range s.spans {
-		p := s.parent[c]
-		cs := &s.spans[c]
-		if p < 0 || cs.Kind != KindServer || s.spans[p].Kind != KindClient || s.proc[p] == s.proc[c] {
-			continue
-		}
-		ps := &s.spans[p]
+	sample := func(p, c int32) {
+		ps, cs := &s.spans[p], &s.spans[c]
 		k := pair{s.proc[p], s.proc[c]}
 		samples[k] = append(samples[k], ((cs.Start-ps.Start)-(ps.End-cs.End))/2)
+	}
+	for c := range s.spans {
+		ci := int32(c)
+		cs := &s.spans[c]
+		if cs.Kind != KindServer {
+			continue
+		}
+		if p := s.parent[c]; p >= 0 && (s.known[c] || round > 0) {
+			if s.spans[p].Kind == KindClient && s.proc[p] != s.proc[c] {
+				sample(p, ci)
+			}
+			continue
+		}
+		// Before any assignment, every candidate: the true pairs agree on the
+		// offset, the others scatter, and the densest cluster is taken.
+		if round == 0 && s.remote[c] {
+			for k := s.start[c]; k < s.start[c+1]; k++ {
+				sample(s.cands[k], ci)
+			}
+		}
 	}
 	clear(s.offsets)
 	for k, v := range samples {
@@ -501,13 +518,30 @@ func (s *spanStitcher) fitOffsets() {
 			continue
 		}
 		slices.Sort(v)
-		theta := v[len(v)/2]
+		theta := densest(v)
 		for i := range v {
 			v[i] = max(v[i]-theta, theta-v[i])
 		}
 		slices.Sort(v)
 		s.offsets[[2]int32{k.caller, k.callee}] = clockOffset{theta, v[len(v)/2]}
 	}
+}
+
+// densest is the median of the narrowest run of a fifth of the sorted values
+// (at least 3): the mode of a cluster among scattered values, as the shortest
+// half is for a majority.
+func densest(v []int64) int64 {
+	h := max(3, len(v)/5)
+	if h >= len(v) {
+		return v[len(v)/2]
+	}
+	best := 0
+	for i := 1; i+h <= len(v); i++ {
+		if v[i+h-1]-v[i] < v[best+h-1]-v[best] {
+			best = i
+		}
+	}
+	return v[best+h/2]
 }
 
 // offset is the fitted clock offset between the processes of caller p and

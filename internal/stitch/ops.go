@@ -1,7 +1,6 @@
 package stitch
 
 import (
-	"net/url"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -69,9 +68,7 @@ func operation(sp ptrace.Span, kind causal.SpanKind, tooLong *int) (op, class st
 	switch kind {
 	case causal.KindClient:
 		if u := get("url.full", "http.url"); u != "" {
-			if parsed, err := url.Parse(u); err == nil {
-				path = parsed.Path
-			}
+			path = urlPath(u)
 		}
 		if path == "" {
 			path = get("url.path")
@@ -104,6 +101,25 @@ func splitRPC(name string) (service, method string, ok bool) {
 	return name[:i], name[i+1:], true
 }
 
+// needsMask reports whether some segment of path looks like an identifier.
+func needsMask(path string) bool {
+	seg := 0
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case c == '/':
+			seg = 0
+			continue
+		case c >= '0' && c <= '9':
+			return true
+		}
+		if seg++; seg > 24 {
+			return true
+		}
+	}
+	return false
+}
+
 func rpcKeys(service, method string) (op, class string) {
 	if i := strings.LastIndexByte(service, '.'); i >= 0 {
 		service = service[i+1:]
@@ -116,10 +132,26 @@ func rpcKeys(service, method string) (op, class string) {
 	return op, class
 }
 
+// urlPath is the path of an absolute URL ("" when it has none), without
+// parsing the rest: it runs for every CLIENT span.
+func urlPath(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	i := strings.IndexByte(u, '/')
+	if i < 0 {
+		return ""
+	}
+	return u[i:]
+}
+
 // maskPath replaces the segments of a path that look like identifiers (any
 // digit, or longer than 24 characters) with "*", so that calls of one route
 // share a key on both sides.
 func maskPath(path string) string {
+	if !needsMask(path) {
+		return path
+	}
 	var b strings.Builder
 	b.Grow(len(path))
 	for i, seg := range strings.Split(path, "/") {
