@@ -55,7 +55,10 @@ type Span struct {
 	// method). A caller and a callee whose keys are both known and differ are
 	// not a call pair.
 	Op, OpClass int32
-	Parent      int32 // index of the parent known from context, else -1
+	// Thread is the thread the span started on (thread.id), -1 when unknown.
+	// A synchronous child starts on its parent's thread.
+	Thread int32
+	Parent int32 // index of the parent known from context, else -1
 	// Orphan marks a span whose context was lost, so its parent is inferred. A
 	// span with no parent that is not marked stays a root.
 	Orphan bool
@@ -137,7 +140,8 @@ type StitchResult struct {
 //     that started at most AsyncWindow before it. Any other orphan's parent is a
 //     SERVER, CONSUMER or INTERNAL span of its own process during which it
 //     started (it may outlive its parent: fire-and-forget work). CLIENT and
-//     PRODUCER spans are leaves in their process.
+//     PRODUCER spans are leaves in their process. Where spans name their
+//     thread, candidates on the child's thread are preferred when any is.
 //   - Client-only processes (spans under a back end's service.name reported
 //     from the caller's process) are placed in the process of their host that
 //     encloses nearly all of their spans (guests).

@@ -331,11 +331,26 @@ func (s *spanStitcher) candidates() {
 			act = prune(spans, local[s.proc[c]], cs.Start-maxTol)
 			local[s.proc[c]] = act
 		}
+		sameThread := 0
 		for _, p := range act {
 			ps := &spans[p]
 			if p != c && ps.Start <= cs.Start+s.tolStart[c]+s.tolStart[p] && ps.End >= cs.Start-s.tolStart[c]-s.tolEnd[p] {
 				lists[c] = append(lists[c], p)
+				if cs.Thread >= 0 && ps.Thread == cs.Thread {
+					sameThread++
+				}
 			}
+		}
+		// A synchronous child runs on its parent's thread; asynchronous work
+		// (another thread) only when no candidate shares the child's.
+		if sameThread > 0 && sameThread < len(lists[c]) {
+			kept := lists[c][:0]
+			for _, p := range lists[c] {
+				if spans[p].Thread == cs.Thread {
+					kept = append(kept, p)
+				}
+			}
+			lists[c] = kept
 		}
 	}
 	s.chainCallers(lists)

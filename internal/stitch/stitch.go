@@ -239,7 +239,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		res := resources[r.resource]
 		t.add(int32(i), released{
 			start: start, end: end, kind: kind, service: res.service, instance: res.instance, host: res.host,
-			name: sp.Name(), op: op, class: class, peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
+			name: sp.Name(), op: op, class: class, thread: threadOf(sp.Attributes()), peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
 		}, final && sp.ParentSpanID().IsEmpty())
 		if endpoint != "" {
 			t.spans[len(t.spans)-1].Endpoint = t.names.id(endpoint)
@@ -434,7 +434,8 @@ func (t *round) add(ref int32, f released, orphan bool) {
 	t.spans = append(t.spans, causal.Span{
 		Start: f.start, End: f.end,
 		Service: t.names.id(f.service), Instance: t.names.id(f.instance), Host: host, Name: t.names.id(f.name),
-		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.optional(f.op), OpClass: t.names.optional(f.class), Orphan: orphan,
+		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.optional(f.op), OpClass: t.names.optional(f.class),
+		Thread: t.names.optional(f.thread), Orphan: orphan,
 	})
 	if f.kind.RemoteCaller() && f.peer.address != "" {
 		t.spans[j].Endpoint = t.names.id(f.peer.address)
@@ -458,7 +459,7 @@ func (t *round) facts(j int32, trace pcommon.TraceID) released {
 	return released{
 		start: sp.Start, end: sp.End, kind: sp.Kind,
 		service: name(sp.Service), instance: name(sp.Instance), host: name(sp.Host), name: name(sp.Name),
-		op: name(sp.Op), class: name(sp.OpClass), peer: t.peers[j], trace: trace, span: t.ids[j],
+		op: name(sp.Op), class: name(sp.OpClass), thread: name(sp.Thread), peer: t.peers[j], trace: trace, span: t.ids[j],
 	}
 }
 
@@ -466,7 +467,7 @@ func (t *round) facts(j int32, trace pcommon.TraceID) released {
 type released struct {
 	start, end                    int64
 	service, instance, host, name string
-	op, class                     string
+	op, class, thread             string
 	kind                          causal.SpanKind
 	peer                          peer
 	trace                         pcommon.TraceID
@@ -780,6 +781,19 @@ func (n *interner) optional(s string) int32 {
 		return -1
 	}
 	return n.id(s)
+}
+
+// threadOf is the span's thread (thread.id, else thread.name), "" when not
+// given; interned apart from other names.
+func threadOf(attrs pcommon.Map) string {
+	for _, k := range []string{"thread.id", "thread.name"} {
+		if v, ok := attrs.Get(k); ok {
+			if s := v.AsString(); s != "" && len(s) <= maxAttrLen {
+				return "thread:" + k + "=" + s
+			}
+		}
+	}
+	return ""
 }
 
 // opAddress is the address book's key for an operation a server serves.
