@@ -11,7 +11,7 @@ EXAMPLES  := $(wildcard examples/*.yaml)
 
 .PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
 .PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples test-timing \
-	bench bench-go bench-paths bench-causalpath e2e-long fuzz clean
+	bench bench-go bench-paths bench-causalpath e2e-long eval-causal fuzz clean
 
 all: build
 
@@ -136,6 +136,15 @@ e2e-long:
 	scripts/e2e-frequency.sh
 	$(GO) test -tags long -count=1 -timeout 10m -run TestExperimentMeasuresLinkGradient -v ./exporter/perfmodelexporter/
 	$(GO) test -tags long -count=1 -timeout 30m -run 'TestFigure(19|21|22)' -v ./internal/causal/ | grep -E 'fig[0-9]+|^(ok|FAIL|---)'
+
+# Span stitching measured (internal/stitcheval): TrainTicket made concurrent
+# and generated applications, against concurrency, fan-out, time scale, skew,
+# missing spans and attribute style, beside the naive baseline and the saved
+# baseline run; figures, JSON and a markdown table in docs/causal/ (about 2 min
+# on 2 cores). EVAL_NAME=baseline rewrites the baseline itself.
+EVAL_NAME ?= current
+eval-causal:
+	$(GO) run ./internal/stitcheval/cmd/causaleval -out docs/causal -name $(EVAL_NAME) -seeds 5 -baseline docs/causal/baseline.json
 
 # Every fuzz target, 30 s each.
 fuzz:

@@ -9,3 +9,9 @@ import _ "embed"
 //
 //go:embed testbed.yaml
 var DefaultYAML []byte
+
+// StitchYAML is stitch.yaml, the opt-in configuration for span-stitching
+// evaluation (config.Stitch).
+//
+//go:embed stitch.yaml
+var StitchYAML []byte

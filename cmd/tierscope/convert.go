@@ -1,39 +1,22 @@
 package main
 
 import (
-	"cmp"
 	"crypto/sha256"
-	"encoding/csv"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/tierscope/tierscope/internal/nezha"
 	"github.com/tierscope/tierscope/internal/otlpjsonl"
 )
 
 // convert turns third-party trace datasets into OTLP/JSON lines (FORMATS.md §4) so
-// that stitch can be run and scored on real traces.
-//
-// Nezha (github.com/IntelligentDDS/Nezha, MIT) has one CSV per capture with the
-// columns TraceID,SpanID,ParentID,PodName,OperationName,StartTimeUnixNano,
-// EndTimeUnixNano,Duration, produced by the OpenTelemetry Java agent on
-// TrainTicket. It has no span kind, no attributes and no service name, so they are
-// rebuilt from the operation and pod names by the rules below (classifyNezha,
-// serviceFromPod). On the two TrainTicket captures those rules agree with the
-// parent/child structure: every edge between two pods goes from an HTTP CLIENT
-// span to a SERVER span or from a PRODUCER to a CONSUMER, every SERVER span is a
-// trace root or the only child of an HTTP CLIENT span in another pod, and the
-// database CLIENT spans are leaves (convert_test.go checks all of this).
-
-const nezhaScope = "tierscope/convert/nezha"
+// that stitch can be run and scored on real traces. Package nezha reads the
+// Nezha CSVs and rebuilds their spans; convert removes context (--strip) and
+// writes them.
 
 // Truth attributes written by --strip, so that stitch reports can be scored.
 const (
@@ -76,7 +59,7 @@ func runConvert(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer closeIn()
-	ds, err := readNezha(r, name)
+	ds, err := nezha.Read(r, name)
 	if err != nil {
 		return err
 	}
@@ -85,7 +68,7 @@ func runConvert(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	w := otlpjsonl.NewWriter(o)
-	res, err := ds.convert(*strip, *batch, w.Write)
+	res, err := convert(ds, *strip, *batch, w.Write)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -98,231 +81,6 @@ func runConvert(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stderr, "%s convert %s: %s\n", programName, name, res.summary(*strip))
 	return nil
-}
-
-// nezhaSpan is one CSV row.
-type nezhaSpan struct {
-	line    int
-	trace   pcommon.TraceID
-	span    pcommon.SpanID
-	parent  pcommon.SpanID // zero for a root
-	pod, op string
-	start   uint64
-	end     uint64
-}
-
-type nezhaData struct {
-	name  string
-	spans []nezhaSpan
-	index map[pcommon.SpanID]int // span id -> position in spans
-	// durationMismatches counts rows whose Duration column (microseconds) does not
-	// match End-Start; it is reported, never fatal.
-	durationMismatches int
-}
-
-var nezhaColumns = []string{"TraceID", "SpanID", "ParentID", "PodName", "OperationName", "StartTimeUnixNano", "EndTimeUnixNano"}
-
-// readNezha parses and validates a Nezha trace CSV. Errors read "NAME:LINE: msg".
-func readNezha(r io.Reader, name string) (*nezhaData, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1 // we report short rows ourselves, with the column names
-	cr.ReuseRecord = true
-	parseErr := func(err error) error {
-		var pe *csv.ParseError
-		if errors.As(err, &pe) {
-			return fmt.Errorf("%s:%d: %v", name, pe.Line, pe.Err)
-		}
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	header, err := cr.Read()
-	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s:1: empty input, want the header %s,Duration", name, strings.Join(nezhaColumns, ","))
-	}
-	if err != nil {
-		return nil, parseErr(err)
-	}
-	header = slices.Clone(header) // ReuseRecord would overwrite it
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
-	}
-	var idx [7]int
-	for i, c := range nezhaColumns {
-		j, ok := col[c]
-		if !ok {
-			return nil, fmt.Errorf("%s:1: missing column %s (want %s,Duration)", name, c, strings.Join(nezhaColumns, ","))
-		}
-		idx[i] = j
-	}
-	durCol, hasDur := col["Duration"]
-	width := len(header)
-
-	d := &nezhaData{name: name, index: map[pcommon.SpanID]int{}}
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, parseErr(err)
-		}
-		line, _ := cr.FieldPos(0)
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, args...))
-		}
-		if len(rec) != width {
-			return nil, bad("%d fields, want %d (%s)", len(rec), width, strings.Join(header, ","))
-		}
-		s := nezhaSpan{line: line, pod: rec[idx[3]], op: rec[idx[4]]}
-		if msg := decodeID(s.trace[:], rec[idx[0]]); msg != "" {
-			return nil, bad("TraceID %q %s", rec[idx[0]], msg)
-		}
-		if msg := decodeID(s.span[:], rec[idx[1]]); msg != "" {
-			return nil, bad("SpanID %q %s", rec[idx[1]], msg)
-		}
-		if p := rec[idx[2]]; p != "root" {
-			if msg := decodeID(s.parent[:], p); msg != "" {
-				return nil, bad(`ParentID %q is not "root" and %s`, p, msg)
-			}
-			if s.parent == s.span {
-				return nil, bad("span %s is its own parent", s.span)
-			}
-		}
-		if s.pod == "" {
-			return nil, bad("empty PodName")
-		}
-		if s.start, err = strconv.ParseUint(rec[idx[5]], 10, 64); err != nil {
-			return nil, bad("StartTimeUnixNano %q is not a whole number of nanoseconds", rec[idx[5]])
-		}
-		if s.end, err = strconv.ParseUint(rec[idx[6]], 10, 64); err != nil {
-			return nil, bad("EndTimeUnixNano %q is not a whole number of nanoseconds", rec[idx[6]])
-		}
-		if s.end < s.start {
-			return nil, bad("EndTimeUnixNano %d is before StartTimeUnixNano %d", s.end, s.start)
-		}
-		// Duration is End-Start in microseconds, truncated (true of every row of the
-		// TrainTicket captures); allow one unit for rounding.
-		if hasDur {
-			us, err := strconv.ParseInt(strings.TrimSpace(rec[durCol]), 10, 64)
-			if diff := us - int64((s.end-s.start)/1000); err != nil || diff < -1 || diff > 1 {
-				d.durationMismatches++
-			}
-		}
-		if prev, dup := d.index[s.span]; dup {
-			// A parent id would be ambiguous, and so would the truth we record.
-			return nil, bad("duplicate SpanID %s (first on line %d)", s.span, d.spans[prev].line)
-		}
-		d.index[s.span] = len(d.spans)
-		d.spans = append(d.spans, s)
-	}
-	return d, nil
-}
-
-// decodeID fills dst from exactly 2*len(dst) hex digits; an all-zero id is invalid
-// in OTLP and refused. It returns what is wrong, or "".
-func decodeID(dst []byte, s string) string {
-	if len(s) != 2*len(dst) { // checked first: hex.Decode would overrun dst
-		return fmt.Sprintf("is not %d hex digits", 2*len(dst))
-	}
-	if _, err := hex.Decode(dst, []byte(s)); err != nil {
-		return fmt.Sprintf("is not %d hex digits", 2*len(dst))
-	}
-	for _, b := range dst {
-		if b != 0 {
-			return ""
-		}
-	}
-	return "is all zeros, an invalid id in OTLP"
-}
-
-// Pod names. A Deployment's pod is DEPLOYMENT-<pod-template-hash>-<5 chars>, both
-// generated in Kubernetes' alphabet without vowels (nor 0, 1, 3), which no English
-// word fits. The hash is a decimal uint32 re-encoded, so 1 to 10 characters; we
-// require 4 or more so that a short suffix of a real name is not taken for one.
-// A StatefulSet's pod is NAME-<ordinal>.
-var (
-	deploymentPod  = regexp.MustCompile(`^(.+)-[bcdfghjklmnpqrstvwxz2456789]{4,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$`)
-	statefulSetPod = regexp.MustCompile(`^(.+)-[0-9]+$`)
-)
-
-// serviceFromPod returns the workload name of a pod, the usual service.name in
-// Kubernetes: ts-gateway-service-6f6cfc45b-h5m2n -> ts-gateway-service. The
-// second result says which rule matched: "deployment", "statefulset", or "" when
-// none did and the pod name itself is used.
-func serviceFromPod(pod string) (string, string) {
-	if m := deploymentPod.FindStringSubmatch(pod); m != nil {
-		return m[1], "deployment"
-	}
-	if m := statefulSetPod.FindStringSubmatch(pod); m != nil {
-		return m[1], "statefulset"
-	}
-	return pod, ""
-}
-
-// opClass is what the operation name tells us about a span.
-type opClass struct {
-	rule  string
-	kind  ptrace.SpanKind
-	attrs [][2]string
-}
-
-// The rules, first match wins. The names follow the OpenTelemetry Java agent,
-// which produced the data:
-//   - "HTTP GET": an HTTP client span (the agent names them by method only).
-//   - "/api/v1/...", "/*": a server span named by its route.
-//   - "SELECT ts.orders": a JDBC statement, "VERB database.table". These are the
-//     real round trips to MySQL, and always leaves.
-//   - "SELECT Order", "SELECT route", "Session.find ...", "Transaction.commit":
-//     Hibernate spans. The agent makes them INTERNAL, and here they are the
-//     parents of the JDBC spans (or have no child when served from the session),
-//     so making them CLIENT would count each database call twice.
-//   - "<default> send", "food_delivery process": RabbitMQ publish and consume
-//     (TrainTicket's food delivery queue). "<default>" is the agent's name for
-//     the default exchange, whose name is the empty string.
-//   - anything else (controllers, repositories, the gateway's handler): INTERNAL.
-var (
-	httpClientOp = regexp.MustCompile(`^HTTP ([A-Z]+)$`)
-	jdbcOp       = regexp.MustCompile(`^(SELECT|INSERT|UPDATE|DELETE|REPLACE|MERGE|CALL) ([A-Za-z0-9_$]+)\.([A-Za-z0-9_$]+)$`)
-	hibernateOp  = regexp.MustCompile(`^((SELECT|INSERT|UPDATE|DELETE) [A-Za-z0-9_$]+|Session\.[A-Za-z]+ .+|Transaction\.(commit|rollback))$`)
-	messagingOp  = regexp.MustCompile(`^(\S+) (send|publish|process|receive)$`)
-	httpMethods  = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true, "CONNECT": true, "OPTIONS": true, "TRACE": true, "PATCH": true}
-)
-
-func classifyNezha(op string) opClass {
-	if m := httpClientOp.FindStringSubmatch(op); m != nil {
-		if httpMethods[m[1]] {
-			return opClass{"http-client", ptrace.SpanKindClient, [][2]string{{"http.request.method", m[1]}}}
-		}
-		return opClass{"http-client", ptrace.SpanKindClient, [][2]string{{"http.request.method", "_OTHER"}, {"http.request.method_original", m[1]}}}
-	}
-	if strings.HasPrefix(op, "/") {
-		// The method is not in the data, so http.request.method is left out.
-		return opClass{"http-server", ptrace.SpanKindServer, [][2]string{{"http.route", op}}}
-	}
-	if m := jdbcOp.FindStringSubmatch(op); m != nil {
-		return opClass{"db-client", ptrace.SpanKindClient, [][2]string{
-			{"db.system.name", "mysql"}, // TrainTicket's services all use MySQL
-			{"db.namespace", m[2]},
-			{"db.collection.name", m[3]},
-			{"db.operation.name", m[1]},
-			{"db.query.summary", op},
-		}}
-	}
-	if hibernateOp.MatchString(op) {
-		return opClass{"hibernate", ptrace.SpanKindInternal, nil}
-	}
-	if m := messagingOp.FindStringSubmatch(op); m != nil {
-		dest := m[1]
-		if dest == "<default>" {
-			dest = ""
-		}
-		attrs := [][2]string{{"messaging.system", "rabbitmq"}, {"messaging.destination.name", dest}, {"messaging.operation.name", m[2]}}
-		if m[2] == "send" || m[2] == "publish" {
-			return opClass{"messaging-producer", ptrace.SpanKindProducer, append(attrs, [2]string{"messaging.operation.type", "send"})}
-		}
-		return opClass{"messaging-consumer", ptrace.SpanKindConsumer, append(attrs, [2]string{"messaging.operation.type", m[2]})}
-	}
-	return opClass{"internal", ptrace.SpanKindInternal, nil}
 }
 
 // convertResult is the converted data and its statistics.
@@ -364,7 +122,7 @@ func (r *convertResult) summary(strip string) string {
 // derivedTraceID is the fresh trace id given to a span cut from its parent. It is
 // a hash of the span id so that the output is reproducible.
 func derivedTraceID(span pcommon.SpanID) pcommon.TraceID {
-	sum := sha256.Sum256(append([]byte(nezhaScope+"/strip\x00"), span[:]...))
+	sum := sha256.Sum256(append([]byte(nezha.Scope+"/strip\x00"), span[:]...))
 	var t pcommon.TraceID
 	copy(t[:], sum[:16])
 	return t
@@ -372,20 +130,20 @@ func derivedTraceID(span pcommon.SpanID) pcommon.TraceID {
 
 // outIDs computes each span's output trace id and parent id for a strip mode, and
 // how many parent links were removed.
-func (d *nezhaData) outIDs(strip string) (traces []pcommon.TraceID, parents []pcommon.SpanID, broken int, err error) {
-	n := len(d.spans)
+func outIDs(d *nezha.Data, strip string) (traces []pcommon.TraceID, parents []pcommon.SpanID, broken int, err error) {
+	n := len(d.Spans)
 	traces = make([]pcommon.TraceID, n)
 	parents = make([]pcommon.SpanID, n)
 	switch strip {
 	case stripNone:
-		for i, s := range d.spans {
-			traces[i], parents[i] = s.trace, s.parent
+		for i, s := range d.Spans {
+			traces[i], parents[i] = s.Trace, s.Parent
 		}
 		return traces, parents, 0, nil
 	case stripAll:
-		for i, s := range d.spans {
-			traces[i] = derivedTraceID(s.span)
-			if !s.parent.IsEmpty() {
+		for i, s := range d.Spans {
+			traces[i] = derivedTraceID(s.ID)
+			if !s.Parent.IsEmpty() {
 				broken++
 			}
 		}
@@ -403,20 +161,20 @@ func (d *nezhaData) outIDs(strip string) (traces []pcommon.TraceID, parents []pc
 	)
 	state := make([]uint8, n)
 	var stack []int
-	for i := range d.spans {
+	for i := range d.Spans {
 		for j := i; state[j] != done; {
-			s := d.spans[j]
-			p, ok := d.index[s.parent]
+			s := d.Spans[j]
+			p, ok := d.Index[s.Parent]
 			switch {
-			case s.parent.IsEmpty() || !ok:
-				traces[j], parents[j] = s.trace, s.parent
-			case d.spans[p].pod != s.pod:
-				traces[j] = derivedTraceID(s.span)
+			case s.Parent.IsEmpty() || !ok:
+				traces[j], parents[j] = s.Trace, s.Parent
+			case d.Spans[p].Pod != s.Pod:
+				traces[j] = derivedTraceID(s.ID)
 				broken++
 			case state[p] == done:
-				traces[j], parents[j] = traces[p], s.parent
+				traces[j], parents[j] = traces[p], s.Parent
 			case state[p] == visiting:
-				return nil, nil, 0, fmt.Errorf("%s:%d: span %s is its own ancestor (a ParentID cycle)", d.name, s.line, s.span)
+				return nil, nil, 0, fmt.Errorf("%s:%d: span %s is its own ancestor (a ParentID cycle)", d.Name, s.Line, s.ID)
 			default: // resolve the parent first
 				state[j] = visiting
 				stack = append(stack, j)
@@ -433,102 +191,65 @@ func (d *nezhaData) outIDs(strip string) (traces []pcommon.TraceID, parents []pc
 	return traces, parents, broken, nil
 }
 
-// convert builds the OTLP requests and hands them to emit one by one: spans in
-// end-time order (the order an exporter sends them), batch spans per request, one
-// ResourceSpans per pod in each.
-func (d *nezhaData) convert(strip string, batch int, emit func(ptrace.Traces) error) (*convertResult, error) {
-	traces, parents, broken, err := d.outIDs(strip)
+// convert builds the OTLP requests and hands them to emit one by one: the spans
+// as package nezha builds them (end-time order, batch spans per request, one
+// ResourceSpans per pod), with the context strip leaves and the truth it removed.
+func convert(d *nezha.Data, strip string, batch int, emit func(ptrace.Traces) error) (*convertResult, error) {
+	traces, parents, broken, err := outIDs(d, strip)
 	if err != nil {
 		return nil, err
 	}
 	res := &convertResult{
-		spans: len(d.spans), broken: broken, durMismatch: d.durationMismatches,
+		spans: len(d.Spans), broken: broken, durMismatch: d.DurationMismatches,
 		byKind: map[ptrace.SpanKind]int{},
 	}
 	inTraces, outTraces := map[pcommon.TraceID]bool{}, map[pcommon.TraceID]bool{}
 	pods, services := map[string]bool{}, map[string]bool{}
-	for i, s := range d.spans {
-		inTraces[s.trace], outTraces[traces[i]] = true, true
-		if !pods[s.pod] {
-			pods[s.pod] = true
-			svc, rule := serviceFromPod(s.pod)
+	for i, s := range d.Spans {
+		inTraces[s.Trace], outTraces[traces[i]] = true, true
+		if !pods[s.Pod] {
+			pods[s.Pod] = true
+			svc, rule := nezha.ServiceFromPod(s.Pod)
 			services[svc] = true
 			if rule == "" {
 				res.unmatched++
 			}
 		}
-		if !s.parent.IsEmpty() {
-			if p, ok := d.index[s.parent]; !ok {
+		if !s.Parent.IsEmpty() {
+			if p, ok := d.Index[s.Parent]; !ok {
 				res.missing++
-			} else if d.spans[p].pod != s.pod {
+			} else if d.Spans[p].Pod != s.Pod {
 				res.crossPodEdge++
 			}
 		}
 	}
 	res.traces, res.outTraces, res.pods, res.services = len(inTraces), len(outTraces), len(pods), len(services)
 
-	order := make([]int, len(d.spans))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(d.spans[a].end, d.spans[b].end) })
-
-	classes := map[string]opClass{}
-	for lo := 0; lo < len(order); lo += batch {
-		td := ptrace.NewTraces()
-		byPod := map[string]ptrace.SpanSlice{}
-		for _, i := range order[lo:min(lo+batch, len(order))] {
-			s := d.spans[i]
-			spans, ok := byPod[s.pod]
-			if !ok {
-				rs := td.ResourceSpans().AppendEmpty()
-				svc, rule := serviceFromPod(s.pod)
-				ra := rs.Resource().Attributes()
-				ra.PutStr("service.name", svc)
-				ra.PutStr("service.instance.id", s.pod)
-				ra.PutStr("k8s.pod.name", s.pod)
-				switch rule {
-				case "deployment":
-					ra.PutStr("k8s.deployment.name", svc)
-				case "statefulset":
-					ra.PutStr("k8s.statefulset.name", svc)
+	err = d.Emit(batch, func(td ptrace.Traces) error {
+		rss := td.ResourceSpans()
+		for r := 0; r < rss.Len(); r++ {
+			spans := rss.At(r).ScopeSpans().At(0).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := spans.At(k)
+				i := d.Index[sp.SpanID()]
+				s := d.Spans[i]
+				res.byKind[sp.Kind()]++
+				sp.SetTraceID(traces[i])
+				sp.SetParentSpanID(parents[i])
+				if strip != stripNone {
+					truthParent := ""
+					if !s.Parent.IsEmpty() {
+						truthParent = s.Parent.String()
+					}
+					sp.Attributes().PutStr(attrTruthParent, truthParent)
+					sp.Attributes().PutStr(attrTruthTrace, s.Trace.String())
 				}
-				ss := rs.ScopeSpans().AppendEmpty()
-				ss.Scope().SetName(nezhaScope)
-				spans = ss.Spans()
-				byPod[s.pod] = spans
-			}
-			c, ok := classes[s.op]
-			if !ok {
-				c = classifyNezha(s.op)
-				classes[s.op] = c
-			}
-			res.byKind[c.kind]++
-
-			sp := spans.AppendEmpty()
-			sp.SetName(s.op)
-			sp.SetKind(c.kind)
-			sp.SetTraceID(traces[i])
-			sp.SetSpanID(s.span)
-			sp.SetParentSpanID(parents[i])
-			sp.SetStartTimestamp(pcommon.Timestamp(s.start))
-			sp.SetEndTimestamp(pcommon.Timestamp(s.end))
-			attrs := sp.Attributes()
-			for _, kv := range c.attrs {
-				attrs.PutStr(kv[0], kv[1])
-			}
-			if strip != stripNone {
-				truthParent := ""
-				if !s.parent.IsEmpty() {
-					truthParent = s.parent.String()
-				}
-				attrs.PutStr(attrTruthParent, truthParent)
-				attrs.PutStr(attrTruthTrace, s.trace.String())
 			}
 		}
-		if err := emit(td); err != nil {
-			return nil, err
-		}
+		return emit(td)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/csv"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,23 +15,36 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/tierscope/tierscope/internal/nezha"
 	"github.com/tierscope/tierscope/internal/otlpjsonl"
 )
 
-// The two real TrainTicket captures of the Nezha dataset, beside the repository.
-const nezhaDataDir = "../../../shared/data/trainticket"
+// The two real TrainTicket captures of the Nezha dataset, kept gzipped in
+// testdata.
+const nezhaDataDir = "../../testdata/nezha"
 
 var nezhaCaptures = []string{"2023-01-29_08_50_trace.csv", "2023-01-30_11_39_trace.csv"}
 
 const nezhaExcerpt = "../../testdata/nezha/excerpt.csv"
 
+// nezhaCapture returns the path of an uncompressed copy of a capture, since
+// convert reads plain CSV (as the dataset ships it).
 func nezhaCapture(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join(nezhaDataDir, name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("Nezha capture missing: %v (the shared data must sit beside the repository as ../shared, see ../shared/README.md)", err)
+	f, err := os.Open(filepath.Join(nezhaDataDir, name+".gz"))
+	if err != nil {
+		t.Fatalf("Nezha capture missing: %v", err)
 	}
-	return p
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, name, string(data))
 }
 
 // csvRow is a row of the input, read independently of the converter.
@@ -103,8 +118,8 @@ func convertNezha(t *testing.T, in string, args ...string) (map[string]outSpan, 
 	spans := map[string]outSpan{}
 	for i := 0; i < td.ResourceSpans().Len(); i++ {
 		rs := td.ResourceSpans().At(i)
-		if rs.ScopeSpans().Len() != 1 || rs.ScopeSpans().At(0).Scope().Name() != nezhaScope {
-			t.Fatalf("want one ScopeSpans named %s per resource", nezhaScope)
+		if rs.ScopeSpans().Len() != 1 || rs.ScopeSpans().At(0).Scope().Name() != nezha.Scope {
+			t.Fatalf("want one ScopeSpans named %s per resource", nezha.Scope)
 		}
 		ss := rs.ScopeSpans().At(0).Spans()
 		for j := 0; j < ss.Len(); j++ {
@@ -116,52 +131,6 @@ func convertNezha(t *testing.T, in string, args ...string) (map[string]outSpan, 
 		}
 	}
 	return spans, data, strings.TrimSpace(errs)
-}
-
-func TestServiceFromPod(t *testing.T) {
-	for _, c := range []struct{ pod, svc, rule string }{
-		{"ts-gateway-service-6f6cfc45b-h5m2n", "ts-gateway-service", "deployment"},
-		{"ts-execute-service-775f544d9-zqvjb", "ts-execute-service", "deployment"},
-		{"ts-station-food-service-dc4d75dd-fw6ft", "ts-station-food-service", "deployment"},
-		{"ts-basic-service-5dc8d4f9fd-46997", "ts-basic-service", "deployment"},
-		{"mysql-0", "mysql", "statefulset"},
-		{"ts-ui-dashboard", "ts-ui-dashboard", ""},             // no hash: taken as is
-		{"ts-auth-service-admin", "ts-auth-service-admin", ""}, // "service" has vowels, so it is no hash
-		{"standalone", "standalone", ""},
-	} {
-		if svc, rule := serviceFromPod(c.pod); svc != c.svc || rule != c.rule {
-			t.Errorf("%s: got %q (%q), want %q (%q)", c.pod, svc, rule, c.svc, c.rule)
-		}
-	}
-}
-
-func TestClassifyNezha(t *testing.T) {
-	for _, c := range []struct {
-		op    string
-		kind  ptrace.SpanKind
-		attrs string
-	}{
-		{"HTTP GET", ptrace.SpanKindClient, "[[http.request.method GET]]"},
-		{"HTTP PATCH", ptrace.SpanKindClient, "[[http.request.method PATCH]]"},
-		{"HTTP FOO", ptrace.SpanKindClient, "[[http.request.method _OTHER] [http.request.method_original FOO]]"},
-		{"/api/v1/orderservice/order/{orderId}", ptrace.SpanKindServer, "[[http.route /api/v1/orderservice/order/{orderId}]]"},
-		{"/*", ptrace.SpanKindServer, "[[http.route /*]]"},
-		{"SELECT ts.orders", ptrace.SpanKindClient, "[[db.system.name mysql] [db.namespace ts] [db.collection.name orders] [db.operation.name SELECT] [db.query.summary SELECT ts.orders]]"},
-		{"UPDATE ts.orders_other", ptrace.SpanKindClient, "[[db.system.name mysql] [db.namespace ts] [db.collection.name orders_other] [db.operation.name UPDATE] [db.query.summary UPDATE ts.orders_other]]"},
-		{"SELECT Order", ptrace.SpanKindInternal, "[]"},
-		{"SELECT price_config", ptrace.SpanKindInternal, "[]"},
-		{"Session.find order.entity.Order", ptrace.SpanKindInternal, "[]"},
-		{"Transaction.commit", ptrace.SpanKindInternal, "[]"},
-		{"<default> send", ptrace.SpanKindProducer, "[[messaging.system rabbitmq] [messaging.destination.name ] [messaging.operation.name send] [messaging.operation.type send]]"},
-		{"food_delivery process", ptrace.SpanKindConsumer, "[[messaging.system rabbitmq] [messaging.destination.name food_delivery] [messaging.operation.name process] [messaging.operation.type process]]"},
-		{"OrderController.getOrderById", ptrace.SpanKindInternal, "[]"},
-		{"FilteringWebHandler.handle", ptrace.SpanKindInternal, "[]"},
-	} {
-		got := classifyNezha(c.op)
-		if got.kind != c.kind || fmt.Sprint(got.attrs) != c.attrs {
-			t.Errorf("%q: %v %v, want %v %s", c.op, got.kind, got.attrs, c.kind, c.attrs)
-		}
-	}
 }
 
 // Without stripping, every row becomes one span with its ids, times, name and pod,
@@ -192,18 +161,18 @@ func TestConvertNezhaNone(t *testing.T) {
 					fmt.Sprint(uint64(sp.StartTimestamp())) != r.start || fmt.Sprint(uint64(sp.EndTimestamp())) != r.end {
 					t.Fatalf("span %s does not match its row %+v", id, r)
 				}
-				svc, _ := serviceFromPod(r.pod)
+				svc, _ := nezha.ServiceFromPod(r.pod)
 				if s.res("service.name") != svc || s.res("service.instance.id") != r.pod || s.res("k8s.pod.name") != r.pod || !strings.HasPrefix(r.pod, svc+"-") {
 					t.Fatalf("span %s: resource %v for pod %s", id, s.resource.AsRaw(), r.pod)
 				}
 				if _, ok := s.attr(attrTruthParent); ok {
 					t.Fatalf("span %s: truth attributes without --strip", id)
 				}
-				c := classifyNezha(r.op)
-				if sp.Kind() != c.kind {
-					t.Fatalf("span %s %q: kind %v, want %v", id, r.op, sp.Kind(), c.kind)
+				c := nezha.Classify(r.op)
+				if sp.Kind() != c.Kind {
+					t.Fatalf("span %s %q: kind %v, want %v", id, r.op, sp.Kind(), c.Kind)
 				}
-				byRule[c.rule]++
+				byRule[c.Rule]++
 				children[r.parent] = append(children[r.parent], s)
 			}
 			var got []string
@@ -239,7 +208,7 @@ func TestConvertNezhaNone(t *testing.T) {
 				}
 				// Hibernate's statement spans wrap exactly one JDBC call, which is why
 				// they are INTERNAL: as CLIENT spans they would count it twice.
-				if c := classifyNezha(r.op); c.rule == "hibernate" && !strings.Contains(r.op, ".") {
+				if c := nezha.Classify(r.op); c.Rule == "hibernate" && !strings.Contains(r.op, ".") {
 					if len(kids) != 1 || kids[0].span.Kind() != ptrace.SpanKindClient || kids[0].res("k8s.pod.name") != r.pod {
 						t.Errorf("Hibernate span %s %q: want exactly one JDBC CLIENT child in its pod, got %d", id, r.op, len(kids))
 					} else if _, ok := kids[0].attr("db.system.name"); !ok {

@@ -105,7 +105,7 @@ func writeStitchReport(path string, rep stitch.Report) error {
 		doc.Truth = &api.StitchTruth{
 			Links: t.Links, Correct: t.Correct, Accuracy: t.Accuracy,
 			OrphanLinks: t.OrphanLinks, OrphanCorrect: t.OrphanCorrect, OrphanAccuracy: t.OrphanAccuracy,
-			RootsAttached: t.RootsAttached,
+			RootsAttached: t.RootsAttached, Written: t.Written, Precision: t.Precision, BestCorrect: t.BestCorrect,
 		}
 		for _, b := range t.Calibration {
 			doc.Truth.Calibration = append(doc.Truth.Calibration, api.CalibrationBucket(b))

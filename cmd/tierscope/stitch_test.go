@@ -68,22 +68,22 @@ func checkEverySpanOnce(t *testing.T, in, out string) {
 }
 
 // The real TrainTicket traces (Nezha dataset) with context removed: every trace id
-// and parent id stripped, at least 95% of parent links right; only the
-// cross-service hops broken, at least 99%.
+// and parent id stripped, or only the cross-service hops broken. Parents written
+// (at the default minimum confidence) are right at least 99% of the time, and
+// the best candidate of a lost link at least 98.9% (99.3% of the lost links
+// of the first capture when every id is stripped: two concurrent identical
+// requests 58 µs apart swap their children).
 func TestStitchRealTraces(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(nezhaDataDir, "*_trace.csv"))
-	if len(files) != 2 {
-		t.Fatalf("want the two TrainTicket files under %s, found %v", nezhaDataDir, files)
-	}
-	for _, csv := range files {
-		name := strings.TrimSuffix(filepath.Base(csv), "_trace.csv")
+	for _, file := range nezhaCaptures {
+		csv := nezhaCapture(t, file)
+		name := strings.TrimSuffix(file, "_trace.csv")
 		all := stitchFile(t, csv, "all")
 		cross := stitchFile(t, csv, "cross-service")
 		for _, c := range []struct {
 			strip string
 			rep   api.StitchReport
 			min   float64
-		}{{"all", all, 0.95}, {"cross-service", cross, 0.99}} {
+		}{{"all", all, 0.989}, {"cross-service", cross, 0.99}} {
 			tr := c.rep.Truth
 			if tr == nil {
 				t.Fatalf("%s --strip %s: no truth in the report", name, c.strip)
@@ -96,11 +96,14 @@ func TestStitchRealTraces(t *testing.T) {
 			}
 			t.Logf("%s --strip %s: links %d/%d (%.2f%%), broken links %d/%d (%.2f%%), roots attached %d; calibration %s",
 				name, c.strip, tr.Correct, tr.Links, 100*tr.Accuracy, tr.OrphanCorrect, tr.OrphanLinks, 100*tr.OrphanAccuracy, tr.RootsAttached, strings.Join(cal, ", "))
-			if tr.Accuracy < c.min {
-				t.Errorf("%s --strip %s: %.2f%% of parent links right, want ≥ %.0f%%", name, c.strip, 100*tr.Accuracy, 100*c.min)
+			best := float64(tr.BestCorrect) / float64(tr.OrphanLinks)
+			t.Logf("%s --strip %s: %d parents written at precision %.2f%%, best candidate right for %.2f%% of lost links",
+				name, c.strip, tr.Written, 100*tr.Precision, 100*best)
+			if best < c.min {
+				t.Errorf("%s --strip %s: best candidate right for %.2f%% of the lost links, want ≥ %.1f%%", name, c.strip, 100*best, 100*c.min)
 			}
-			if c.strip == "cross-service" && tr.OrphanAccuracy < c.min {
-				t.Errorf("%s: %.2f%% of the broken cross-service links right, want ≥ %.0f%%", name, 100*tr.OrphanAccuracy, 100*c.min)
+			if tr.Precision < 0.99 {
+				t.Errorf("%s --strip %s: %.2f%% of the parents written are right, want ≥ 99%%", name, c.strip, 100*tr.Precision)
 			}
 			if len(c.rep.Patterns) == 0 || !strings.HasPrefix(c.rep.Patterns[0].Signature, "ts-") {
 				t.Errorf("%s --strip %s: patterns %v", name, c.strip, c.rep.Patterns)

@@ -78,14 +78,20 @@ type StitchReport struct {
 
 // StitchTruth scores stitching against the true parents carried by test data.
 type StitchTruth struct {
-	Links          int                 `json:"links"`
-	Correct        int                 `json:"correct"`
-	Accuracy       float64             `json:"accuracy"`
-	OrphanLinks    int                 `json:"orphan_links"`
-	OrphanCorrect  int                 `json:"orphan_correct"`
-	OrphanAccuracy float64             `json:"orphan_accuracy"`
-	RootsAttached  int                 `json:"roots_attached"`
-	Calibration    []CalibrationBucket `json:"calibration"`
+	Links          int     `json:"links"`
+	Correct        int     `json:"correct"`
+	Accuracy       float64 `json:"accuracy"`
+	OrphanLinks    int     `json:"orphan_links"`
+	OrphanCorrect  int     `json:"orphan_correct"`
+	OrphanAccuracy float64 `json:"orphan_accuracy"`
+	RootsAttached  int     `json:"roots_attached"`
+	// Written counts the inferred parents written (at or above the minimum
+	// confidence), Precision the share of them that is right; BestCorrect the
+	// lost links whose best candidate is right, written or not.
+	Written     int                 `json:"written"`
+	Precision   float64             `json:"precision"`
+	BestCorrect int                 `json:"best_correct"`
+	Calibration []CalibrationBucket `json:"calibration"`
 }
 
 // CalibrationBucket is the accuracy of inferred parents in one confidence range.

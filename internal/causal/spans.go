@@ -91,7 +91,7 @@ func DefaultStitchConfig() StitchConfig {
 		SkewWindow:  5 * time.Millisecond,
 		AsyncWindow: 10 * time.Second,
 		Bins:        stats.LogBins{Base: 1.1, Min: 100, Count: 256},
-		Rounds:      3,
+		Rounds:      2,
 	}
 }
 

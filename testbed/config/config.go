@@ -51,8 +51,31 @@ const (
 )
 
 // Hops that drop_context may name: the edges of the call graph (the queue is not a
-// node, so losing the message's context is web->worker; db->db is replication).
-var Hops = []string{"web->app", "app->db", "web->worker", "worker->db", "db->db"}
+// node, so losing the message's context is web->worker, or app->worker for an
+// op's async publish; db->db is replication).
+var Hops = []string{"web->app", "app->db", "web->worker", "worker->db", "db->db", "app->worker"}
+
+// Transports of a web step, semantic-convention generations, in-process client
+// libraries and where an async task starts.
+const (
+	TransportHTTP = "http"
+	TransportGRPC = "grpc"
+
+	SemconvCurrent = "current" // server.address, url.full, http.request.method, ...
+	SemconvLegacy  = "legacy"  // net.peer.name, http.url, http.method, ... (semconv < 1.21)
+
+	ClientCache = "cache" // the ops' cache calls (Op.Cache)
+	ClientDB    = "db"    // the app's and the worker's calls to the db tier
+
+	ShareProcess = "process" // host.name, process.pid and container.id of the caller's process
+	ShareHost    = "host"    // host.name only
+
+	StartBegin = "begin" // before the op's busy work
+	StartEnd   = "end"   // after its cache and db calls, just before it answers
+)
+
+// Cache commands an op may send to the cache tier.
+var CacheCommands = []string{"GET", "SET", "DEL"}
 
 // DefaultMHz is the capacity used when cpu_mhz is 0 and /proc/cpuinfo has no clock.
 const DefaultMHz = 2000
@@ -76,8 +99,23 @@ type Config struct {
 	Topics       map[string]Op                 `yaml:"topics"`
 	Queries      map[string]Query              `yaml:"queries"`
 	Replication  string                        `yaml:"replication"`
+	// Semconv is per service (web, app, db, worker) the generation of attribute
+	// names on its CLIENT and SERVER spans: current (the default) or legacy.
+	Semconv map[string]string `yaml:"semconv"`
+	// Clients are in-process client libraries (cache, db) that report their
+	// CLIENT spans under their back end's service.name, as some SDKs do.
+	Clients map[string]Client `yaml:"clients"`
 
 	speed *speedFile
+}
+
+// Client is an in-process client library reporting under its own service.name
+// (e.g. "redis") with no service.instance.id; Resource says what it shares with
+// the process it runs in: process (host.name, process.pid, container.id; the
+// default) or host (host.name only).
+type Client struct {
+	ServiceName string `yaml:"service_name"`
+	Resource    string `yaml:"resource"`
 }
 
 // Version is the extra busy time, in milliseconds, a version adds per served name.
@@ -106,14 +144,39 @@ type Step struct {
 	Pattern    string `yaml:"pattern"`
 	Count      int    `yaml:"count"`
 	Connection string `yaml:"connection"`
+	// Transport of a call to app: http (default, also "") or grpc.
+	Transport string `yaml:"transport"`
 }
 
-// Op is an app op or a worker topic: busy work, then db calls in order over
-// Connection.
+// Op is an app op or a worker topic: busy work, then cache calls, then db calls
+// in order over Connection; Async tasks run beside it, fire and forget.
 type Op struct {
-	CPUMC      float64  `yaml:"cpu_mc"`
-	DB         []DBCall `yaml:"db"`
-	Connection string   `yaml:"connection"`
+	CPUMC      float64     `yaml:"cpu_mc"`
+	Cache      []CacheCall `yaml:"cache"`
+	DB         []DBCall    `yaml:"db"`
+	Connection string      `yaml:"connection"`
+	Async      []Async     `yaml:"async"`
+}
+
+// CacheCall is one command to the cache tier, run Count times with Pattern; Key
+// is an argument template ("item:{1-1000}").
+type CacheCall struct {
+	Command string `yaml:"command"`
+	Key     string `yaml:"key"`
+	Pattern string `yaml:"pattern"`
+	Count   int    `yaml:"count"`
+}
+
+// Async is work an op starts and does not wait for: a Task (an INTERNAL span of
+// that name: busy work, a wait, cache calls) or a Publish to a topic (a PRODUCER
+// span; app ops only). Start is begin or end (the default).
+type Async struct {
+	Task    string      `yaml:"task"`
+	Publish string      `yaml:"publish"`
+	Start   string      `yaml:"start"`
+	CPUMC   float64     `yaml:"cpu_mc"`
+	Wait    Wait        `yaml:"wait_ms"`
+	Cache   []CacheCall `yaml:"cache"`
 }
 
 // DBCall is one named query, run Count times with Pattern.
@@ -154,6 +217,17 @@ func Default() *Config {
 	c, err := Parse(testbed.DefaultYAML, "testbed.yaml")
 	if err != nil {
 		panic("embedded testbed.yaml: " + err.Error())
+	}
+	return c
+}
+
+// Stitch returns the embedded testbed/stitch.yaml: the opt-in configuration with
+// the features span stitching is evaluated on (gRPC, async tasks, in-process
+// clients under their own service.name, both semantic conventions).
+func Stitch() *Config {
+	c, err := Parse(testbed.StitchYAML, "stitch.yaml")
+	if err != nil {
+		panic("embedded stitch.yaml: " + err.Error())
 	}
 	return c
 }
@@ -274,6 +348,12 @@ func (c *Config) fillDefaults() {
 	if c.Replication == "" {
 		c.Replication = ReplSync
 	}
+	for name, cl := range c.Clients {
+		if cl.Resource == "" {
+			cl.Resource = ShareProcess
+			c.Clients[name] = cl
+		}
+	}
 	for i := range c.Transactions {
 		for j := range c.Transactions[i].Steps {
 			s := &c.Transactions[i].Steps[j]
@@ -291,8 +371,22 @@ func (c *Config) fillDefaults() {
 			for j := range op.DB {
 				op.DB[j].Pattern, op.DB[j].Count = defaultPattern(op.DB[j].Pattern, op.DB[j].Count)
 			}
+			defaultCache(op.Cache)
+			for j := range op.Async {
+				if op.Async[j].Start == "" {
+					op.Async[j].Start = StartEnd
+				}
+				defaultCache(op.Async[j].Cache)
+			}
 			m[k] = op
 		}
+	}
+}
+
+func defaultCache(calls []CacheCall) {
+	for i := range calls {
+		calls[i].Pattern, calls[i].Count = defaultPattern(calls[i].Pattern, calls[i].Count)
+		calls[i].Command = strings.ToUpper(calls[i].Command)
 	}
 }
 
@@ -366,6 +460,16 @@ func (c *Config) validate(v *validator) {
 					v.errorf(sp+".op", "unknown op %q (not under ops)", s.Op)
 				}
 				checkConn(v, sp+".connection", s.Connection)
+				switch s.Transport {
+				case "", TransportHTTP:
+				case TransportGRPC:
+					// One HTTP/2 connection multiplexes every call.
+					if s.Connection != ConnPooled {
+						v.errorf(sp+".connection", "a grpc call is always pooled")
+					}
+				default:
+					v.errorf(sp+".transport", "must be http or grpc, not %q", s.Transport)
+				}
 			case s.Publish != "":
 				if _, ok := c.Topics[s.Publish]; !ok {
 					v.errorf(sp+".publish", "unknown topic %q (not under topics)", s.Publish)
@@ -378,6 +482,9 @@ func (c *Config) validate(v *validator) {
 				}
 				if s.Pattern == PatternParallel {
 					v.errorf(sp+".pattern", "publish is sync or serial")
+				}
+				if s.Transport != "" {
+					v.errorf(sp+".transport", "a publish step always uses http")
 				}
 			default:
 				v.errorf(sp, "needs call or publish")
@@ -397,6 +504,7 @@ func (c *Config) validate(v *validator) {
 			}
 			checkMC(v, p+".cpu_mc", op.CPUMC)
 			checkConn(v, p+".connection", op.Connection)
+			checkCache(v, p+".cache", op.Cache)
 			for j, d := range op.DB {
 				dp := fmt.Sprintf("%s.db[%d]", p, j)
 				if _, ok := c.Queries[d.Query]; !ok {
@@ -404,6 +512,48 @@ func (c *Config) validate(v *validator) {
 				}
 				checkPattern(v, dp, d.Pattern, d.Count)
 			}
+			for j, a := range op.Async {
+				ap := fmt.Sprintf("%s.async[%d]", p, j)
+				switch {
+				case (a.Task == "") == (a.Publish == ""):
+					v.errorf(ap, "needs exactly one of task and publish")
+				case a.Publish != "":
+					if kind.field != "ops" {
+						v.errorf(ap+".publish", "only an app op publishes")
+					} else if _, ok := c.Topics[a.Publish]; !ok {
+						v.errorf(ap+".publish", "unknown topic %q (not under topics)", a.Publish)
+					}
+					if a.CPUMC != 0 || a.Wait != (Wait{}) || len(a.Cache) > 0 {
+						v.errorf(ap, "a publish has no cpu_mc, wait_ms or cache")
+					}
+				}
+				if a.Start != StartBegin && a.Start != StartEnd {
+					v.errorf(ap+".start", "must be begin or end, not %q", a.Start)
+				}
+				checkMC(v, ap+".cpu_mc", a.CPUMC)
+				checkWait(v, ap+".wait_ms", a.Wait)
+				checkCache(v, ap+".cache", a.Cache)
+			}
+		}
+	}
+	for _, svc := range sortedKeys(c.Semconv) {
+		if !contains([]string{Web, App, DB, Worker}, svc) {
+			v.errorf("semconv."+svc, "unknown service %q (web, app, db or worker)", svc)
+		}
+		if g := c.Semconv[svc]; g != SemconvCurrent && g != SemconvLegacy {
+			v.errorf("semconv."+svc, "must be current or legacy, not %q", g)
+		}
+	}
+	for _, name := range sortedKeys(c.Clients) {
+		cl, p := c.Clients[name], "clients."+name
+		if name != ClientCache && name != ClientDB {
+			v.errorf(p, "unknown client %q (cache or db)", name)
+		}
+		if !nameRE.MatchString(cl.ServiceName) {
+			v.errorf(p+".service_name", "%q must match %s", cl.ServiceName, nameRE)
+		}
+		if cl.Resource != ShareProcess && cl.Resource != ShareHost {
+			v.errorf(p+".resource", "must be process or host, not %q", cl.Resource)
 		}
 	}
 	for _, name := range sortedKeys(c.Queries) {
@@ -416,9 +566,7 @@ func (c *Config) validate(v *validator) {
 			v.errorf(p+".sql", "is required")
 		}
 		checkMC(v, p+".cpu_mc", q.CPUMC)
-		if q.Wait.Mean < 0 || q.Wait.SD < 0 || q.Wait.Mean > 1e4 || q.Wait.SD > 1e4 {
-			v.errorf(p+".wait_ms", "mean and sd must be between 0 and 10000 ms, not %g and %g", q.Wait.Mean, q.Wait.SD)
-		}
+		checkWait(v, p+".wait_ms", q.Wait)
 		if q.Args != nil && len(q.Args) != strings.Count(q.SQL, "?") {
 			v.errorf(p+".args", "has %d args for %d placeholders", len(q.Args), strings.Count(q.SQL, "?"))
 		}
@@ -463,6 +611,27 @@ func (c *Config) validate(v *validator) {
 func checkMC(v *validator, path string, mc float64) {
 	if mc < 0 || mc > 1e5 {
 		v.errorf(path, "must be between 0 and 100000 megacycles, not %g", mc)
+	}
+}
+
+func checkWait(v *validator, path string, w Wait) {
+	if w.Mean < 0 || w.SD < 0 || w.Mean > 1e4 || w.SD > 1e4 {
+		v.errorf(path, "mean and sd must be between 0 and 10000 ms, not %g and %g", w.Mean, w.SD)
+	}
+}
+
+func checkCache(v *validator, path string, calls []CacheCall) {
+	for i, c := range calls {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if !contains(CacheCommands, c.Command) {
+			v.errorf(p+".command", "must be one of %s, not %q", strings.Join(CacheCommands, ", "), c.Command)
+		}
+		if c.Key == "" {
+			v.errorf(p+".key", "is required")
+		} else if _, err := ParseArg(c.Key); err != nil {
+			v.errorf(p+".key", "%v", err)
+		}
+		checkPattern(v, p, c.Pattern, c.Count)
 	}
 }
 
@@ -600,6 +769,51 @@ func (c *Config) SetDropContext(hops []string) error {
 
 func (c *Config) Dropped(from, to string) bool {
 	return contains(c.DropContext, from+"->"+to)
+}
+
+// Legacy reports whether service's CLIENT and SERVER spans use the legacy
+// attribute names.
+func (c *Config) Legacy(service string) bool { return c.Semconv[service] == SemconvLegacy }
+
+// UsesCache reports whether any op, topic or async task calls the cache tier.
+func (c *Config) UsesCache() bool {
+	for _, m := range []map[string]Op{c.Ops, c.Topics} {
+		for _, op := range m {
+			if len(op.Cache) > 0 {
+				return true
+			}
+			for _, a := range op.Async {
+				if len(a.Cache) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// UsesGRPC reports whether any web step calls app over gRPC.
+func (c *Config) UsesGRPC() bool {
+	for _, t := range c.Transactions {
+		for _, s := range t.Steps {
+			if s.Transport == TransportGRPC {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// PublishesFromApp reports whether any app op publishes asynchronously.
+func (c *Config) PublishesFromApp() bool {
+	for _, op := range c.Ops {
+		for _, a := range op.Async {
+			if a.Publish != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Transaction returns the named transaction.

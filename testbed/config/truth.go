@@ -41,6 +41,7 @@ type Edge struct {
 	Count          int    `json:"count"`
 	Async          bool   `json:"async"`
 	Connection     string `json:"connection,omitempty"`
+	Transport      string `json:"transport,omitempty"` // grpc; absent for http
 	ContextDropped bool   `json:"context_dropped"`
 }
 
@@ -61,6 +62,7 @@ type Call struct {
 	Count          int    `json:"count"`
 	Async          bool   `json:"async"`
 	Connection     string `json:"connection,omitempty"`
+	Transport      string `json:"transport,omitempty"` // grpc; absent for http
 	ContextDropped bool   `json:"context_dropped"`
 	Callee         Node   `json:"callee"`
 }
@@ -94,8 +96,12 @@ func (c *Config) Tree(txn Transaction) Node {
 			})
 			continue
 		}
+		transport := s.Transport
+		if transport == TransportHTTP {
+			transport = ""
+		}
 		n.Calls = append(n.Calls, Call{
-			Pattern: s.Pattern, Count: s.Count, Connection: s.Connection,
+			Pattern: s.Pattern, Count: s.Count, Connection: s.Connection, Transport: transport,
 			ContextDropped: c.Dropped(Web, App),
 			Callee:         c.opNode(App, s.Op, c.Ops[s.Op]),
 		})
@@ -103,6 +109,10 @@ func (c *Config) Tree(txn Transaction) Node {
 	return n
 }
 
+// opNode is an op at app or a topic at worker. Async tasks are the tier's own
+// work (their cpu_mc counts at the tier); an async publish is an async call to
+// the worker. Cache calls are not calls: the cache, like the queue, is a black
+// box without spans.
 func (c *Config) opNode(service, name string, op Op) Node {
 	n := Node{Service: service, Name: name, CPUMC: op.CPUMC}
 	for _, d := range op.DB {
@@ -111,6 +121,16 @@ func (c *Config) opNode(service, name string, op Op) Node {
 			ContextDropped: c.Dropped(service, DB),
 			Callee:         c.queryNode(d.Query, "primary"),
 		})
+	}
+	for _, a := range op.Async {
+		n.CPUMC += a.CPUMC
+		if a.Publish != "" {
+			n.Calls = append(n.Calls, Call{
+				Pattern: PatternSync, Count: 1, Async: true,
+				ContextDropped: c.Dropped(service, Worker),
+				Callee:         c.opNode(Worker, a.Publish, c.Topics[a.Publish]),
+			})
+		}
 	}
 	return n
 }
@@ -137,8 +157,8 @@ func (c *Config) txnTruth(txn Transaction, mhz float64) TxnTruth {
 		Tree:    c.Tree(txn),
 	}
 	type edgeKey struct {
-		from, to, name, pattern, conn string
-		async, dropped                bool
+		from, to, name, pattern, conn, transport string
+		async, dropped                           bool
 	}
 	edges := map[edgeKey]int{}
 	var order []edgeKey
@@ -157,7 +177,7 @@ func (c *Config) txnTruth(txn Transaction, mhz float64) TxnTruth {
 			tt.ExtraMS[n.Service][ver] += c.Versions[n.Service][ver].ExtraMS[n.Name] * float64(times)
 		}
 		for _, call := range n.Calls {
-			k := edgeKey{n.Service, call.Callee.Service, call.Callee.Name, call.Pattern, call.Connection, call.Async, call.ContextDropped}
+			k := edgeKey{n.Service, call.Callee.Service, call.Callee.Name, call.Pattern, call.Connection, call.Transport, call.Async, call.ContextDropped}
 			if _, ok := edges[k]; !ok {
 				order = append(order, k)
 			}
@@ -169,7 +189,7 @@ func (c *Config) txnTruth(txn Transaction, mhz float64) TxnTruth {
 	for _, k := range order {
 		tt.Edges = append(tt.Edges, Edge{
 			From: k.from, To: k.to, Name: k.name, Pattern: k.pattern, Count: edges[k],
-			Async: k.async, Connection: k.conn, ContextDropped: k.dropped,
+			Async: k.async, Connection: k.conn, Transport: k.transport, ContextDropped: k.dropped,
 		})
 	}
 	for s, mc := range tt.CPUMC {

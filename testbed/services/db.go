@@ -40,6 +40,7 @@ const replQueueLen = 1024
 type DB struct {
 	tier   Tier
 	tracer trace.Tracer
+	conv   conv
 	sql    *sql.DB
 	ns     string // db.namespace
 	mu     sync.Mutex
@@ -82,7 +83,7 @@ func NewDB(t Tier, dataDir, backup string) (*DB, error) {
 		return nil, err
 	}
 	sdb.SetMaxOpenConns(8)
-	d := &DB{tier: t, tracer: t.tracer(), sql: sdb, ns: name,
+	d := &DB{tier: t, tracer: t.tracer(), conv: conv{legacy: t.Config.Legacy(config.DB)}, sql: sdb, ns: name,
 		backup: strings.TrimRight(backup, "/"), client: newPooledClient(t.dial()),
 		jobs: make(chan replJob, replQueueLen), quit: make(chan struct{}), done: make(chan struct{})}
 	if err := d.seed(); err != nil {
@@ -168,10 +169,10 @@ func (d *DB) serveQuery(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	route := "/query/" + name
-	ctx, span := serverSpan(d.tracer, r, "POST "+route, route)
+	ctx, span := serverSpan(d.tracer, d.conv, r, "POST "+route, route)
 	sw := &statusWriter{ResponseWriter: rw}
 	job := d.handle(ctx, sw, span, name, q, r)
-	endServer(span, sw)
+	endServer(span, d.conv, sw)
 	// Async replication starts only once the write has answered and its span has
 	// ended: that is what distinguishes it from sync in the traces.
 	if job != nil {
@@ -340,7 +341,7 @@ func (d *DB) replicate(ctx context.Context, name string, args []any) error {
 	c := outCall{
 		tracer: d.tracer, kind: trace.SpanKindClient,
 		name: "POST /query/" + name, url: d.backup + "/query/" + name,
-		pooled: d.client, drop: d.tier.Config.Dropped(config.DB, config.DB), dial: d.tier.dial(),
+		pooled: d.client, drop: d.tier.Config.Dropped(config.DB, config.DB), dial: d.tier.dial(), conv: d.conv,
 		body: func(context.Context) ([]byte, error) { return body, nil },
 	}
 	_, err = c.do(ctx)

@@ -13,6 +13,13 @@
 //   - worker: CONSUMER "process {topic}", child of the PRODUCER whose context the
 //     message carries; a CLIENT per db call.
 //
+// Opt-in (testbed/stitch.yaml, README): app ops over gRPC (span names
+// "tierscope.testbed.v1.AppService/{Method}" on both sides), cache calls to a
+// RESP cache tier (CLIENT "GET"), async tasks (INTERNAL) and publishes
+// (PRODUCER) that may outlive the op's SERVER span, in-process clients reporting
+// under their own service.name (StackOptions.Reporter), and the legacy
+// attribute names per service (semconv.go).
+//
 // Busy work is calibrated: Burn spins on the thread's CPU clock, so a contended
 // machine shows longer response times but the same work. A hop named in
 // drop_context is still a CLIENT/PRODUCER span at the caller; only the context is

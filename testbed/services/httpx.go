@@ -47,6 +47,18 @@ type Tier struct {
 	// own network namespace. The namespace harness sets it so that a tier's calls
 	// leave from the tier's namespace.
 	Dial DialFunc
+	// Clients are the providers of the tier's in-process client libraries that
+	// report under their back end's service.name (config clients: "cache",
+	// "db"); a missing one reports under TracerProvider.
+	Clients map[string]trace.TracerProvider
+}
+
+// clientTracer is the tracer of an in-process client library.
+func (t Tier) clientTracer(client string) trace.Tracer {
+	if tp := t.Clients[client]; tp != nil {
+		return tp.Tracer(tracerName)
+	}
+	return t.tracer()
 }
 
 // DialFunc opens a connection, as net.Dialer.DialContext does.
@@ -111,6 +123,11 @@ type outCall struct {
 	// body builds the request body inside the span, so a message can carry the
 	// span's context; nil means an empty body.
 	body func(ctx context.Context) ([]byte, error)
+	// conv names the span's attributes.
+	conv conv
+	// notHTTP: the span stands for a database driver's call (config clients.db),
+	// so it names the server but carries no HTTP attributes.
+	notHTTP bool
 }
 
 // do performs the call and returns the response body; any non-2xx is an error.
@@ -119,12 +136,13 @@ func (c outCall) do(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	attrs := append([]attribute.KeyValue{
-		attribute.String("server.address", u.Hostname()),
-		attribute.Int("server.port", portOf(u)),
-		attribute.String("url.full", c.url),
-		attribute.String("http.request.method", http.MethodPost),
-	}, c.attrs...)
+	var attrs []attribute.KeyValue
+	if c.notHTTP {
+		attrs = c.conv.serverAddr(u.Hostname(), portOf(u))
+	} else {
+		attrs = c.conv.clientHTTP(http.MethodPost, c.url, u.Hostname(), portOf(u))
+	}
+	attrs = append(attrs, c.attrs...)
 	ctx, span := c.tracer.Start(ctx, c.name, trace.WithSpanKind(c.kind), trace.WithAttributes(attrs...))
 	defer span.End()
 	body, err := c.post(ctx)
@@ -180,10 +198,10 @@ func (c outCall) post(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
-	if tcp, ok := peer.(*net.TCPAddr); ok {
-		span.SetAttributes(attribute.String("network.peer.address", tcp.IP.String()), attribute.Int("network.peer.port", tcp.Port))
+	if !c.notHTTP {
+		span.SetAttributes(c.conv.status(resp.StatusCode))
 	}
+	span.SetAttributes(c.conv.peer(peer)...)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return nil, err
@@ -251,39 +269,33 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // serverSpan starts the SERVER span of a request, continuing the caller's trace
 // when the request carries one. end must be called with the handler's writer.
-func serverSpan(tr trace.Tracer, r *http.Request, name, route string) (context.Context, trace.Span) {
+func serverSpan(tr trace.Tracer, cv conv, r *http.Request, name, route string) (context.Context, trace.Span) {
 	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	attrs := []attribute.KeyValue{
-		attribute.String("http.request.method", r.Method),
-		attribute.String("http.route", route),
-		attribute.String("url.path", r.URL.Path),
-		attribute.String("url.scheme", "http"),
-	}
+	attrs := cv.serverHTTP(r.Method, route, r.URL.Path)
 	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		if host, port, err := net.SplitHostPort(local.String()); err == nil {
-			p, _ := strconv.Atoi(port)
-			attrs = append(attrs, attribute.String("server.address", host), attribute.Int("server.port", p))
+		if host, port, ok := splitHostPort(local.String()); ok {
+			attrs = append(attrs, cv.localAddr(host, port)...)
 		}
 	}
 	if truth := r.Header.Get(TruthParentHeader); truth != "" {
 		attrs = append(attrs, attribute.String(attrTruthParent, truth))
 	}
-	if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		p, _ := strconv.Atoi(port)
-		attrs = append(attrs,
-			attribute.String("client.address", host),
-			attribute.String("network.peer.address", host), attribute.Int("network.peer.port", p))
+	if host, port, ok := splitHostPort(r.RemoteAddr); ok {
+		if !cv.legacy {
+			attrs = append(attrs, attribute.String("client.address", host))
+		}
+		attrs = append(attrs, cv.peer(&net.TCPAddr{IP: net.ParseIP(host), Port: port})...)
 	}
 	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 }
 
 // endServer records the outcome on a SERVER span and ends it.
-func endServer(span trace.Span, w *statusWriter) {
+func endServer(span trace.Span, cv conv, w *statusWriter) {
 	status := w.status
 	if status == 0 {
 		status = http.StatusOK
 	}
-	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	span.SetAttributes(cv.status(status))
 	if status >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}

@@ -81,8 +81,17 @@ type StackOptions struct {
 	// TracerProvider returns each tier's provider (its resource names the tier);
 	// nil means no spans.
 	TracerProvider func(service, instance string) trace.TracerProvider
+	// Reporter, when set, replaces TracerProvider: it is called for every tier
+	// instance and, in app and worker, for every in-process client library of
+	// the configuration's clients, with an Identity that carries fake per-process
+	// host.name, process.pid and container.id (every tier runs in this one
+	// process), from which it builds the resource (Identity.Attributes). Without
+	// it the client libraries report under their tier's provider.
+	Reporter func(id Identity) trace.TracerProvider
 	// QueueCapacity per topic; 0 is the default.
 	QueueCapacity int
+	// WorkerConcurrency per topic; 0 is DefaultWorkerConcurrency.
+	WorkerConcurrency int
 }
 
 // Stack is every tier running in this process.
@@ -92,8 +101,13 @@ type Stack struct {
 	PrimaryURL string
 	BackupURL  string
 	QueueURL   string
+	// CacheAddr (host:port) and AppGRPCAddrs are set when the configuration
+	// uses the cache or grpc steps.
+	CacheAddr    string
+	AppGRPCAddrs []string
 
 	Queue   *Queue
+	Cache   *Cache
 	Primary *DB
 	Backup  *DB
 
@@ -135,17 +149,41 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 		onStop(func(context.Context) error { return os.RemoveAll(dir) })
 		opt.DataDir = dir
 	}
+	processes := 0
 	tier := func(service, instance string) Tier {
 		t := Tier{Config: opt.Config, Version: opt.Version, Instance: instance}
-		if opt.TracerProvider != nil {
+		switch {
+		case opt.Reporter != nil:
+			id := processIdentity(service, instance, opt.Version, processes)
+			processes++
+			t.TracerProvider = opt.Reporter(id)
+			if service == config.App || service == config.Worker {
+				for _, client := range sortedNames(opt.Config.Clients) {
+					cl := opt.Config.Clients[client]
+					if t.Clients == nil {
+						t.Clients = map[string]trace.TracerProvider{}
+					}
+					t.Clients[client] = opt.Reporter(clientIdentity(id, client, cl.ServiceName, cl.Resource))
+				}
+			}
+		case opt.TracerProvider != nil:
 			t.TracerProvider = opt.TracerProvider(service, instance)
 		}
 		return t
 	}
-	// Listen everywhere first so every URL is known before any tier is built.
+	// Listen everywhere first so every URL is known before any tier is built;
+	// the cache and the apps' gRPC listeners come after the others, and only
+	// when the configuration uses them, so that the ports of the rest stay put.
 	n := opt.AppReplicas + 4
-	lns := make([]net.Listener, 0, n)
-	for i := 0; i < n; i++ {
+	extra := 0
+	if opt.Config.UsesCache() {
+		extra++
+	}
+	if opt.Config.UsesGRPC() {
+		extra += opt.AppReplicas
+	}
+	lns := make([]net.Listener, 0, n+extra)
+	for i := 0; i < n+extra; i++ {
 		port := 0
 		if opt.BasePort > 0 {
 			port = opt.BasePort + i
@@ -161,6 +199,20 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 	}
 	url := func(ln net.Listener) string { return "http://" + ln.Addr().String() }
 	webLn, appLns, primLn, backLn, queueLn := lns[0], lns[1:1+opt.AppReplicas], lns[n-3], lns[n-2], lns[n-1]
+	var cacheLn net.Listener
+	var grpcLns []net.Listener
+	next := n
+	if opt.Config.UsesCache() {
+		cacheLn = lns[next]
+		st.CacheAddr = cacheLn.Addr().String()
+		next++
+	}
+	if opt.Config.UsesGRPC() {
+		grpcLns = lns[next : next+opt.AppReplicas]
+		for _, l := range grpcLns {
+			st.AppGRPCAddrs = append(st.AppGRPCAddrs, l.Addr().String())
+		}
+	}
 	st.WebURL, st.PrimaryURL, st.BackupURL, st.QueueURL = url(webLn), url(primLn), url(backLn), url(queueLn)
 	for _, l := range appLns {
 		st.AppURLs = append(st.AppURLs, url(l))
@@ -194,21 +246,36 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 	serve(primLn, st.Primary.Handler())
 	st.Queue = NewQueue(opt.QueueCapacity)
 	serve(queueLn, st.Queue.Handler())
+	var clientOpts []Option
+	if cacheLn != nil {
+		st.Cache = NewCache()
+		started[cacheLn] = true
+		st.Cache.Serve(cacheLn)
+		onStop(func(context.Context) error { return st.Cache.Close() })
+		clientOpts = append(clientOpts, WithCache(st.CacheAddr))
+	}
+	appOpts := append([]Option{WithQueue(st.QueueURL)}, clientOpts...)
 	for i, l := range appLns {
-		a, err := NewApp(tier(config.App, fmt.Sprintf("app-%d", i+1)), st.PrimaryURL)
+		a, err := NewApp(tier(config.App, fmt.Sprintf("app-%d", i+1)), st.PrimaryURL, appOpts...)
 		if err != nil {
 			return st, err
 		}
 		onStop(func(context.Context) error { a.Close(); return nil })
 		serve(l, a.Handler())
+		if grpcLns != nil {
+			if err := serveGRPC(a, grpcLns[i], onStop); err != nil {
+				return st, err
+			}
+			started[grpcLns[i]] = true
+		}
 	}
-	web, err := NewWeb(tier(config.Web, "web-1"), st.AppURLs, st.QueueURL)
+	web, err := NewWeb(tier(config.Web, "web-1"), st.AppURLs, st.QueueURL, WithAppGRPC(st.AppGRPCAddrs...))
 	if err != nil {
 		return st, err
 	}
 	onStop(func(context.Context) error { web.Close(); return nil })
 	serve(webLn, web.Handler())
-	w, err := NewWorker(tier(config.Worker, "worker-1"), st.QueueURL, st.PrimaryURL, 0)
+	w, err := NewWorker(tier(config.Worker, "worker-1"), st.QueueURL, st.PrimaryURL, opt.WorkerConcurrency, clientOpts...)
 	if err != nil {
 		return st, err
 	}
@@ -228,6 +295,31 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 		}
 	})
 	return st, nil
+}
+
+// serveGRPC serves a's gRPC service on ln until the stack stops: gracefully,
+// unless ctx ends first.
+func serveGRPC(a *App, ln net.Listener, onStop func(func(context.Context) error)) error {
+	srv, err := a.GRPCServer()
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	onStop(func(ctx context.Context) error {
+		stopped := make(chan struct{})
+		go func() {
+			srv.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			srv.Stop()
+		}
+		return <-done
+	})
+	return nil
 }
 
 // Close stops every tier, front to back.

@@ -32,12 +32,13 @@ type Worker struct {
 	tracer      trace.Tracer
 	queue       string
 	poll        *http.Client
-	db          *dbCaller
+	run         *opRunner
 	concurrency int
 }
 
-// NewWorker makes a worker; concurrency <= 0 means DefaultWorkerConcurrency.
-func NewWorker(t Tier, queueURL, dbURL string, concurrency int) (*Worker, error) {
+// NewWorker makes a worker; concurrency <= 0 means DefaultWorkerConcurrency. A
+// topic with cache calls needs WithCache.
+func NewWorker(t Tier, queueURL, dbURL string, concurrency int, opts ...Option) (*Worker, error) {
 	if queueURL == "" || dbURL == "" {
 		return nil, errors.New("worker: queue and db URLs are required")
 	}
@@ -46,8 +47,10 @@ func NewWorker(t Tier, queueURL, dbURL string, concurrency int) (*Worker, error)
 	}
 	w := &Worker{tier: t, tracer: t.tracer(), queue: strings.TrimRight(queueURL, "/"),
 		poll: newPooledClient(t.dial()), concurrency: concurrency}
-	w.db = &dbCaller{tracer: w.tracer, url: strings.TrimRight(dbURL, "/"), client: newPooledClient(t.dial()),
-		drop: t.Config.Dropped(config.Worker, config.DB), dial: t.dial()}
+	var err error
+	if w.run, err = newOpRunner(t, config.Worker, dbURL, collect(opts), t.Config.Topics); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -70,7 +73,7 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 	wg.Wait()
 	w.poll.CloseIdleConnections()
-	w.db.client.CloseIdleConnections()
+	w.run.close()
 }
 
 func (w *Worker) loop(ctx context.Context, topic string) {
@@ -135,8 +138,7 @@ func (w *Worker) process(ctx context.Context, topic string, m *Message) {
 	))
 	defer span.End()
 	cfg := w.tier.Config
-	Burn(cfg.BusyTime(op.CPUMC) + cfg.Extra(config.Worker, w.tier.Version, topic))
-	if err := w.db.run(ctx, op); err != nil {
+	if err := w.run.run(ctx, op, cfg.BusyTime(op.CPUMC)+cfg.Extra(config.Worker, w.tier.Version, topic)); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}

@@ -73,6 +73,22 @@ func newTracerProvider(ctx context.Context, endpoint, service, instance, version
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
+// newReporterProvider is the provider of a reporter of `up` when the
+// configuration has in-process clients: its resource is the identity's (fake
+// per-process host.name, process.pid and container.id), so that tiers look like
+// separate processes and the clients share with them what the configuration says.
+func newReporterProvider(ctx context.Context, endpoint string, id services.Identity) (*sdktrace.TracerProvider, error) {
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
+	if err != nil {
+		return nil, fmt.Errorf("otlp exporter for %s in %s: %w", id.Service, id.Process, err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(id.Attributes()...))
+	if err != nil {
+		return nil, err
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
 // checkURL refuses anything but an http base URL.
 func checkURL(flagName, s string) error {
 	u, err := url.Parse(s)
@@ -283,7 +299,7 @@ func runUp(e env, args []string) error {
 	var basePort int
 	var data, drop string
 	addTierFlags(fs, &tf, "")
-	fs.IntVar(&basePort, "base-port", 18080, "web's port; app replicas, db primary, db backup and queue follow")
+	fs.IntVar(&basePort, "base-port", 18080, "web's port; app replicas, db primary, db backup and queue follow (then the cache and the apps' gRPC, when configured)")
 	fs.StringVar(&drop, "drop-context", "-", "hops that lose trace context, comma-separated (e.g. web->app); - keeps the configuration's")
 	fs.StringVar(&data, "data", "", "directory of the SQLite files (default: a temporary directory, removed on exit)")
 	if err := parseFlags(fs, args, "otlp"); err != nil {
@@ -317,20 +333,28 @@ func runUp(e env, args []string) error {
 		defer mu.Unlock()
 		return flushAll(tf.otlp, tps)
 	}
-	st, err := services.StartStack(services.StackOptions{
+	keep := func(tp *sdktrace.TracerProvider, err error) trace.TracerProvider {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			tpError = errors.Join(tpError, err)
+			return nil
+		}
+		tps = append(tps, tp)
+		return tp
+	}
+	opts := services.StackOptions{
 		Config: cfg, Version: tf.version, Host: "127.0.0.1", BasePort: basePort, DataDir: data,
 		TracerProvider: func(service, instance string) trace.TracerProvider {
-			tp, err := newTracerProvider(e.ctx, tf.otlp, service, instance, tf.version)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				tpError = errors.Join(tpError, err)
-				return nil
-			}
-			tps = append(tps, tp)
-			return tp
+			return keep(newTracerProvider(e.ctx, tf.otlp, service, instance, tf.version))
 		},
-	})
+	}
+	if len(cfg.Clients) > 0 {
+		opts.Reporter = func(id services.Identity) trace.TracerProvider {
+			return keep(newReporterProvider(e.ctx, tf.otlp, id))
+		}
+	}
+	st, err := services.StartStack(opts)
 	if err == nil && tpError != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*shutdownTimeout)
 		err = errors.Join(tpError, st.Close(ctx))
@@ -345,6 +369,12 @@ func runUp(e env, args []string) error {
 		fmt.Fprintf(e.stderr, "  app-%d      %s\n", i+1, u)
 	}
 	fmt.Fprintf(e.stderr, "  db-primary %s\n  db-backup  %s\n  queue      %s\n", st.PrimaryURL, st.BackupURL, st.QueueURL)
+	if st.CacheAddr != "" {
+		fmt.Fprintf(e.stderr, "  cache      %s  (RESP: GET, SET, DEL)\n", st.CacheAddr)
+	}
+	for i, a := range st.AppGRPCAddrs {
+		fmt.Fprintf(e.stderr, "  app-%d gRPC %s  (%s)\n", i+1, a, services.AppGRPCService)
+	}
 	<-e.ctx.Done()
 	fmt.Fprintln(e.stderr, "testbed up: stopping")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*shutdownTimeout)

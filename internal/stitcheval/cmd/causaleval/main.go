@@ -1,0 +1,272 @@
+// Command causaleval measures span stitching on TrainTicket made concurrent and
+// on generated applications, against the naive baseline, and writes figures
+// (PNG), every number (JSON) and a markdown table fragment:
+//
+//	go run ./internal/stitcheval/cmd/causaleval [-out docs/causal] [-name current] [-seeds 3] [-baseline docs/causal/baseline.json]
+//
+// writes OUT/NAME.json, OUT/NAME.md and OUT/NAME/*.png. With -baseline, the
+// concurrency figure and table show that earlier run beside this one. `make
+// eval-causal` runs it from the repository root.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tierscope/tierscope/internal/stitch"
+	se "github.com/tierscope/tierscope/internal/stitcheval"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
+
+// curve is one figure: scenarios along X, grouped into series.
+type curve struct {
+	ID, Title, XLabel string
+	X                 []float64
+	Labels            []string // the tick label of each X
+	Naive             bool     // draw the naive baseline too
+	scenarios         []se.Scenario
+	points            []se.Point
+}
+
+func (c *curve) label(x float64) string {
+	for i, v := range c.X {
+		if v == x {
+			return c.Labels[i]
+		}
+	}
+	return fmt.Sprint(x)
+}
+
+type config struct {
+	out, name, data, baseline, note string
+	seeds, workers                  int
+	quick                           bool
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("causaleval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	fs.StringVar(&cfg.out, "out", "docs/causal", "output directory")
+	fs.StringVar(&cfg.name, "name", "current", "name of this run: OUT/NAME.json, OUT/NAME.md, OUT/NAME/*.png")
+	fs.StringVar(&cfg.data, "data", "testdata/nezha", "directory of the TrainTicket captures (*.csv.gz)")
+	fs.StringVar(&cfg.baseline, "baseline", "", "an earlier run's JSON to show beside this one (ignored when missing)")
+	fs.StringVar(&cfg.note, "note", "", "free text recorded in the JSON (the algorithm's version, say)")
+	fs.IntVar(&cfg.seeds, "seeds", 3, "seeds per point (1, 2, …)")
+	fs.IntVar(&cfg.workers, "workers", runtime.GOMAXPROCS(0), "scenarios run in parallel")
+	fs.BoolVar(&cfg.quick, "quick", false, "a smoke run: two concurrency points, one capture, small applications")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cfg.seeds < 1 || cfg.workers < 1 || cfg.name == "" || strings.ContainsAny(cfg.name, `/\`) || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "causaleval: want -seeds ≥ 1, -workers ≥ 1, a plain -name and no arguments")
+		return 2
+	}
+	if err := evaluate(cfg, stderr); err != nil {
+		fmt.Fprintf(stderr, "causaleval: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+var captures = []string{"2023-01-29_08_50_trace.csv.gz", "2023-01-30_11_39_trace.csv.gz"}
+
+// Series names, shared by the figures, the tables and the baseline's lookup.
+const (
+	ttAll      = "TrainTicket, strip all"
+	ttCross    = "TrainTicket, strip cross-process"
+	synthAll   = "synthetic, strip all"
+	synthCross = "synthetic, strip cross-process"
+)
+
+func strips() []struct {
+	mode   se.StripMode
+	series string
+} {
+	return []struct {
+		mode   se.StripMode
+		series string
+	}{{se.StripAll, synthAll}, {se.StripCrossProcess, synthCross}}
+}
+
+// curves lays out every figure and its scenarios.
+func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
+	def := se.DefaultParams()
+	if cfg.quick {
+		def.Requests = 60
+	}
+	conc := []float64{0, 1, 2, 4, 8, 16}
+	if cfg.quick {
+		conc = []float64{0, 8}
+	}
+	c := &curve{ID: "concurrency", Title: "Parent links vs concurrency", XLabel: "overlap: other requests in flight per process", Naive: true}
+	for _, x := range conc {
+		c.X = append(c.X, x)
+		c.Labels = append(c.Labels, map[bool]string{true: "seq", false: fmt.Sprint(x)}[x == 0])
+	}
+	for _, x := range conc {
+		for _, name := range captures {
+			d, ok := tt[name]
+			if !ok {
+				continue
+			}
+			short := strings.TrimSuffix(name, "_trace.csv.gz")
+			target := x
+			if x == 0 {
+				target = -1 // as captured
+			}
+			c.scenarios = append(c.scenarios,
+				se.NezhaScenario(fmt.Sprintf("concurrency/tt-%s/all/%v", short, x), ttAll, d, target, se.StripAll),
+				se.NezhaScenario(fmt.Sprintf("concurrency/tt-%s/cross/%v", short, x), ttCross, d, target, se.StripCrossProcess))
+		}
+		p := def
+		p.Concurrency = x
+		for _, s := range strips() {
+			c.scenarios = append(c.scenarios, se.SyntheticScenario(fmt.Sprintf("concurrency/synthetic/%s/%v", s.mode, x), s.series, x, p, s.mode))
+		}
+	}
+	out := []*curve{c}
+	if cfg.quick {
+		return out
+	}
+
+	// The synthetic application's other knobs, one at a time from the defaults.
+	synthetic := func(id, title, xlabel string, labels []string, xs []float64, set func(*se.Params, float64), extra ...struct {
+		suffix string
+		set    func(*se.Params)
+	}) *curve {
+		c := &curve{ID: id, Title: title, XLabel: xlabel, X: xs, Labels: labels}
+		variants := append([]struct {
+			suffix string
+			set    func(*se.Params)
+		}{{"", func(*se.Params) {}}}, extra...)
+		for _, x := range xs {
+			for _, v := range variants {
+				p := def
+				set(&p, x)
+				v.set(&p)
+				for _, s := range strips() {
+					c.scenarios = append(c.scenarios, se.SyntheticScenario(fmt.Sprintf("%s/%s%s/%v", id, s.mode, v.suffix, x), s.series+v.suffix, x, p, s.mode))
+				}
+			}
+		}
+		return c
+	}
+	out = append(out,
+		synthetic("fanout", "Parent links vs fan-out style", "how operations issue their calls", []string{"sequential", "parallel", "mixed"},
+			[]float64{0, 1, 2}, func(p *se.Params, x float64) {
+				p.FanOut = []se.FanOut{se.FanOutSequential, se.FanOutParallel, se.FanOutMixed}[int(x)]
+			}),
+		synthetic("timescale", "Parent links vs time scale", "mean hop delay (every duration scales with it)",
+			[]string{"1µs", "10µs", "100µs", "1ms", "10ms", "100ms", "1s"}, []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1},
+			func(p *se.Params, x float64) { p.HopDelay = time.Duration(x * float64(time.Second)) },
+			struct {
+				suffix string
+				set    func(*se.Params)
+			}{", no skew", func(p *se.Params) { p.Skew = 0 }}),
+		synthetic("skew", "Parent links vs clock skew", "clock offset per process, uniform in ± (hops 500 µs)",
+			[]string{"0", "0.1ms", "0.3ms", "1ms", "3ms", "10ms"}, []float64{0, 0.1, 0.3, 1, 3, 10},
+			func(p *se.Params, x float64) { p.Skew = time.Duration(x * float64(time.Millisecond)) }),
+		synthetic("drops", "Parent links vs missing spans", "fraction of spans dropped at random",
+			[]string{"0", "5%", "10%", "20%", "40%"}, []float64{0, 0.05, 0.1, 0.2, 0.4},
+			func(p *se.Params, x float64) { p.Drop = x },
+			struct {
+				suffix string
+				set    func(*se.Params)
+			}{", one uninstrumented tier", func(p *se.Params) { p.Uninstrumented = 1 }}),
+		synthetic("semconv", "Parent links vs attribute style", "semantic conventions of the services",
+			[]string{"current", "legacy", "mixed"}, []float64{0, 1, 2},
+			func(p *se.Params, x float64) {
+				p.Semconv = []se.Semconv{se.SemconvCurrent, se.SemconvLegacy, se.SemconvMixed}[int(x)]
+			}),
+	)
+	return out
+}
+
+func evaluate(cfg config, stderr io.Writer) error {
+	began := time.Now()
+	tt := map[string]ptrace.Traces{}
+	names := captures
+	if cfg.quick {
+		names = names[:1]
+	}
+	for _, name := range names {
+		td, err := se.LoadNezha(filepath.Join(cfg.data, name))
+		if err != nil {
+			return err
+		}
+		tt[name] = td
+	}
+	cs := curves(cfg, tt)
+	var all []se.Scenario
+	curveOf := map[string]*curve{}
+	for _, c := range cs {
+		for _, s := range c.scenarios {
+			curveOf[s.Name] = c
+		}
+		all = append(all, c.scenarios...)
+	}
+	seeds := make([]uint64, cfg.seeds)
+	for i := range seeds {
+		seeds[i] = uint64(i + 1)
+	}
+	opt := stitch.DefaultOptions()
+	algos := []se.Algorithm{{Name: "stitch", Stitch: se.Stitcher(opt)}, {Name: "naive", Stitch: se.Naive}}
+	fmt.Fprintf(stderr, "causaleval: %d scenarios × %d seeds × %d algorithms on %d workers\n", len(all), len(seeds), len(algos), cfg.workers)
+	runs, err := se.Sweep(all, algos, se.SweepOptions{Seeds: seeds, Workers: cfg.workers, Progress: func(done, total int, rs []se.Run) {
+		if len(rs) == 0 {
+			return
+		}
+		var parts []string
+		for _, r := range rs {
+			parts = append(parts, fmt.Sprintf("%s %.3f", r.Algorithm, r.Scores.Accuracy))
+		}
+		fmt.Fprintf(stderr, "causaleval: [%d/%d] %s seed %d, overlap %.2f: %s (%.0fs)\n",
+			done, total, rs[0].Scenario, rs[0].Seed, rs[0].Overlap, strings.Join(parts, ", "), time.Since(began).Seconds())
+	}})
+	if err != nil {
+		return err
+	}
+	byCurve := map[*curve][]se.Run{}
+	for _, r := range runs {
+		c := curveOf[r.Scenario]
+		byCurve[c] = append(byCurve[c], r)
+	}
+	for _, c := range cs {
+		c.points = se.Aggregate(byCurve[c])
+	}
+	var base *report
+	if cfg.baseline != "" {
+		if base, err = readReport(cfg.baseline); err != nil {
+			fmt.Fprintf(stderr, "causaleval: no baseline drawn: %v\n", err)
+			base = nil
+		}
+	}
+	rep := newReport(cfg, seeds, opt, cs, runs)
+	rep.Seconds = time.Since(began).Seconds()
+	dir := filepath.Join(cfg.out, cfg.name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeFigures(dir, cs, base); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(cfg.out, cfg.name+".json"), rep); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.out, cfg.name+".md"), []byte(markdown(cfg, rep, base)), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "causaleval: %d runs in %.0fs; wrote %s.json, %s.md and %s/\n", len(runs), time.Since(began).Seconds(),
+		filepath.Join(cfg.out, cfg.name), filepath.Join(cfg.out, cfg.name), dir)
+	return nil
+}
