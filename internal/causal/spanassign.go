@@ -68,7 +68,7 @@ func (s *spanStitcher) sweepOrder() []int32 {
 			s.order = append(s.order, int32(c))
 		}
 	}
-	slices.SortStableFunc(s.order, func(a, b int32) int {
+	slices.SortFunc(s.order, func(a, b int32) int {
 		sa, sb := &s.spans[a], &s.spans[b]
 		switch {
 		case sa.Start != sb.Start:
@@ -76,7 +76,7 @@ func (s *spanStitcher) sweepOrder() []int32 {
 		case sa.End != sb.End:
 			return cmp.Compare(sb.End, sa.End)
 		}
-		return 0
+		return cmp.Compare(a, b)
 	})
 	return s.order
 }

@@ -50,34 +50,60 @@ const scoreFloor = 1e-7
 type delayModels struct {
 	bins  stats.LogBins
 	width int
-	index map[modelKey]int32
-	hist  []float32 // width floats per model
-	total []float64
+	// packed indexes the keys whose ids fit in 15 bits each (nearly all: a
+	// 64-bit key hashes several times faster), index the others.
+	packed map[uint64]int32
+	index  map[modelKey]int32
+	hist   []float32 // width floats per model
+	total  []float64
 	// outlive counts, per (parent, child) local key, the children seen ending
 	// after their parent and all children seen.
 	outlive map[modelKey][2]float64
 }
 
 func newDelayModels(bins stats.LogBins) *delayModels {
-	return &delayModels{bins: bins, width: 2*bins.Count - 1, index: make(map[modelKey]int32), outlive: make(map[modelKey][2]float64)}
+	return &delayModels{bins: bins, width: 2*bins.Count - 1, packed: make(map[uint64]int32), index: make(map[modelKey]int32),
+		outlive: make(map[modelKey][2]float64)}
 }
 
 func (m *delayModels) reset() {
+	clear(m.packed)
 	clear(m.index)
 	clear(m.outlive)
 	m.hist = m.hist[:0]
 	m.total = m.total[:0]
 }
 
+// pack folds a key into 64 bits when every id fits in 15 bits.
+func (k modelKey) pack() (uint64, bool) {
+	const limit = 1 << 15
+	if uint32(k.a) >= limit || uint32(k.b) >= limit || uint32(k.c) >= limit || uint32(k.d) >= limit {
+		return 0, false
+	}
+	return uint64(k.kind)<<60 | uint64(k.a)<<45 | uint64(k.b)<<30 | uint64(k.c)<<15 | uint64(k.d), true
+}
+
 func (m *delayModels) id(k modelKey, create bool) int32 {
-	if h, ok := m.index[k]; ok {
+	pk, packed := k.pack()
+	var h int32
+	var ok bool
+	if packed {
+		h, ok = m.packed[pk]
+	} else {
+		h, ok = m.index[k]
+	}
+	if ok {
 		return h
 	}
 	if !create {
 		return -1
 	}
-	h := int32(len(m.total))
-	m.index[k] = h
+	h = int32(len(m.total))
+	if packed {
+		m.packed[pk] = h
+	} else {
+		m.index[k] = h
+	}
 	// Rows are reused between rounds: grow, then clear only the new row.
 	n := len(m.hist)
 	m.hist = slices.Grow(m.hist, m.width)[:n+m.width]
@@ -198,10 +224,14 @@ func (s *spanStitcher) fit(round int) {
 	m.reset()
 	spans := s.spans
 	n := len(spans)
-	if s.population == nil {
-		s.population = make(map[[2]int32]int)
+	if s.perParent == nil {
+		population := make(map[[2]int32]int)
 		for i := range spans {
-			s.population[s.populationKey(int32(i))]++
+			population[s.populationKey(int32(i))]++
+		}
+		s.perParent = make([]float64, n)
+		for i := range spans {
+			s.perParent[i] = 1 / float64(population[s.populationKey(int32(i))])
 		}
 	}
 	if s.kids == nil {
@@ -411,7 +441,7 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 	// Counts per span of the parent's kind make each model a rate: how many
 	// such children a parent has, and where. A parent kind that is merely
 	// frequent (and so encloses many children of other requests) gains nothing.
-	per := 1 / float64(s.population[s.populationKey(p)])
+	per := s.perParent[p]
 	if s.isRemote(p, c) {
 		theta := s.offset(p, c).theta
 		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start-theta, s.tolStart[p]+s.tolStart[c])*per + scoreFloor
@@ -432,7 +462,7 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
 	m := s.models
 	ps, cs := &s.spans[p], &s.spans[c]
-	per := 1 / float64(s.population[s.populationKey(p)])
+	per := s.perParent[p]
 	kind, delay := modelFirst, cs.Start-ps.Start
 	if prev >= 0 {
 		kind, delay = s.siblingDelay(prev, c)

@@ -1,6 +1,7 @@
 package causal
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -33,10 +34,17 @@ type spanStitcher struct {
 	hasKnownCallee []bool
 	models         *delayModels
 	guests         int
-	// offsets holds the fitted clock offsets of process pairs (fitOffsets).
-	offsets map[[2]int32]clockOffset
-	// population counts the spans of every parent model (populationKey).
-	population map[[2]int32]int
+	// offsets holds the fitted clock offsets of process pairs (fitOffsets),
+	// in denseOffsets when there are few processes, numbered by procIndex.
+	offsets      map[[2]int32]clockOffset
+	denseOffsets []clockOffset
+	procIndex    []int32
+	procs        int
+	// perParent is 1 over the number of spans that share a span's parent
+	// model (populationKey).
+	perParent []float64
+	// startOrder is every span by start (byStart).
+	startOrder []int32
 	// order, isCand, outer and stamp are reused by the sweeps (markOuter).
 	order         []int32
 	isCand, outer []uint32
@@ -84,15 +92,22 @@ func (s *spanStitcher) run() *StitchResult {
 	s.placeGuests()
 	res.Guests = s.guests
 	s.candidates()
+	s.indexProcesses()
 	s.models = newDelayModels(s.cfg.Bins)
 
 	// Round 0 is the paper's scoreboard; every later round refits the models to
 	// the assignment before assigning again.
 	s.offsets = make(map[[2]int32]clockOffset)
+	var last []int32
 	for round := 0; round <= s.cfg.Rounds; round++ {
 		s.fitOffsets(round)
 		s.fit(round)
 		s.assign(round)
+		// A round that changed no parent would refit the same models.
+		if round > 0 && slices.Equal(last, s.parent) {
+			break
+		}
+		last = append(last[:0], s.parent...)
 	}
 	s.breakCycles()
 	for i := range s.spans {
@@ -106,6 +121,25 @@ func (s *spanStitcher) run() *StitchResult {
 		}
 	}
 	return res
+}
+
+// byStart is every span by start, sorted once.
+func (s *spanStitcher) byStart() []int32 {
+	if s.startOrder == nil {
+		order := make([]int32, len(s.spans))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		// Ties by index: the order of a stable sort, at an unstable sort's cost.
+		slices.SortFunc(order, func(a, b int32) int {
+			if c := cmp.Compare(s.spans[a].Start, s.spans[b].Start); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		s.startOrder = order
+	}
+	return s.startOrder
 }
 
 // learnTolerances sets each process's timestamp tolerance: the coarsest power
@@ -192,7 +226,7 @@ func (s *spanStitcher) placeGuests() {
 	}
 	procs := make(map[int32]*encl)
 	var order []int32
-	for _, i := range orderSpansByStart(spans) {
+	for _, i := range s.byStart() {
 		sp := &spans[i]
 		if !serves[sp.Instance] || sp.Kind.RemoteCaller() {
 			continue
@@ -280,7 +314,7 @@ func (s *spanStitcher) candidates() {
 	for _, t := range s.tol {
 		maxTol = max(maxTol, t)
 	}
-	byStart := orderSpansByStart(spans)
+	byStart := s.byStart()
 	local := make(map[int32][]int32)
 	// onHost holds the serving processes' spans by host, for roaming guests.
 	var onHost map[int32][]int32
@@ -504,7 +538,7 @@ func (s *spanStitcher) fitOffsets(round int) {
 	samples := make(map[pair][]int64)
 	sample := func(p, c int32) {
 		ps, cs := &s.spans[p], &s.spans[c]
-		k := pair{s.proc[p], s.proc[c]}
+		k := pair{s.procIndex[p], s.procIndex[c]}
 		samples[k] = append(samples[k], ((cs.Start-ps.Start)-(ps.End-cs.End))/2)
 	}
 	for c := range s.spans {
@@ -528,6 +562,12 @@ func (s *spanStitcher) fitOffsets(round int) {
 		}
 	}
 	clear(s.offsets)
+	if s.procs <= 256 {
+		if s.denseOffsets == nil {
+			s.denseOffsets = make([]clockOffset, s.procs*s.procs)
+		}
+		clear(s.denseOffsets)
+	}
 	for k, v := range samples {
 		if len(v) < 3 {
 			continue
@@ -538,7 +578,12 @@ func (s *spanStitcher) fitOffsets(round int) {
 			v[i] = max(v[i]-theta, theta-v[i])
 		}
 		slices.Sort(v)
-		s.offsets[[2]int32{k.caller, k.callee}] = clockOffset{theta, v[len(v)/2]}
+		o := clockOffset{theta, v[len(v)/2]}
+		if s.denseOffsets != nil {
+			s.denseOffsets[int(k.caller)*s.procs+int(k.callee)] = o
+			continue
+		}
+		s.offsets[[2]int32{k.caller, k.callee}] = o
 	}
 }
 
@@ -562,7 +607,26 @@ func densest(v []int64) int64 {
 // offset is the fitted clock offset between the processes of caller p and
 // callee c.
 func (s *spanStitcher) offset(p, c int32) clockOffset {
-	return s.offsets[[2]int32{s.proc[p], s.proc[c]}]
+	if s.denseOffsets != nil {
+		return s.denseOffsets[int(s.procIndex[p])*s.procs+int(s.procIndex[c])]
+	}
+	return s.offsets[[2]int32{s.procIndex[p], s.procIndex[c]}]
+}
+
+// indexProcesses numbers the processes densely, so that the offsets of up to
+// 256 processes are a table rather than a map.
+func (s *spanStitcher) indexProcesses() {
+	ids := make(map[int32]int32)
+	s.procIndex = make([]int32, len(s.spans))
+	for i, p := range s.proc {
+		id, ok := ids[p]
+		if !ok {
+			id = int32(len(ids))
+			ids[p] = id
+		}
+		s.procIndex[i] = id
+	}
+	s.procs = len(ids)
 }
 
 // inTime reports whether caller p started before callee c, once the pair's
@@ -608,7 +672,7 @@ func (s *spanStitcher) innermostCallers(l []int32) []int32 {
 func (s *spanStitcher) servedBetween(inner, outer int32) bool {
 	if s.servers == nil {
 		s.servers = make(map[int32][]int32)
-		for _, i := range orderSpansByStart(s.spans) {
+		for _, i := range s.byStart() {
 			if s.spans[i].Kind == KindServer {
 				s.servers[s.proc[i]] = append(s.servers[s.proc[i]], i)
 			}

@@ -3,9 +3,6 @@ package stitch
 import (
 	"strings"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-
 	"github.com/tierscope/tierscope/internal/causal"
 )
 
@@ -22,71 +19,58 @@ import (
 //     server's path comes from url.path or http.target, never from its route
 //     template, whose parameters need not look like identifiers.
 //   - Messaging: "msg <destination>".
-func operation(sp ptrace.Span, kind causal.SpanKind, tooLong *int) (op, class string) {
-	attrs := sp.Attributes()
-	get := func(keys ...string) string {
-		for _, k := range keys {
-			if v, ok := attrs.Get(k); ok {
-				s := v.AsString()
-				if len(s) > maxAttrLen {
-					*tooLong++
-					continue
-				}
-				if s != "" {
-					return s
-				}
-			}
-		}
-		return ""
-	}
+func operation(a *spanAttrs, name string, kind causal.SpanKind, j *joiner) (op, class string) {
 	if kind == causal.KindProducer || kind == causal.KindConsumer {
-		if d := get("messaging.destination.name", "messaging.destination"); d != "" {
-			return "msg " + d, ""
+		if d := a.get(aMessagingDestinationName, aMessagingDestination); d != "" {
+			return j.concat("msg ", d, ""), ""
 		}
 		return "", ""
 	}
-	if m := get("rpc.method"); strings.Contains(m, "/") {
+	if m := a.get(aRPCMethod); strings.Contains(m, "/") {
 		// Newer conventions put the full method here.
 		if svc, m, ok := splitRPC(m); ok {
-			return rpcKeys(svc, m)
+			return rpcKeys(svc, m, j)
 		}
 	}
-	if svc := get("rpc.service"); svc != "" {
-		m := get("rpc.method")
+	if svc := a.get(aRPCService); svc != "" {
+		m := a.get(aRPCMethod)
 		if m == "" {
 			// The name of an RPC span is its full method.
-			_, m, _ = splitRPC(sp.Name())
+			_, m, _ = splitRPC(name)
 		}
-		return rpcKeys(svc, m)
+		return rpcKeys(svc, m, j)
 	}
-	if get("rpc.system") != "" {
-		if svc, m, ok := splitRPC(sp.Name()); ok {
-			return rpcKeys(svc, m)
+	if a.get(aRPCSystem) != "" {
+		if svc, m, ok := splitRPC(name); ok {
+			return rpcKeys(svc, m, j)
 		}
 	}
 	var path string
 	switch kind {
 	case causal.KindClient:
-		if u := get("url.full", "http.url"); u != "" {
+		if u := a.get(aURLFull, aHTTPURL); u != "" {
 			path = urlPath(u)
 		}
 		if path == "" {
-			path = get("url.path")
+			path = a.get(aURLPath)
 		}
 	case causal.KindServer:
-		path = get("url.path", "http.target")
+		path = a.get(aURLPath, aHTTPTarget)
 	}
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
+	var ok bool
 	if svc, m, ok := splitRPC(path); ok {
-		return rpcKeys(svc, m)
+		return rpcKeys(svc, m, j)
 	}
 	if path != "" {
-		op = "http " + maskPath(path)
+		op = j.concat("http ", maskPath(path), "")
 	}
-	if m := get("http.request.method", "http.method"); m != "" {
-		class = "http " + strings.ToUpper(m)
+	if m := a.get(aHTTPRequestMethod, aHTTPMethod); m != "" {
+		if class, ok = j.lookup([3]string{"http method", m}); !ok {
+			class = j.store([3]string{"http method", m}, "http "+strings.ToUpper(m))
+		}
 	}
 	return op, class
 }
@@ -120,16 +104,21 @@ func needsMask(path string) bool {
 	return false
 }
 
-func rpcKeys(service, method string) (op, class string) {
-	if i := strings.LastIndexByte(service, '.'); i >= 0 {
-		service = service[i+1:]
+func rpcKeys(service, method string, j *joiner) (op, class string) {
+	k := [3]string{"rpc", service, method}
+	if op, ok := j.lookup(k); ok {
+		class, _ = j.lookup([3]string{"rpc class", service})
+		return op, class
 	}
-	service = strings.ToLower(service)
-	class = "rpc " + service
+	short := service
+	if i := strings.LastIndexByte(short, '.'); i >= 0 {
+		short = short[i+1:]
+	}
+	class = j.store([3]string{"rpc class", service}, "rpc "+strings.ToLower(short))
 	if method != "" {
 		op = class + "/" + strings.ToLower(method)
 	}
-	return op, class
+	return j.store(k, op), class
 }
 
 // urlPath is the path of an absolute URL ("" when it has none), without
@@ -170,16 +159,6 @@ func maskPath(path string) string {
 // ownAddress is the address a SERVER span answered on (server.address and
 // server.port on the server side, net.host.name and net.host.port in the legacy
 // conventions), in the form a CLIENT span's peer address takes.
-func ownAddress(attrs pcommon.Map) string {
-	str := func(keys ...string) string {
-		for _, k := range keys {
-			if v, ok := attrs.Get(k); ok {
-				if s := v.AsString(); s != "" && len(s) <= maxAttrLen {
-					return s
-				}
-			}
-		}
-		return ""
-	}
-	return hostPort(str("server.address", "net.host.name"), str("server.port", "net.host.port"))
+func ownAddress(a *spanAttrs, j *joiner) string {
+	return hostPort(a.get(aServerAddress, aNetHostName), a.get(aServerPort, aNetHostPort), j)
 }

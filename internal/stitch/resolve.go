@@ -22,52 +22,37 @@ type peer struct {
 }
 
 // peerOf reads the peer of a CLIENT/PRODUCER span, current semantic conventions
-// first and the legacy names as a fallback (DESIGN.md, "Who is the peer?").
-func peerOf(attrs pcommon.Map, tooLong *int) peer {
-	get := func(keys ...string) string {
-		for _, k := range keys {
-			if v, ok := attrs.Get(k); ok {
-				s := v.AsString()
-				if len(s) > maxAttrLen {
-					*tooLong++
-					continue
-				}
-				if s != "" {
-					return s
-				}
-			}
-		}
-		return ""
-	}
+// first and the legacy names as a fallback.
+func peerOf(a *spanAttrs, j *joiner) peer {
 	var p peer
-	p.service = get("service.peer.name", "peer.service")
-	if sys := get("db.system.name", "db.system"); sys != "" {
+	p.service = a.get(aServicePeerName, aPeerService)
+	if sys := a.get(aDBSystemName, aDBSystem); sys != "" {
 		p.database = true
 		p.label = sys
-		if ns := get("db.namespace", "db.name"); ns != "" {
-			p.label = sys + "/" + ns
+		if ns := a.get(aDBNamespace, aDBName); ns != "" {
+			p.label = j.concat(sys, "/", ns)
 		}
 	}
-	if rpc := get("rpc.service"); rpc != "" {
-		p.address = "rpc:" + rpc
-	} else if m := get("rpc.method"); strings.Contains(m, "/") {
-		p.address = "rpc:" + m[:strings.LastIndexByte(m, '/')]
+	if rpc := a.get(aRPCService); rpc != "" {
+		p.address = j.concat("rpc:", rpc, "")
+	} else if m := a.get(aRPCMethod); strings.Contains(m, "/") {
+		p.address = j.concat("rpc:", m[:strings.LastIndexByte(m, '/')], "")
 	}
-	if dest := get("messaging.destination.name"); dest != "" && p.address == "" {
-		p.address = "msg:" + get("messaging.system") + "/" + dest
-	}
-	if p.address == "" {
-		p.address = hostPort(get("server.address", "net.peer.name"), get("server.port", "net.peer.port"))
+	if dest := a.get(aMessagingDestinationName); dest != "" && p.address == "" {
+		p.address = j.concat("msg:"+a.get(aMessagingSystem), "/", dest)
 	}
 	if p.address == "" {
-		if u := get("url.full", "http.url"); u != "" {
+		p.address = hostPort(a.get(aServerAddress, aNetPeerName), a.get(aServerPort, aNetPeerPort), j)
+	}
+	if p.address == "" {
+		if u := a.get(aURLFull, aHTTPURL); u != "" {
 			if parsed, err := url.Parse(u); err == nil && parsed.Host != "" {
 				p.address = parsed.Host
 			}
 		}
 	}
 	if p.address == "" {
-		p.address = hostPort(get("network.peer.address", "net.sock.peer.addr"), get("network.peer.port", "net.sock.peer.port"))
+		p.address = hostPort(a.get(aNetworkPeerAddress, aNetSockPeerAddr), a.get(aNetworkPeerPort, aNetSockPeerPort), j)
 	}
 	switch {
 	case p.label != "":
@@ -79,14 +64,14 @@ func peerOf(attrs pcommon.Map, tooLong *int) peer {
 	return p
 }
 
-func hostPort(host, port string) string {
+func hostPort(host, port string, j *joiner) string {
 	if host == "" {
 		return ""
 	}
 	if port == "" {
 		return host
 	}
-	return host + ":" + port
+	return j.concat(host, ":", port)
 }
 
 // AddressBook learns which service answers at an address or operation, and
@@ -153,7 +138,8 @@ func PeerNode(attrs pcommon.Map) (name string, database bool) {
 // or messaging destination), which an AddressBook resolves to the service that
 // answers there.
 func PeerOf(attrs pcommon.Map) (name, address string, database bool) {
-	var tooLong int
-	p := peerOf(attrs, &tooLong)
+	var a spanAttrs
+	readAttrs(attrs, &a, nil)
+	p := peerOf(&a, nil)
 	return p.label, p.address, p.database
 }

@@ -112,6 +112,7 @@ type Stitcher struct {
 	book    *AddressBook
 	moved   *movedTraces
 	history *history
+	join    joiner
 }
 
 // New returns a Stitcher, or an error for unusable options.
@@ -206,6 +207,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	refs, resources = collect(context, true, refs, resources, latest+window)
 
 	t := newRound(len(refs))
+	var attrs spanAttrs
 	for i, r := range refs {
 		sp := r.span
 		start, end := int64(sp.StartTimestamp()), int64(sp.EndTimestamp())
@@ -225,21 +227,21 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		}
 		var pr peer
 		endpoint := ""
-		long := &rep.LongAttributes
-		if !final {
-			long = new(int)
+		readAttrs(sp.Attributes(), &attrs, &s.join)
+		if final {
+			rep.LongAttributes += attrs.tooLong
 		}
 		switch kind {
 		case causal.KindClient, causal.KindProducer:
-			pr = peerOf(sp.Attributes(), long)
+			pr = peerOf(&attrs, &s.join)
 		case causal.KindServer:
-			endpoint = ownAddress(sp.Attributes())
+			endpoint = ownAddress(&attrs, &s.join)
 		}
-		op, class := operation(sp, kind, long)
+		op, class := operation(&attrs, sp.Name(), kind, &s.join)
 		res := resources[r.resource]
 		t.add(int32(i), released{
 			start: start, end: end, kind: kind, service: res.service, instance: res.instance, host: res.host,
-			name: sp.Name(), op: op, class: class, thread: threadOf(sp.Attributes()), peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
+			name: sp.Name(), op: op, class: class, thread: threadOf(&attrs, &s.join), peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
 		}, final && sp.ParentSpanID().IsEmpty())
 		if endpoint != "" {
 			t.spans[len(t.spans)-1].Endpoint = t.names.id(endpoint)
@@ -248,7 +250,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		// operation, with no context needed.
 		if kind.RemoteEntry() {
 			s.book.Learn(endpoint, res.service)
-			s.book.Learn(opAddress(op), res.service)
+			s.book.Learn(s.join.opAddress(op), res.service)
 		}
 	}
 	// Spans released in earlier rounds that may still be a parent here.
@@ -284,7 +286,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 			svc = s.book.Resolve(p.address)
 		}
 		if svc == "" && t.spans[j].Op >= 0 {
-			svc = s.book.Resolve(opAddress(t.names.name(t.spans[j].Op)))
+			svc = s.book.Resolve(s.join.opAddress(t.names.name(t.spans[j].Op)))
 		}
 		switch {
 		case svc != "":
@@ -785,21 +787,20 @@ func (n *interner) optional(s string) int32 {
 
 // threadOf is the span's thread (thread.id, else thread.name), "" when not
 // given; interned apart from other names.
-func threadOf(attrs pcommon.Map) string {
-	for _, k := range []string{"thread.id", "thread.name"} {
-		if v, ok := attrs.Get(k); ok {
-			if s := v.AsString(); s != "" && len(s) <= maxAttrLen {
-				return "thread:" + k + "=" + s
-			}
-		}
+func threadOf(a *spanAttrs, j *joiner) string {
+	if id := a.v[aThreadID]; id != "" {
+		return j.concat("thread:id=", id, "")
+	}
+	if name := a.v[aThreadName]; name != "" {
+		return j.concat("thread:name=", name, "")
 	}
 	return ""
 }
 
 // opAddress is the address book's key for an operation a server serves.
-func opAddress(op string) string {
+func (j *joiner) opAddress(op string) string {
 	if op == "" {
 		return ""
 	}
-	return "op:" + op
+	return j.concat("op:", op, "")
 }
