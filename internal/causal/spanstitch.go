@@ -498,13 +498,16 @@ func (s *spanStitcher) breakCycles() {
 	}
 }
 
-// chainCallers applies the chain rule (innermostCallers) to every orphan
-// SERVER span's callers.
+// chainCallers narrows every orphan SERVER span's callers: to those that
+// called its own address when any did (sameEndpointFirst), then by the chain
+// rule (innermostCallers).
 func (s *spanStitcher) chainCallers(lists [][]int32) {
 	for c, l := range lists {
 		if !s.remote[c] || s.spans[c].Kind != KindServer || len(l) < 2 {
 			continue
 		}
+		l = s.sameEndpointFirst(int32(c), l)
+		lists[c] = l
 		// The rule holds among the callers that started first; the others are
 		// kept for when the clock offsets are known.
 		var first, late []int32
@@ -521,6 +524,33 @@ func (s *spanStitcher) chainCallers(lists [][]int32) {
 		}
 		lists[c] = append(s.innermostCallers(first), late...)
 	}
+}
+
+// sameEndpointFirst keeps, when some callers called exactly the address the
+// server span answered on, only those: replicas of one service share its name
+// but not their addresses. It is a preference, not a rule: behind a proxy, NAT
+// or a service name the two addresses differ for the right caller too.
+func (s *spanStitcher) sameEndpointFirst(c int32, l []int32) []int32 {
+	ep := s.spans[c].Endpoint
+	if ep < 0 {
+		return l
+	}
+	n := 0
+	for _, p := range l {
+		if s.spans[p].Endpoint == ep {
+			n++
+		}
+	}
+	if n == 0 || n == len(l) {
+		return l
+	}
+	kept := make([]int32, 0, n)
+	for _, p := range l {
+		if s.spans[p].Endpoint == ep {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
 
 // clockOffset is the offset of the callee's clock from the caller's, per pair

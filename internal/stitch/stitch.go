@@ -97,7 +97,7 @@ type Options struct {
 // DefaultMinConfidence is the default of Options.MinConfidence: on the
 // evaluation harness (docs/causal-report.md), parents written from it are
 // right at least 99% of the time.
-const DefaultMinConfidence = 0.7
+const DefaultMinConfidence = 0.9
 
 // DefaultOptions reparents, tags paths and remembers 10,000 addresses.
 func DefaultOptions() Options {
