@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end benchmark of `tierscope paths` on the long multi-tier trace of paper
 # 001 table 1 (about 2,000,000 messages over 5000 s). Reports wall time, CPU time,
-# peak RSS, messages/s and peak bytes per message. Targets: ≤ 3 s wall and
-# ≤ 1.5 GB peak RSS on a 2-core machine.
+# peak RSS, messages/s and peak bytes per message. Targets: ≤ 1.5 s wall and
+# ≤ 1.5 GB peak RSS on a 2-core machine. Reading, matching, the candidate sweep
+# and the pattern statistics use every processor; CPU time above wall time shows
+# how much.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=bin/tierscope
@@ -15,7 +17,7 @@ fi
 [ -f "$trace" ] || "$bin" maketrace --config testdata/multitier.yaml --seed 1 --duration 5000s --out "$trace"
 messages=$(grep -vc '^#' "$trace")
 bytes=$(stat -c %s "$trace")
-echo "trace: $trace, $messages messages, $bytes bytes"
+echo "trace: $trace, $messages messages, $bytes bytes; $(nproc) processors"
 best_wall=""
 for run in 1 2 3; do
   /usr/bin/time -f '%e %U %S %M' -o "$out/time.txt" "$bin" paths --in "$trace" --out "$out/multitier-long-paths.json"

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -38,8 +37,9 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		penSame    = fs.Float64("penalty-same", def.SameChildPenalty, "same-child penalty exponent y")
 		penGeneric = fs.Float64("penalty-generic", def.GenericPenalty, "generic-child penalty exponent z")
 		binBase    = fs.Float64("bin-base", def.Bins.Base, "scoreboard bin growth factor")
-		binCount   = fs.Int("bins", def.Bins.Count, "scoreboard bins")
-		binMin     = fs.Duration("bin-min", time.Duration(def.Bins.Min), "upper edge of the first scoreboard bin")
+		binCount   = fs.Int("bins", def.Bins.Count, "scoreboard bins in all, those below --bin-min included")
+		binMin     = fs.Duration("bin-min", time.Duration(def.Bins.Min), "the scoreboard edge from which bins are counted")
+		binsBelow  = fs.Int("bins-below", def.Bins.Below, "scoreboard bins below --bin-min, of the same ratio (0: every shorter delay in one bin)")
 		order      = fs.String("order", "certainty", "order in which children choose parents: certainty (most certain first) or call (paper's figure 4)")
 		cpuProfile = fs.String("cpuprofile", "", "write a Go CPU profile to this file")
 		verbose    = fs.Bool("v", false, "report each stage's time and the memory used on standard error")
@@ -65,7 +65,7 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	cfg := causal.NestingConfig{
 		SkewWindow:       *skew,
-		Bins:             stats.LogBins{Base: *binBase, Min: float64(*binMin), Count: *binCount},
+		Bins:             stats.LogBins{Base: *binBase, Min: float64(*binMin), Count: *binCount, Below: *binsBelow},
 		SmoothSigma:      *smooth,
 		OverlapPenalty:   *penOverlap,
 		SameChildPenalty: *penSame,
@@ -103,22 +103,28 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeIn()
-	tr, err := msgtrace.ReadWithOptions(r, name, msgtrace.ReadOptions{SkipPathIDs: !*truth})
+	opt := msgtrace.ReadOptions{SkipPathIDs: !*truth}
+	if *algorithm == "convolution" {
+		tr, err := msgtrace.ReadWithOptions(r, name, opt)
+		if err != nil {
+			return err
+		}
+		if err := checkTrace(name, len(tr.Messages), len(tr.PathIDs), *truth); err != nil {
+			return err
+		}
+		progress.stage("read %d messages", len(tr.Messages))
+		return runConvolution(tr, ccfg, conv, convolutionOutput{out: *out, format: *format, top: *top, sortBy: *sortBy, truth: *truth}, stdout, progress)
+	}
+	// Nesting needs only the call pairs, which are matched while the trace is read.
+	cp, err := msgtrace.ReadCallPairs(r, name, cfg.SkewWindow, opt)
 	if err != nil {
 		return err
 	}
-	if len(tr.Messages) == 0 {
-		return fmt.Errorf("%s: empty trace: no messages", name)
+	if err := checkTrace(name, cp.Messages, len(cp.PathIDs), *truth); err != nil {
+		return err
 	}
-	if *truth && len(tr.PathIDs) <= 1 {
-		return fmt.Errorf("%s: --truth needs the path column (6th), and no message has one", name)
-	}
-	progress.stage("read %d messages", len(tr.Messages))
-
-	if *algorithm == "convolution" {
-		return runConvolution(tr, ccfg, conv, convolutionOutput{out: *out, format: *format, top: *top, sortBy: *sortBy, truth: *truth}, stdout, progress)
-	}
-	report, err := inferPaths(tr, cfg, *truth, progress)
+	progress.stage("read %d messages, matched %d call pairs", cp.Messages, len(cp.Pairs))
+	report, err := inferPaths(cp, cfg, *truth, progress)
 	if err != nil {
 		return err
 	}
@@ -137,41 +143,44 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// checkTrace refuses a trace with no messages, and --truth without path ids.
+func checkTrace(name string, messages, pathIDs int, truth bool) error {
+	if messages == 0 {
+		return fmt.Errorf("%s: empty trace: no messages", name)
+	}
+	if truth && pathIDs <= 1 {
+		return fmt.Errorf("%s: --truth needs the path column (6th), and no message has one", name)
+	}
+	return nil
+}
+
 // inferPaths runs the nesting algorithm and, when asked, the cheat-mode truth.
-func inferPaths(tr *causal.Trace, cfg causal.NestingConfig, withTruth bool, progress *stageLog) (*api.PathsReport, error) {
-	pairs, disc := causal.FindCallPairs(tr.Messages, cfg.SkewWindow)
-	messages := len(tr.Messages)
-	// The call pairs hold everything the later stages need. Dropping the messages
-	// and id strings, and collecting them now, lets those stages reuse that memory
-	// instead of growing the heap: on a 2M-message trace that is a third of the
-	// peak, and fresh pages are what the run spends its system time on.
-	tr.Messages, tr.CallIDs, tr.PathIDs = nil, nil, nil
-	runtime.GC()
-	progress.stage("matched %d call pairs", len(pairs))
-	nesting, err := causal.Nest(pairs, cfg)
+func inferPaths(cp *msgtrace.CallPairs, cfg causal.NestingConfig, withTruth bool, progress *stageLog) (*api.PathsReport, error) {
+	pairs := cp.Pairs
+	nesting, err := causal.NestInCallOrder(pairs, cp.CallOrder, cfg)
 	if err != nil {
 		return nil, err
 	}
 	progress.stage("nested (mean parallelism %.3f)", nesting.MeanParallelism())
-	patterns := nesting.Patterns(tr.Nodes)
+	patterns := nesting.Patterns(cp.Nodes)
 	progress.stage("aggregated %d patterns", len(patterns))
 	report := &api.PathsReport{
 		Algorithm:         "nesting",
-		Messages:          messages,
+		Messages:          cp.Messages,
 		CallPairs:         len(pairs),
-		DiscardedMessages: disc.Total(),
-		Discarded:         &api.Discards{ReturnWithoutCall: disc.ReturnWithoutCall, CallWithoutReturn: disc.CallWithoutReturn, OneWay: disc.OneWay},
+		DiscardedMessages: cp.Discards.Total(),
+		Discarded:         &api.Discards{ReturnWithoutCall: cp.Discards.ReturnWithoutCall, CallWithoutReturn: cp.Discards.CallWithoutReturn, OneWay: cp.Discards.OneWay},
 		MeanParallelism:   nesting.MeanParallelism(),
 		Patterns:          toAPIPatterns(patterns),
 	}
 	if withTruth {
 		cheat := cfg
 		cheat.UsePathIDs = true
-		truth, err := causal.Nest(pairs, cheat)
+		truth, err := causal.NestInCallOrder(pairs, cp.CallOrder, cheat)
 		if err != nil {
 			return nil, err
 		}
-		truthPatterns := truth.Patterns(tr.Nodes)
+		truthPatterns := truth.Patterns(cp.Nodes)
 		a := causal.Compare(nesting, truth, patterns, truthPatterns, truthTopN)
 		report.Truth = &api.PathsTruth{
 			TopNFalseNegatives:        a.TopNFalseNegatives,

@@ -101,15 +101,22 @@ func writePatternTrees(b *strings.Builder, patterns []api.PathPattern) {
 	}
 }
 
-// ms formats milliseconds with a sensible number of digits.
+// ms formats milliseconds with a sensible number of digits: three significant
+// ones under 1 ms, in µs, so that sub-millisecond tiers do not all read 0.0x ms.
 func ms(v float64) string {
 	switch {
 	case v >= 10000:
 		return strconv.FormatFloat(v/1000, 'f', 1, 64) + " s"
 	case v >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64) + " ms"
-	default:
+	case v >= 0.9995 || v <= 0: // what would round to 1000 µs reads 1.00 ms
 		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
+	case v >= 0.09995:
+		return strconv.FormatFloat(v*1000, 'f', 0, 64) + " µs"
+	case v >= 0.009995:
+		return strconv.FormatFloat(v*1000, 'f', 1, 64) + " µs"
+	default:
+		return strconv.FormatFloat(v*1000, 'f', 2, 64) + " µs"
 	}
 }
 

@@ -1,9 +1,11 @@
 package causal
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tierscope/tierscope/internal/stats"
@@ -16,9 +18,12 @@ type NestingConfig struct {
 	// t4 ≥ t3−w. Zero requires strict containment.
 	SkewWindow time.Duration
 	// Bins index each scoreboard histogram by the nesting delay t2−t1 in
-	// nanoseconds; the paper uses log base 1.05 with 340 bins from 1 ms. Negative
-	// delays, which only clock skew produces, get mirrored bins of their own, so
-	// that a skewed nesting is not lumped with every short one in bin 0.
+	// nanoseconds. The paper uses log base 1.05 with 340 bins from 1 ms, which puts
+	// every delay under 1 ms in one bin; the default adds 142 bins below 1 ms, down
+	// to 0.98 µs, so that sub-millisecond tiers are told apart while every edge
+	// above 1 ms stays the paper's. Negative delays, which only clock skew produces,
+	// get mirrored bins of their own, so that a skewed nesting is not lumped with
+	// every short one in bin 0.
 	Bins stats.LogBins
 	// SmoothSigma is the standard deviation, in bins, of the Gaussian that the
 	// scoreboard histograms are convolved with after scoring (§5.1.1.2). Zero
@@ -55,13 +60,26 @@ const (
 
 // DefaultNestingConfig returns the paper's settings: no skew window, no smoothing,
 // 340 bins of log base 1.05 from 1 ms, and penalties x=2, y=z=0; children are
-// visited by certainty.
+// visited by certainty. To the paper's bins it adds ScoreboardBinsBelow1ms below
+// 1 ms.
 func DefaultNestingConfig() NestingConfig {
 	return NestingConfig{
-		Bins:           stats.LogBins{Base: 1.05, Min: float64(time.Millisecond), Count: 340},
+		Bins: stats.LogBins{
+			Base:  1.05,
+			Min:   float64(time.Millisecond),
+			Count: 340 + ScoreboardBinsBelow1ms,
+			Below: ScoreboardBinsBelow1ms,
+		},
 		OverlapPenalty: 2,
 	}
 }
+
+// ScoreboardBinsBelow1ms is the number of scoreboard bins of the default layout
+// under 1 ms: 1.05^−142 ms ≈ 0.98 µs is its floor, the first power of 1.05 under
+// 1 µs; finer delays are below what message timestamps resolve in practice. The
+// edges from 1 ms up are the paper's, so only candidates nested within 1 ms of
+// their parent's call, which the paper scores as one bin, are scored apart.
+const ScoreboardBinsBelow1ms = 142
 
 // Validate reports settings the algorithm cannot run with.
 func (c NestingConfig) Validate() error {
@@ -137,6 +155,14 @@ type triple struct{ a, b, c NodeID }
 // look-up in T_opencalls at each return but also admits the skew window's parents
 // that returned slightly before the child.
 func Nest(pairs []CallPair, cfg NestingConfig) (*Nesting, error) {
+	return NestInCallOrder(pairs, nil, cfg)
+}
+
+// NestInCallOrder is Nest for pairs whose order by call time is known, as
+// CallPairer.CallOrder gives it, which saves sorting them. An order that is not a
+// permutation of the pairs sorted by call time is ignored (the pairs are sorted),
+// so the result is always Nest's.
+func NestInCallOrder(pairs []CallPair, callOrder []int32, cfg NestingConfig) (*Nesting, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -144,8 +170,12 @@ func Nest(pairs []CallPair, cfg NestingConfig) (*Nesting, error) {
 		return nil, fmt.Errorf("nesting: %d call pairs exceed the supported %d", len(pairs), math.MaxInt32)
 	}
 	n := &Nesting{Pairs: pairs}
-	byCall := orderByCall(pairs)
-	cands, candStart := collectCandidates(pairs, byCall, int64(cfg.SkewWindow), cfg.UsePathIDs)
+	byCall, times := inCallOrder(pairs, callOrder, cfg.UsePathIDs)
+	if byCall == nil {
+		byCall = orderByCall(pairs)
+		times = timesInCallOrder(pairs, byCall, cfg.UsePathIDs)
+	}
+	cands, candStart := collectCandidates(len(pairs), byCall, times, int64(cfg.SkewWindow))
 	for i := range pairs {
 		if k := candStart[i+1] - candStart[i]; k > 0 {
 			n.Children++
@@ -156,32 +186,101 @@ func Nest(pairs []CallPair, cfg NestingConfig) (*Nesting, error) {
 	if cfg.SmoothSigma > 0 {
 		board.smooth(cfg.SmoothSigma)
 	}
-	order := byCall
+	// Only children with candidates choose; the rest would only be skipped.
+	order := make([]int32, 0, n.Children)
+	for _, c := range byCall {
+		if candStart[c+1] > candStart[c] {
+			order = append(order, c)
+		}
+	}
 	if cfg.Order == OrderByCertainty {
-		order = board.certaintyOrder(byCall, candStart)
+		order = board.certaintyOrder(order, candStart)
 	}
 	n.findNestedPairs(order, cands, candStart, board, cfg)
 	return n, nil
 }
 
 // orderByCall returns pair indices sorted by call time (then return time, then
-// index), the order in which children are considered.
+// index), the order in which children are considered. A radix sort on the call
+// time, stable so that ties stay in index order, does most of it; runs of equal
+// call times, rare at nanosecond resolution, are then ordered by return time.
 func orderByCall(pairs []CallPair) []int32 {
 	order := make([]int32, len(pairs))
-	for i := range order {
-		order[i] = int32(i)
+	if len(pairs) == 0 {
+		return order
 	}
-	slices.SortFunc(order, func(a, b int32) int {
-		pa, pb := &pairs[a], &pairs[b]
-		switch {
-		case pa.Call != pb.Call:
-			return cmpInt64(pa.Call, pb.Call)
-		case pa.Return != pb.Return:
-			return cmpInt64(pa.Return, pb.Return)
-		}
-		return int(a - b)
-	})
+	first := pairs[0].Call
+	for i := range pairs {
+		first = min(first, pairs[i].Call)
+	}
+	items := make([]keyed, len(pairs))
+	for i := range pairs {
+		items[i] = keyed{uint64(pairs[i].Call) - uint64(first), int32(i)}
+	}
+	sorted := radixSort(items, make([]keyed, len(items)))
+	for i, it := range sorted {
+		order[i] = it.idx
+	}
+	// The keys, not pairs[order[k]], which would cost a cache miss each.
+	sortEqualCalls(pairs, order, func(k int) int64 { return int64(sorted[k].key) })
 	return order
+}
+
+// inCallOrder returns order as orderByCall would, with what the candidate sweep
+// reads of the pairs in that order, or nil if order is not a permutation of the
+// pairs sorted by call time. Runs of equal call times are put in orderByCall's
+// order, by return time and then index. The check reads the times gathered for
+// the sweep, so it costs no pass of its own over the pairs.
+func inCallOrder(pairs []CallPair, order []int32, withPath bool) ([]int32, *callTimes) {
+	if order == nil || len(order) != len(pairs) {
+		return nil, nil
+	}
+	for _, i := range order {
+		if i < 0 || int(i) >= len(pairs) {
+			return nil, nil
+		}
+	}
+	t := timesInCallOrder(pairs, order, withPath)
+	seen := make([]uint64, (len(pairs)+63)/64)
+	ties := false
+	for k, i := range order {
+		if seen[i/64]&(1<<(i%64)) != 0 || k > 0 && t.call[k] < t.call[k-1] {
+			return nil, nil
+		}
+		seen[i/64] |= 1 << (i % 64)
+		ties = ties || k > 0 && t.call[k] == t.call[k-1]
+	}
+	if !ties {
+		return order, t
+	}
+	byCall := slices.Clone(order)
+	sortEqualCalls(pairs, byCall, func(k int) int64 { return t.call[k] })
+	for k, i := range byCall {
+		if i != order[k] {
+			t.set(k, &pairs[i])
+		}
+	}
+	return byCall, t
+}
+
+// sortEqualCalls orders each run of equal call times in order (call(k) is the
+// time at position k) by return time, then index.
+func sortEqualCalls(pairs []CallPair, order []int32, call func(k int) int64) {
+	for i := 0; i < len(order); {
+		j := i + 1
+		for j < len(order) && call(j) == call(i) {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(order[i:j], func(a, b int32) int {
+				if c := cmpInt64(pairs[a].Return, pairs[b].Return); c != 0 {
+					return c
+				}
+				return int(a - b)
+			})
+		}
+		i = j
+	}
 }
 
 func cmpInt64(a, b int64) int {
@@ -198,81 +297,183 @@ func cmpInt64(a, b int64) int {
 // t1 ≤ t2+w and t4 ≥ t3−w. It returns them in CSR form: the candidates of pair i
 // are cands[start[i]:start[i+1]], sorted by call time so that ties go to the
 // earliest parent. Per node, one sweep keeps the calls into the node that are still
-// able to contain a later child; the cost is O(pairs × mean parallelism).
-func collectCandidates(pairs []CallPair, byCall []int32, w int64, samePath bool) (cands []int32, start []uint32) {
-	numNodes := 0
-	for i := range pairs {
-		numNodes = max(numNodes, int(pairs[i].Caller)+1, int(pairs[i].Callee)+1)
+// able to contain a later child; the cost is O(pairs × mean parallelism). Nodes
+// are independent, so they are swept in parallel, each range of nodes into lists
+// of its own that are then gathered by child.
+func collectCandidates(numPairs int, byCall []int32, t *callTimes, w int64) (cands []int32, start []uint32) {
+	numNodes := t.numNodes
+	in, out := bucketByNode(t, numNodes)
+	// Each worker sweeps a contiguous range of nodes of about equal work (the
+	// calls into and out of them) and lists, per child that has candidates, the
+	// child, its count and its candidates in order. Each child is in one list,
+	// so the result does not depend on the lists' order.
+	cum := make([]int, numNodes+1)
+	for b := range numNodes {
+		if len(in.of(b)) > 0 { // with no calls into it, no call out of it has a parent
+			cum[b+1] = len(in.of(b)) + len(out.of(b))
+		}
+		cum[b+1] += cum[b]
 	}
-	// Bucket pairs by callee (incoming) and by caller (outgoing), each in call order.
-	inStart, in := bucket(byCall, numNodes, func(i int32) NodeID { return pairs[i].Callee })
-	outStart, out := bucket(byCall, numNodes, func(i int32) NodeID { return pairs[i].Caller })
-
-	// The sweep runs twice, first counting candidates, so that the CSR array is
-	// allocated once at its exact size.
-	var active []int32
-	sweep := func(visit func(child, parent int32)) {
-		for b := 0; b < numNodes; b++ {
-			incoming := in[inStart[b]:inStart[b+1]]
-			active = active[:0]
-			next := 0
-			for _, child := range out[outStart[b]:outStart[b+1]] {
-				c := &pairs[child]
-				for next < len(incoming) && pairs[incoming[next]].Call <= c.Call+w {
-					active = append(active, incoming[next])
-					next++
-				}
-				// A parent that returned before t2−w cannot contain this child nor
-				// any later one, whose returns are all at or after t2.
-				kept := active[:0]
-				for _, p := range active {
-					if pairs[p].Return >= c.Call-w {
-						kept = append(kept, p)
-					}
-				}
-				active = kept
-				for _, p := range active {
-					pp := &pairs[p]
-					if p == child || pp.Return < c.Return-w || (samePath && pp.PathID != c.PathID) {
-						continue
-					}
-					visit(child, p)
-				}
+	var (
+		mu    sync.Mutex
+		found []*sweepOut
+	)
+	parallel(cum[numNodes], 1<<16, func(lo, hi int) {
+		o := &sweepOut{}
+		var active []int32
+		for b := range numNodes {
+			// A node belongs to the range that holds the start of its work; one
+			// without work has nothing to sweep.
+			if cum[b] >= lo && cum[b] < hi && cum[b+1] > cum[b] {
+				active = sweepNode(t, in.of(b), out.of(b), w, active, o)
 			}
 		}
+		for k, child := range o.children { // positions to pair indices
+			o.children[k] = byCall[child]
+		}
+		for k, p := range o.parents {
+			o.parents[k] = byCall[p]
+		}
+		mu.Lock()
+		found = append(found, o)
+		mu.Unlock()
+	})
+	start = make([]uint32, numPairs+1)
+	total := 0
+	for _, o := range found {
+		for k, child := range o.children {
+			start[child+1] = o.counts[k]
+		}
+		total += len(o.parents)
 	}
-	counts := make([]uint32, len(pairs))
-	sweep(func(child, _ int32) { counts[child]++ })
-	start = make([]uint32, len(pairs)+1)
-	for i, k := range counts {
-		start[i+1] = start[i] + k
+	for i := range numPairs {
+		start[i+1] += start[i]
 	}
-	cands = make([]int32, start[len(pairs)])
-	fill := slices.Clone(start[:len(pairs)])
-	sweep(func(child, parent int32) {
-		cands[fill[child]] = parent
-		fill[child]++
+	cands = make([]int32, total)
+	parallel(len(found), 1, func(lo, hi int) {
+		for _, o := range found[lo:hi] {
+			at := 0
+			for k, child := range o.children {
+				n := int(o.counts[k])
+				copy(cands[start[child]:], o.parents[at:at+n])
+				at += n
+			}
+		}
 	})
 	return cands, start
 }
 
-// bucket groups indices (already in the wanted order) by key with a counting sort.
-func bucket(order []int32, numKeys int, key func(int32) NodeID) (start []int, out []int32) {
-	start = make([]int, numKeys+1)
-	for _, i := range order {
-		start[key(i)+1]++
+// callTimes holds, at each position of the call order, what the sweeps read of
+// the pair there, copied so that they read it in sequence rather than from the
+// pairs in the order their returns came.
+type callTimes struct {
+	call, ret      []int64
+	caller, callee []NodeID
+	path           []uint32 // only to keep to a path (UsePathIDs)
+	numNodes       int      // 1 + the largest node id
+}
+
+func timesInCallOrder(pairs []CallPair, byCall []int32, withPath bool) *callTimes {
+	n := len(byCall)
+	t := &callTimes{call: make([]int64, n), ret: make([]int64, n), caller: make([]NodeID, n), callee: make([]NodeID, n)}
+	if withPath {
+		t.path = make([]uint32, n)
 	}
-	for k := 0; k < numKeys; k++ {
-		start[k+1] += start[k]
+	var mu sync.Mutex
+	parallel(n, 1<<16, func(lo, hi int) {
+		nodes := 0
+		for k := lo; k < hi; k++ {
+			p := &pairs[byCall[k]]
+			t.set(k, p)
+			nodes = max(nodes, int(p.Caller)+1, int(p.Callee)+1)
+		}
+		mu.Lock()
+		t.numNodes = max(t.numNodes, nodes)
+		mu.Unlock()
+	})
+	return t
+}
+
+func (t *callTimes) set(k int, p *CallPair) {
+	t.call[k], t.ret[k], t.caller[k], t.callee[k] = p.Call, p.Return, p.Caller, p.Callee
+	if t.path != nil {
+		t.path[k] = p.PathID
 	}
-	out = make([]int32, len(order))
-	pos := slices.Clone(start[:numKeys])
-	for _, i := range order {
-		k := key(i)
-		out[pos[k]] = i
-		pos[k]++
+}
+
+// sweepOut is what one worker's sweep found: children with their candidate
+// counts, and all their candidates in the same order.
+type sweepOut struct {
+	children []int32
+	counts   []uint32
+	parents  []int32
+}
+
+// sweepNode collects the candidates of node b's outgoing calls (children) among
+// its incoming ones, both given as positions in call order, and lists them, as
+// positions, in o.
+func sweepNode(t *callTimes, incoming, children []int32, w int64, active []int32, o *sweepOut) []int32 {
+	active = active[:0]
+	next := 0
+	for _, child := range children {
+		call, ret := t.call[child], t.ret[child]
+		for next < len(incoming) && t.call[incoming[next]] <= call+w {
+			active = append(active, incoming[next])
+			next++
+		}
+		// A parent that returned before t2−w cannot contain this child nor
+		// any later one, whose returns are all at or after t2.
+		kept := active[:0]
+		for _, p := range active {
+			if t.ret[p] >= call-w {
+				kept = append(kept, p)
+			}
+		}
+		active = kept
+		before := len(o.parents)
+		for _, p := range active {
+			if p == child || t.ret[p] < ret-w || (t.path != nil && t.path[p] != t.path[child]) {
+				continue
+			}
+			o.parents = append(o.parents, p)
+		}
+		if n := len(o.parents) - before; n > 0 {
+			o.children = append(o.children, child)
+			o.counts = append(o.counts, uint32(n))
+		}
 	}
-	return start, out
+	return active
+}
+
+// nodeLists holds positions in call order grouped by node, in CSR form.
+type nodeLists struct {
+	start []int
+	list  []int32
+}
+
+func (l nodeLists) of(b int) []int32 { return l.list[l.start[b]:l.start[b+1]] }
+
+// bucketByNode groups the positions of the call order by callee and by caller
+// with counting sorts; each group stays in call order.
+func bucketByNode(t *callTimes, numNodes int) (in, out nodeLists) {
+	in.start, out.start = make([]int, numNodes+1), make([]int, numNodes+1)
+	for k := range t.call {
+		in.start[t.callee[k]+1]++
+		out.start[t.caller[k]+1]++
+	}
+	for b := range numNodes {
+		in.start[b+1] += in.start[b]
+		out.start[b+1] += out.start[b]
+	}
+	in.list, out.list = make([]int32, len(t.call)), make([]int32, len(t.call))
+	inPos, outPos := slices.Clone(in.start[:numNodes]), slices.Clone(out.start[:numNodes])
+	for k := range t.call {
+		in.list[inPos[t.callee[k]]] = int32(k)
+		inPos[t.callee[k]]++
+		out.list[outPos[t.caller[k]]] = int32(k)
+		outPos[t.caller[k]]++
+	}
+	return in, out
 }
 
 // scoreboard holds one histogram per (A,B,C) triple over the nesting delay t2−t1
@@ -286,13 +487,39 @@ type scoreboard struct {
 }
 
 // scoreNestings adds 1/|parents| to the bin of every candidate nesting, the
-// procedure ScoreNestings of figure 4.
+// procedure ScoreNestings of figure 4. The bins, a logarithm each, are found in
+// parallel; the weights are then added in the order of the children, as one
+// goroutine would, so the sums are the same to the last bit.
 func scoreNestings(pairs []CallPair, cands []int32, start []uint32, cfg NestingConfig) *scoreboard {
 	sb := &scoreboard{
 		index:    make(map[triple]int32),
 		candHist: make([]int32, len(cands)),
 		candBin:  make([]uint16, len(cands)),
 	}
+	// The parallel pass also notes each candidate's caller in candHist, which the
+	// sequential one then reads in order and replaces by the histogram.
+	bins := stats.NewLogIndexer(cfg.Bins)
+	parallel(len(pairs), 1<<14, func(lo, hi int) {
+		for child := lo; child < hi; child++ {
+			call := pairs[child].Call
+			for k := start[child]; k < start[child+1]; k++ {
+				p := &pairs[cands[k]]
+				sb.candBin[k] = uint16(indexedSignedBin(bins, call-p.Call))
+				sb.candHist[k] = int32(p.Caller)
+			}
+		}
+	})
+	// Traces have few nodes: then a dense table finds a triple's histogram without
+	// hashing. The map serves traces with many.
+	numNodes := 0
+	for i := range pairs {
+		numNodes = max(numNodes, int(pairs[i].Caller)+1, int(pairs[i].Callee)+1)
+	}
+	var dense []int32
+	if numNodes <= 64 {
+		dense = make([]int32, numNodes*numNodes*numNodes)
+	}
+	width := 2*cfg.Bins.Count - 1
 	for child := range pairs {
 		lo, hi := start[child], start[child+1]
 		if lo == hi {
@@ -301,20 +528,32 @@ func scoreNestings(pairs []CallPair, cands []int32, start []uint32, cfg NestingC
 		c := &pairs[child]
 		weight := 1 / float64(hi-lo)
 		for k := lo; k < hi; k++ {
-			p := &pairs[cands[k]]
-			key := triple{p.Caller, c.Caller, c.Callee}
-			h, ok := sb.index[key]
-			if !ok {
-				h = int32(len(sb.hists))
-				sb.index[key] = h
-				sb.hists = append(sb.hists, make([]float64, 2*cfg.Bins.Count-1))
+			a := NodeID(sb.candHist[k])
+			var h int32
+			if dense != nil {
+				slot := &dense[(int(a)*numNodes+int(c.Caller))*numNodes+int(c.Callee)]
+				if *slot == 0 {
+					*slot = sb.newHist(triple{a, c.Caller, c.Callee}, width) + 1
+				}
+				h = *slot - 1
+			} else {
+				var ok bool
+				if h, ok = sb.index[triple{a, c.Caller, c.Callee}]; !ok {
+					h = sb.newHist(triple{a, c.Caller, c.Callee}, width)
+				}
 			}
-			bin := signedBin(cfg.Bins, c.Call-p.Call)
-			sb.hists[h][bin] += weight
-			sb.candHist[k], sb.candBin[k] = h, uint16(bin)
+			sb.hists[h][sb.candBin[k]] += weight
+			sb.candHist[k] = h
 		}
 	}
 	return sb
+}
+
+func (sb *scoreboard) newHist(key triple, width int) int32 {
+	h := int32(len(sb.hists))
+	sb.index[key] = h
+	sb.hists = append(sb.hists, make([]float64, width))
+	return h
 }
 
 // signedBin places a nesting delay on a symmetric log axis: bin Count−1 holds
@@ -325,6 +564,15 @@ func signedBin(bins stats.LogBins, delay int64) int {
 		return bins.Count - 1 - bins.Index(-float64(delay))
 	}
 	return bins.Count - 1 + bins.Index(float64(delay))
+}
+
+// indexedSignedBin is signedBin with the bins found by a LogIndexer.
+func indexedSignedBin(x *stats.LogIndexer, delay int64) int {
+	count := x.Bins().Count
+	if delay < 0 {
+		return count - 1 - x.Index(-float64(delay))
+	}
+	return count - 1 + x.Index(float64(delay))
 }
 
 // smooth convolves every histogram with a Gaussian of the given width in bins,
@@ -381,34 +629,51 @@ func (f *penaltyFactor) of(c int) float64 {
 }
 
 // findNestedPairs chooses one parent per child, the procedure FindNestedPairs of
-// figure 4. Children are taken in call order, so the penalties count the children
-// assigned to a parent before this one, and the parent with the highest penalised
+// figure 4. Children are taken in the given order (by call or by certainty), so the
+// penalties count the children assigned to a parent before this one, and the
+// parent with the highest penalised
 // score wins; among equal scores the earliest candidate wins (§5.1.1.3). A
 // candidate that would close a cycle (possible with a skew window, or with equal
 // timestamps) is skipped. Unlike figure 4, whose maxscore starts at 0, a child with
 // candidates always gets one: every candidate's own nesting put weight in its bin.
-func (n *Nesting) findNestedPairs(byCall []int32, cands []int32, start []uint32, sb *scoreboard, cfg NestingConfig) {
+func (n *Nesting) findNestedPairs(order []int32, cands []int32, start []uint32, sb *scoreboard, cfg NestingConfig) {
 	pairs := n.Pairs
 	n.Parent = make([]int32, len(pairs))
 	n.Confidence = make([]float32, len(pairs))
 	n.firstChild = make([]int32, len(pairs))
 	n.lastChild = make([]int32, len(pairs))
 	n.nextSibling = make([]int32, len(pairs))
-	for i := range pairs {
-		n.Parent[i], n.firstChild[i], n.lastChild[i], n.nextSibling[i] = -1, -1, -1, -1
-	}
+	parallel(len(pairs), 1<<16, func(lo, hi int) { // fresh pages: their faults are most of the cost
+		for i := lo; i < hi; i++ {
+			n.Parent[i], n.firstChild[i], n.lastChild[i], n.nextSibling[i] = -1, -1, -1, -1
+		}
+	})
+	// Children choose in an order unrelated to memory, so what each reads of its
+	// own (its call, its candidates and their raw scores) is gathered first into
+	// arrays in that order, in parallel, where the cache misses overlap; the
+	// choices, which depend on one another, then read those arrays in sequence.
+	g := gatherChoices(order, pairs, cands, start, sb)
 	overlap := newPenaltyFactor(cfg.OverlapPenalty)
 	same := newPenaltyFactor(cfg.SameChildPenalty)
 	generic := newPenaltyFactor(cfg.GenericPenalty)
-	for _, child := range byCall {
-		lo, hi := start[child], start[child+1]
+	for pos, child := range order {
+		lo, hi := g.start[pos], g.start[pos+1]
 		if lo == hi {
 			continue
 		}
-		c := &pairs[child]
+		if hi-lo == 1 {
+			// One candidate: its penalties cannot change the choice, and the
+			// confidence is 1 either way (score/score, or 1/1 for a score of 0).
+			if p := g.cands[lo]; !n.isAncestorOrSelf(child, p) {
+				n.Parent[child], n.Confidence[child] = p, 1
+				n.insertChild(p, child)
+			}
+			continue
+		}
+		c := &g.calls[pos]
 		best, bestScore, sum := int32(-1), math.Inf(-1), 0.0
 		for k := lo; k < hi; k++ {
-			p := cands[k]
+			p := g.cands[k]
 			if n.isAncestorOrSelf(child, p) {
 				continue
 			}
@@ -423,7 +688,7 @@ func (n *Nesting) findNestedPairs(byCall []int32, cands []int32, start []uint32,
 					nOverlap++
 				}
 			}
-			score := sb.hists[sb.candHist[k]][sb.candBin[k]] * overlap.of(nOverlap) * same.of(nSame) * generic.of(nAny)
+			score := g.raw[k] * overlap.of(nOverlap) * same.of(nSame) * generic.of(nAny)
 			sum += score
 			if score > bestScore {
 				best, bestScore = p, score
@@ -442,9 +707,44 @@ func (n *Nesting) findNestedPairs(byCall []int32, cands []int32, start []uint32,
 	}
 }
 
+// choices is what each child in a visiting order reads of its own: its call and,
+// at start[pos]:start[pos+1], its candidates and their raw scores.
+type choices struct {
+	calls []CallPair
+	start []uint32
+	cands []int32
+	raw   []float64
+}
+
+func gatherChoices(order []int32, pairs []CallPair, cands []int32, start []uint32, sb *scoreboard) *choices {
+	g := &choices{calls: make([]CallPair, len(order)), start: make([]uint32, len(order)+1)}
+	for pos, child := range order {
+		g.start[pos+1] = g.start[pos] + start[child+1] - start[child]
+	}
+	g.cands, g.raw = make([]int32, g.start[len(order)]), make([]float64, g.start[len(order)])
+	parallel(len(order), 1<<12, func(lo, hi int) {
+		for pos := lo; pos < hi; pos++ {
+			child := order[pos]
+			g.calls[pos] = pairs[child]
+			at := g.start[pos]
+			for k := start[child]; k < start[child+1]; k++ {
+				g.cands[at] = cands[k]
+				g.raw[at] = sb.hists[sb.candHist[k]][sb.candBin[k]]
+				at++
+			}
+		}
+	})
+	return g
+}
+
 // insertChild links child into parent's children, kept in call order.
 func (n *Nesting) insertChild(parent, child int32) {
 	call := n.Pairs[child].Call
+	if last := n.lastChild[parent]; last >= 0 && n.Pairs[last].Call <= call {
+		// After every child so far, the common case: no walk along the list.
+		n.nextSibling[last], n.lastChild[parent] = child, child
+		return
+	}
 	prev := int32(-1)
 	for s := n.firstChild[parent]; s >= 0 && n.Pairs[s].Call <= call; s = n.nextSibling[s] {
 		prev = s
@@ -465,12 +765,15 @@ func (n *Nesting) insertChild(parent, child int32) {
 // their candidates, so that unambiguous nestings are settled before ambiguous ones
 // are weighed with the penalties. Ties keep call order.
 func (sb *scoreboard) certaintyOrder(byCall []int32, start []uint32) []int32 {
-	share := make([]float64, len(start)-1)
-	for _, child := range byCall {
-		share[child] = bestShare(start[child], start[child+1], func(k uint32) float64 {
-			return sb.hists[sb.candHist[k]][sb.candBin[k]]
-		})
-	}
+	share := make([]float64, len(byCall))
+	parallel(len(byCall), 1<<14, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			child := byCall[i]
+			share[i] = bestShare(start[child], start[child+1], func(k uint32) float64 {
+				return sb.hists[sb.candHist[k]][sb.candBin[k]]
+			})
+		}
+	})
 	order := slices.Clone(byCall)
 	byDecreasingShare(order, share)
 	return order
@@ -491,18 +794,37 @@ func bestShare(lo, hi uint32, score func(k uint32) float64) float64 {
 	return best / sum
 }
 
-// byDecreasingShare sorts order by decreasing share; ties keep their order, so
-// callers pass order sorted by time.
+// byDecreasingShare sorts order by decreasing share, share[i] being order[i]'s;
+// ties keep their order, so callers pass order sorted by time. Shares lie in
+// [0, 1], and most are 1 (one candidate, or one that dominates): those keep
+// their order at the front, and only the rest is sorted, by a stable radix sort
+// on the complemented bits of the shares, which for floats ≥ 0 sort as the
+// numbers do.
 func byDecreasingShare(order []int32, share []float64) {
-	slices.SortStableFunc(order, func(a, b int32) int {
-		switch {
-		case share[a] > share[b]:
-			return -1
-		case share[a] < share[b]:
-			return 1
+	for _, v := range share {
+		if !(v >= 0 && v <= 1) { // cannot happen; if it did, sort by value all the same
+			byShare := make(map[int32]float64, len(order))
+			for i, c := range order {
+				byShare[c] = share[i]
+			}
+			slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(byShare[b], byShare[a]) })
+			return
 		}
-		return 0
-	})
+	}
+	ones := make([]int32, 0, len(order))
+	items := make([]keyed, 0, len(order)/4)
+	for i, c := range order {
+		if share[i] == 1 {
+			ones = append(ones, c)
+		} else {
+			items = append(items, keyed{^math.Float64bits(share[i]), c})
+		}
+	}
+	n := copy(order, ones)
+	for _, it := range radixSort(items, make([]keyed, len(items))) {
+		order[n] = it.idx
+		n++
+	}
 }
 
 // isAncestorOrSelf reports whether a is p or one of p's assigned ancestors.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tierscope/tierscope/internal/causal"
 	"github.com/tierscope/tierscope/internal/maketrace"
+	"github.com/tierscope/tierscope/internal/stats"
 )
 
 type run struct {
@@ -88,12 +89,63 @@ func TestPaperMultiTier(t *testing.T) {
 	}
 }
 
+// The multi-tier trace at 1/100 of its time scale (testdata/multitier-subms.yaml):
+// every per-hop delay between 0.1 and 1 ms. The default scoreboard's bins below
+// 1 ms must find the patterns as well as the paper's finds those of the ms-scale
+// trace; the paper's layout, which puts all these delays in one bin, must not, or
+// this test would not show what the finer bins are for.
+func TestSubMillisecondHops(t *testing.T) {
+	tr := generate(t, "multitier-subms.yaml", maketrace.Options{Seed: 1})
+	r := infer(t, tr, causal.DefaultNestingConfig())
+	logAccuracy(t, "multitier-subms", r)
+	if p := r.nesting.MeanParallelism(); p < 1.6 || p > 1.8 {
+		t.Errorf("mean parallelism %.3f, want 1.6–1.8 like the ms-scale trace", p)
+	}
+	if fn := r.acc.TopNFalseNegatives[9]; fn != 0 {
+		t.Errorf("top-10 false-negative patterns = %d, want 0", fn)
+	}
+	if rate := r.acc.FalseNegativeInstanceRate; rate > 0.01 {
+		t.Errorf("false-negative instances %.2f%%, want ≤ 1%%", 100*rate)
+	}
+	paper := causal.DefaultNestingConfig()
+	paper.Bins.Count, paper.Bins.Below = 340, 0
+	blind := infer(t, tr, paper)
+	logAccuracy(t, "multitier-subms, paper's bins from 1 ms", blind)
+	if blind.acc.TopNFalseNegatives[9] == 0 || blind.acc.FalseNegativeInstanceRate < 3*r.acc.FalseNegativeInstanceRate {
+		t.Errorf("with every delay in one bin: top-10 false negatives %d, false-negative instances %.2f%%; want the collapse to show",
+			blind.acc.TopNFalseNegatives[9], 100*blind.acc.FalseNegativeInstanceRate)
+	}
+	// The patterns' histograms resolve the delays too: the AP's call delay is
+	// 0.5 ms and the DB's latency 0.1 ms, read from bins within 5%.
+	for _, p := range r.patterns {
+		if p.Signature != "client(WS1(AP1(DB)))" {
+			continue
+		}
+		ap := p.Root.Children[0].Children[0]
+		db := ap.Children[0]
+		for _, c := range []struct {
+			what      string
+			got, want float64
+			mean, rel float64
+		}{
+			{"AP call delay p50", ap.CallDelay.Quantile(0.5), 0.5, ap.CallDelay.Mean(), 0.05},
+			{"DB latency p50", db.Latency.Quantile(0.5), 0.1, db.Latency.Mean(), 0.05},
+		} {
+			if math.Abs(c.got-c.want)/c.want > c.rel || math.Abs(c.mean-c.want)/c.want > c.rel {
+				t.Errorf("%s: %.4f ms (mean %.4f ms), want %.2f ms ± 5%%", c.what, c.got, c.mean, c.want)
+			}
+		}
+		return
+	}
+	t.Fatal("pattern client(WS1(AP1(DB))) not found")
+}
+
 // §7.5.2 and figure 18: the pathological cases. Children-0/2 must be right, and the
 // scoreboard must be what makes it right: without it (every delay in one bin, so
 // only the penalties and the earliest-parent rule decide) it goes wrong.
 func TestPaperPathologicalCases(t *testing.T) {
 	noScoreboard := causal.DefaultNestingConfig()
-	noScoreboard.Bins.Min, noScoreboard.Bins.Count = float64(time.Hour), 2
+	noScoreboard.Bins = stats.LogBins{Base: 1.05, Min: float64(time.Hour), Count: 2}
 	for _, name := range []string{"children-parallel", "children-0-2", "children-d-cc", "penalty-breaker"} {
 		tr := generate(t, name+".yaml", maketrace.Options{Seed: 1})
 		r := infer(t, tr, causal.DefaultNestingConfig())
@@ -183,6 +235,48 @@ func TestPaperClockSkew(t *testing.T) {
 			t.Errorf("false-negative instances %.2f%%, want ≤ 5%%", 100*r.acc.FalseNegativeInstanceRate)
 		}
 	}
+}
+
+// BenchmarkNestingStages times each stage of `tierscope paths` on the multi-tier
+// trace (about 200,000 messages) as the command runs it: matching as a reader
+// streams, nesting in the pairer's call order, then the patterns.
+func BenchmarkNestingStages(b *testing.B) {
+	tr := generate(b, "multitier.yaml", maketrace.Options{Seed: 1})
+	cfg := causal.DefaultNestingConfig()
+	match := func() (*causal.CallPairer, []causal.CallPair) {
+		p := causal.NewCallPairer(0, len(tr.Messages)/2)
+		for _, m := range tr.Messages {
+			p.Add(m.Time, m.Op, m.Sender, m.Receiver, []byte(tr.CallIDs[m.CallID]), m.PathID)
+		}
+		pairs, _ := p.Finish()
+		return p, pairs
+	}
+	pairer, pairs := match()
+	order := pairer.CallOrder()
+	n, err := causal.NestInCallOrder(pairs, order, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("match", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			match()
+		}
+	})
+	b.Run("nest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := causal.NestInCallOrder(pairs, order, cfg); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("patterns", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			n.Patterns(tr.Nodes)
+		}
+	})
 }
 
 func BenchmarkNestingMultiTier(b *testing.B) {

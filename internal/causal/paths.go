@@ -1,8 +1,11 @@
 package causal
 
 import (
+	"encoding/binary"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/tierscope/tierscope/internal/stats"
 )
@@ -45,9 +48,12 @@ func SortPatterns(ps []*Pattern) {
 	})
 }
 
-// callTree is a forest of timed calls from which patterns are built.
+// callTree is a forest of timed calls from which patterns are built. Node names
+// are given by label, an index into labelName's table; equal names under different
+// labels still make equal signatures.
 type callTree interface {
-	name(i int32) string
+	label(i int32) int32
+	labelName(l int32) string
 	interval(i int32) (start, end int64)
 	children(i int32, dst []int32) []int32
 }
@@ -61,11 +67,14 @@ type callTree interface {
 func (n *Nesting) Patterns(nodes []string) []*Pattern {
 	t := nestingTree{n, nodes}
 	b := newPatternBuilder(t, len(n.Pairs))
+	var roots, callers []int32
 	for i := range n.Pairs {
 		if n.Parent[i] < 0 {
-			b.add(int32(i), nodes[n.Pairs[i].Caller])
+			roots = append(roots, int32(i))
+			callers = append(callers, int32(n.Pairs[i].Caller))
 		}
 	}
+	b.addAll(roots, callers)
 	return b.patterns()
 }
 
@@ -74,96 +83,249 @@ type nestingTree struct {
 	nodes []string
 }
 
-func (t nestingTree) name(i int32) string                   { return t.nodes[t.n.Pairs[i].Callee] }
+func (t nestingTree) label(i int32) int32                   { return int32(t.n.Pairs[i].Callee) }
+func (t nestingTree) labelName(l int32) string              { return t.nodes[l] }
 func (t nestingTree) interval(i int32) (int64, int64)       { return t.n.Pairs[i].Call, t.n.Pairs[i].Return }
 func (t nestingTree) children(i int32, dst []int32) []int32 { return t.n.ChildrenOf(i, dst) }
 
+// patternBuilder aggregates instances into patterns. Every subtree's canonical
+// signature is interned as a small integer (sid), keyed by its node's name and its
+// children's sids in canonical order, so that a signature string is built once per
+// distinct subtree shape rather than once per call, and the pattern of an
+// instance is found by a pair of integers.
 type patternBuilder struct {
-	t     callTree
-	sigs  []string // memoised subtree signatures
-	table map[string]*Pattern
-	kids  [][]int32 // per-depth scratch for sorted children
+	t       callTree
+	sids    []int32  // memoised subtree sid per call, -1 unknown
+	sigs    []string // signature by sid
+	canon   []int32  // canonical name id by label, -1 unknown
+	names   map[string]int32
+	sidOf   map[string]int32 // canonical name id and child sids → sid
+	leafSid []int32          // by canonical name id, −1 unknown
+	key     []byte
+	// Patterns by caller (its canonical name id, or −1) and sid, packed in 64 bits.
+	index   map[uint64]int32
+	entries []patternEntry
+	kids    [][]int32         // per-depth scratch for children
+	bins    *stats.LogIndexer // LatencyBins, shared by every histogram; nil when small
+}
+
+// patternEntry is a pattern and, while its statistics wait to be filled, its
+// instances.
+type patternEntry struct {
+	p           *Pattern
+	underCaller bool // message traces: the instance is the root's only child
+	instances   []int32
 }
 
 func newPatternBuilder(t callTree, size int) *patternBuilder {
-	return &patternBuilder{t: t, sigs: make([]string, size), table: make(map[string]*Pattern)}
+	sids := make([]int32, size)
+	for i := range sids {
+		sids[i] = -1
+	}
+	b := &patternBuilder{t: t, sids: sids, names: make(map[string]int32), sidOf: make(map[string]int32), index: make(map[uint64]int32)}
+	if size >= largeForest {
+		b.bins = stats.NewLogIndexer(LatencyBins)
+	}
+	return b
 }
 
-// add records the instance rooted at i. With a caller name, the pattern's root is
-// that caller and i is its only child (message traces); without, i is the root.
-func (b *patternBuilder) add(i int32, caller string) string {
-	sig := b.signature(i)
-	if caller != "" {
-		sig = caller + "(" + sig + ")"
+// largeForest is the number of calls (or of roots) from which a forest's patterns
+// are worth a LogIndexer's edges (a few microseconds) and goroutines; smaller ones,
+// such as a collector's batches of spans, are aggregated on the calling goroutine.
+const largeForest = 1 << 12
+
+// newHistogram is a histogram of LatencyBins, indexed when the forest is large.
+func (b *patternBuilder) newHistogram() *stats.LogHistogram {
+	if b.bins == nil {
+		return stats.NewLogHistogram(LatencyBins)
 	}
-	p, ok := b.table[sig]
+	return stats.NewIndexedLogHistogram(b.bins)
+}
+
+// canonical returns the id of label l's name, equal for equal names.
+func (b *patternBuilder) canonical(l int32) int32 {
+	for int(l) >= len(b.canon) {
+		b.canon = append(b.canon, -1)
+	}
+	if c := b.canon[l]; c >= 0 {
+		return c
+	}
+	name := b.t.labelName(l)
+	c, ok := b.names[name]
 	if !ok {
-		p = &Pattern{Signature: sig}
-		if caller != "" {
-			p.Root = &PatternNode{Node: caller, Children: []*PatternNode{b.newNode(i, 0)}}
+		c = int32(len(b.names))
+		b.names[name] = c
+	}
+	b.canon[l] = c
+	return c
+}
+
+// addAll records the instances rooted at roots. With callers, the pattern of
+// roots[k] has the node labelled callers[k] as its root and roots[k] as its only
+// child (message traces); without, roots[k] is the root. Signatures and patterns
+// are found on this goroutine, in order; then the patterns' statistics are filled
+// in parallel, each pattern by one goroutine in instance order, so every sum is
+// what adding one instance after the other gives, to the bit.
+func (b *patternBuilder) addAll(roots, callers []int32) {
+	for k, r := range roots {
+		caller := int32(-1)
+		if callers != nil {
+			caller = callers[k]
+		}
+		e := b.pattern(r, caller)
+		e.instances = append(e.instances, r)
+	}
+	// The largest first, so that the last to start is small.
+	todo := make([]*patternEntry, len(b.entries))
+	for i := range b.entries {
+		todo[i] = &b.entries[i]
+	}
+	slices.SortStableFunc(todo, func(x, y *patternEntry) int { return len(y.instances) - len(x.instances) })
+	procs := runtime.GOMAXPROCS(0)
+	if len(roots) < largeForest {
+		procs = 1
+	}
+	var next atomic.Int64
+	parallel(procs, 1, func(_, _ int) {
+		var kids [][]int32
+		for t := next.Add(1) - 1; t < int64(len(todo)); t = next.Add(1) - 1 {
+			e := todo[t]
+			node := e.p.Root
+			if e.underCaller {
+				node = node.Children[0]
+			}
+			for _, r := range e.instances {
+				start, _ := b.t.interval(r)
+				b.record(node, r, start, 0, &kids)
+			}
+			e.instances = nil
+		}
+	})
+}
+
+// pattern returns the pattern of the instance rooted at i, creating it when new,
+// and counts the instance and its latency.
+func (b *patternBuilder) pattern(i int32, caller int32) *patternEntry {
+	sid, callerID := b.sid(i, 0), int32(-1)
+	if caller >= 0 {
+		callerID = b.canonical(caller)
+	}
+	key := uint64(uint32(callerID))<<32 | uint64(uint32(sid))
+	k, ok := b.index[key]
+	if !ok {
+		p := &Pattern{Signature: b.sigs[sid]}
+		if caller >= 0 {
+			name := b.t.labelName(caller)
+			p.Signature = name + "(" + p.Signature + ")"
+			p.Root = &PatternNode{Node: name, Children: []*PatternNode{b.newNode(i, 0)}}
 		} else {
 			p.Root = b.newNode(i, 0)
 		}
-		b.table[sig] = p
+		k = int32(len(b.entries))
+		b.index[key] = k
+		b.entries = append(b.entries, patternEntry{p: p, underCaller: caller >= 0})
 	}
+	e := &b.entries[k]
 	start, end := b.t.interval(i)
-	p.Count++
-	p.TotalLatency += nsToMs(end - start)
-	node := p.Root
-	if caller != "" {
-		node = p.Root.Children[0]
-	}
-	b.record(node, i, start, 0)
-	return sig
+	e.p.Count++
+	e.p.TotalLatency += nsToMs(end - start)
+	return e
 }
 
 func (b *patternBuilder) patterns() []*Pattern {
-	out := make([]*Pattern, 0, len(b.table))
-	for _, p := range b.table {
-		out = append(out, p)
+	out := make([]*Pattern, len(b.entries))
+	for i := range b.entries {
+		out[i] = b.entries[i].p
 	}
 	SortPatterns(out)
 	return out
 }
 
-// signature computes (and memoises) the canonical signature of i's subtree.
-func (b *patternBuilder) signature(i int32) string {
-	if s := b.sigs[i]; s != "" {
+// signature is the canonical signature of i's subtree.
+func (b *patternBuilder) signature(i int32) string { return b.sigs[b.sid(i, 0)] }
+
+// sid computes (and memoises) the sid of i's subtree; depth indexes the scratch.
+func (b *patternBuilder) sid(i int32, depth int) int32 {
+	if s := b.sids[i]; s >= 0 {
 		return s
 	}
-	name := b.t.name(i)
-	kids := b.t.children(i, nil)
+	kids := b.sortedChildren(i, depth)
 	if len(kids) == 0 {
-		b.sigs[i] = name
-		return name
+		// A leaf's sid depends on its name only: most calls are leaves, and this
+		// saves them the map.
+		c := b.canonical(b.t.label(i))
+		for int(c) >= len(b.leafSid) {
+			b.leafSid = append(b.leafSid, -1)
+		}
+		if b.leafSid[c] < 0 {
+			b.leafSid[c] = int32(len(b.sigs))
+			b.sigs = append(b.sigs, b.t.labelName(b.t.label(i)))
+		}
+		b.sids[i] = b.leafSid[c]
+		return b.sids[i]
 	}
-	childSigs := make([]string, len(kids))
-	for k, c := range kids {
-		childSigs[k] = b.signature(c)
+	// The key: the canonical name, then the children's sids in canonical order.
+	// b.key is shared scratch, built only now that the children, and any
+	// recursion, are done.
+	b.key = binary.LittleEndian.AppendUint32(b.key[:0], uint32(b.canonical(b.t.label(i))))
+	for _, c := range kids {
+		b.key = binary.LittleEndian.AppendUint32(b.key, uint32(b.sids[c]))
 	}
-	slices.Sort(childSigs)
-	s := name + "(" + strings.Join(childSigs, ",") + ")"
-	b.sigs[i] = s
+	s, ok := b.sidOf[string(b.key)]
+	if !ok {
+		s = int32(len(b.sigs))
+		b.sidOf[string(b.key)] = s
+		childSigs := make([]string, len(kids))
+		for k, c := range kids {
+			childSigs[k] = b.sigs[b.sids[c]]
+		}
+		b.sigs = append(b.sigs, b.t.labelName(b.t.label(i))+"("+strings.Join(childSigs, ",")+")")
+	}
+	b.sids[i] = s
 	return s
 }
 
 // sortedChildren returns i's children in canonical order: by signature, then in
-// their own order (call time). The slice is scratch owned by depth.
+// their own order (call time), computing their sids as needed. The slice is
+// scratch owned by depth.
 func (b *patternBuilder) sortedChildren(i int32, depth int) []int32 {
-	for len(b.kids) <= depth {
-		b.kids = append(b.kids, nil)
+	for _, c := range b.childrenAt(i, depth, &b.kids) {
+		b.sid(c, depth+1)
 	}
-	kids := b.t.children(i, b.kids[depth][:0])
-	slices.SortStableFunc(kids, func(x, y int32) int { return strings.Compare(b.sigs[x], b.sigs[y]) })
-	b.kids[depth] = kids
+	return b.sortBySig(b.kids[depth])
+}
+
+// childrenAt lists i's children into the scratch of depth in kids.
+func (b *patternBuilder) childrenAt(i int32, depth int, kids *[][]int32) []int32 {
+	for len(*kids) <= depth {
+		*kids = append(*kids, nil)
+	}
+	(*kids)[depth] = b.t.children(i, (*kids)[depth][:0])
+	return (*kids)[depth]
+}
+
+// sortBySig sorts calls whose sids are known by signature, stably. Insertion
+// sort: nodes have few children, and equal sids compare equal without looking
+// at their strings.
+func (b *patternBuilder) sortBySig(kids []int32) []int32 {
+	for k := 1; k < len(kids); k++ {
+		for j := k; j > 0 && b.lessSig(kids[j], kids[j-1]); j-- {
+			kids[j], kids[j-1] = kids[j-1], kids[j]
+		}
+	}
 	return kids
+}
+
+func (b *patternBuilder) lessSig(x, y int32) bool {
+	sx, sy := b.sids[x], b.sids[y]
+	return sx != sy && b.sigs[sx] < b.sigs[sy]
 }
 
 func (b *patternBuilder) newNode(i int32, depth int) *PatternNode {
 	node := &PatternNode{
-		Node:      b.t.name(i),
-		Latency:   stats.NewLogHistogram(LatencyBins),
-		CallDelay: stats.NewLogHistogram(LatencyBins),
+		Node:      b.t.labelName(b.t.label(i)),
+		Latency:   b.newHistogram(),
+		CallDelay: b.newHistogram(),
 	}
 	for _, c := range b.sortedChildren(i, depth) {
 		node.Children = append(node.Children, b.newNode(c, depth+1))
@@ -172,13 +334,15 @@ func (b *patternBuilder) newNode(i int32, depth int) *PatternNode {
 }
 
 // record adds i's latency and call delay to node, and recurses; parentStart is the
-// start of i's parent (its own start at the root, so its delay is 0).
-func (b *patternBuilder) record(node *PatternNode, i int32, parentStart int64, depth int) {
+// start of i's parent (its own start at the root, so its delay is 0). The sids of
+// i's subtree are known, so it only reads the builder, and kids is the caller's
+// own scratch: goroutines record different patterns at once.
+func (b *patternBuilder) record(node *PatternNode, i int32, parentStart int64, depth int, kids *[][]int32) {
 	start, end := b.t.interval(i)
 	node.Latency.Add(nsToMs(end - start))
 	node.CallDelay.Add(nsToMs(start - parentStart))
-	for k, c := range b.sortedChildren(i, depth) {
-		b.record(node.Children[k], c, start, depth+1)
+	for k, c := range b.sortBySig(b.childrenAt(i, depth, kids)) {
+		b.record(node.Children[k], c, start, depth+1, kids)
 	}
 }
 

@@ -24,13 +24,12 @@ func SpanSignatures(spans []Span, parent []int32, label []int32, labels []string
 func spanPaths(spans []Span, parent []int32, label []int32, labels []string, withPatterns bool) ([]*Pattern, []string) {
 	t := newSpanTree(spans, parent, label, labels)
 	b := newPatternBuilder(t, len(spans))
+	if withPatterns {
+		b.addAll(t.roots, nil)
+	}
 	sigOfRoot := make(map[int32]string, len(t.roots))
 	for _, r := range t.roots {
-		if withPatterns {
-			sigOfRoot[r] = b.add(r, "")
-		} else {
-			sigOfRoot[r] = b.signature(r)
-		}
+		sigOfRoot[r] = b.signature(r)
 	}
 	sigs := make([]string, len(spans))
 	for i := range spans {
@@ -46,7 +45,7 @@ func spanPaths(spans []Span, parent []int32, label []int32, labels []string, wit
 // ancestor.
 type spanTree struct {
 	spans       []Span
-	label       []int32
+	labelOf     []int32
 	labels      []string
 	first, next []int32 // children lists, in start order
 	roots       []int32
@@ -55,7 +54,7 @@ type spanTree struct {
 
 func newSpanTree(spans []Span, parent, label []int32, labels []string) *spanTree {
 	n := len(spans)
-	t := &spanTree{spans: spans, label: label, labels: labels, first: make([]int32, n), next: make([]int32, n), root: make([]int32, n)}
+	t := &spanTree{spans: spans, labelOf: label, labels: labels, first: make([]int32, n), next: make([]int32, n), root: make([]int32, n)}
 	for i := range t.first {
 		t.first[i], t.next[i], t.root[i] = -1, -1, -1
 	}
@@ -98,7 +97,8 @@ func newSpanTree(spans []Span, parent, label []int32, labels []string) *spanTree
 	return t
 }
 
-func (t *spanTree) name(i int32) string             { return t.labels[t.label[i]] }
+func (t *spanTree) label(i int32) int32             { return t.labelOf[i] }
+func (t *spanTree) labelName(l int32) string        { return t.labels[l] }
 func (t *spanTree) interval(i int32) (int64, int64) { return t.spans[i].Start, t.spans[i].End }
 func (t *spanTree) children(i int32, dst []int32) []int32 {
 	for c := t.first[i]; c >= 0; c = t.next[c] {

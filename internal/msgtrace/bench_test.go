@@ -76,3 +76,22 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	*c += countingWriter(len(p))
 	return len(p), nil
 }
+
+// BenchmarkReadCallPairs is the reader of `tierscope paths`: parsing on every
+// processor, and call matching as it goes.
+func BenchmarkReadCallPairs(b *testing.B) {
+	var buf bytes.Buffer
+	if err := msgtrace.Write(&buf, benchTrace()); err != nil {
+		b.Fatal(err)
+	}
+	input := buf.Bytes()
+	b.SetBytes(int64(len(input)))
+	b.ReportAllocs()
+	for b.Loop() {
+		cp, err := msgtrace.ReadCallPairs(bytes.NewReader(input), "bench", 0, msgtrace.ReadOptions{SkipPathIDs: true})
+		if err != nil || cp.Messages != benchLines {
+			b.Fatal(err)
+		}
+	}
+	reportLines(b)
+}
