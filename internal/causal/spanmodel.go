@@ -450,12 +450,23 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 		}
 		return v
 	}
-	prev := int32(-1)
-	if round > 0 {
-		prev = s.previousSibling(p, c)
+	prev := s.previousSibling(p, c)
+	if round == 0 {
+		// The scoreboard knows no sibling models yet, so it takes the paper's
+		// overlap penalty: a parent already running a child is a less likely
+		// parent of another (a thread makes one call at a time).
+		v := s.scoreAfter(p, -1, c, round)
+		if prev >= 0 && s.spans[prev].End > s.spans[c].Start+s.tol[c] {
+			v *= overlapPrior
+		}
+		return v
 	}
 	return s.scoreAfter(p, prev, c, round)
 }
+
+// overlapPrior is the factor round 0 gives a parent whose previous child still
+// runs: the paper's penalty (1+c)^−x with one overlapping child and x = 3.3.
+const overlapPrior = 0.1
 
 // scoreAfter is score with c placed right after prev among p's children (as
 // p's first child when prev is -1).
