@@ -10,7 +10,21 @@ import (
 // spans by a one-to-one assignment to CLIENT spans, every other orphan in start
 // order against what its candidates already hold.
 func (s *spanStitcher) assign(round int) {
-	s.assignServers(round)
+	s.assignOneToOne(round, func(c int32) bool { return s.spans[c].Kind == KindServer })
+	// A message is consumed once per consuming service: the CONSUMER spans of
+	// each service take PRODUCER spans one to one too (a queue hands messages
+	// out in the order they came, which the request-delay model learns).
+	var services []int32
+	seen := make(map[int32]bool)
+	for _, c := range s.sweepOrder() {
+		if cs := &s.spans[c]; s.remote[c] && cs.Kind == KindConsumer && !seen[cs.Service] {
+			seen[cs.Service] = true
+			services = append(services, cs.Service)
+		}
+	}
+	for _, svc := range services {
+		s.assignOneToOne(round, func(c int32) bool { return s.spans[c].Kind == KindConsumer && s.spans[c].Service == svc })
+	}
 	s.sweepLocal(round, s.sweepOrder())
 }
 
@@ -18,8 +32,8 @@ func (s *spanStitcher) assign(round int) {
 // scored against what its candidates hold at that moment.
 func (s *spanStitcher) sweepLocal(round int, order []int32) {
 	for _, c := range order {
-		if s.remote[c] && s.spans[c].Kind == KindServer {
-			continue
+		if s.remote[c] {
+			continue // assigned one to one
 		}
 		if old := s.parent[c]; old >= 0 {
 			if !s.isRemote(old, c) {
@@ -131,11 +145,12 @@ func (s *spanStitcher) markOuter(c int32) {
 	}
 }
 
-// assignServers matches orphan SERVER spans to CLIENT spans one to one, with the
-// largest product of link likelihoods (an auction over log scores), and gives
-// each a confidence that counts a swap with the span holding a candidate as an
+// assignOneToOne matches the orphans bids selects (SERVER spans, or one
+// service's CONSUMER spans) to their callers one to one, with the largest
+// product of link likelihoods (an auction over log scores), and gives each a
+// confidence that counts a swap with the span holding a candidate as an
 // alternative.
-func (s *spanStitcher) assignServers(round int) {
+func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 	// The buffers live from round to round.
 	a := &s.arcs
 	if a.objOf == nil {
@@ -155,7 +170,7 @@ func (s *spanStitcher) assignServers(round int) {
 	}()
 	for c := range s.spans {
 		ci := int32(c)
-		if !s.remote[c] || s.spans[c].Kind != KindServer || s.start[c] == s.start[c+1] {
+		if !s.remote[c] || s.start[c] == s.start[c+1] || !bids(ci) {
 			continue
 		}
 		s.parent[c] = -1
