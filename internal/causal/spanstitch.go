@@ -321,7 +321,10 @@ func (s *spanStitcher) candidates() {
 	if s.roaming != nil {
 		onHost = make(map[int32][]int32)
 	}
-	var clients, producers []int32
+	var producers []int32
+	// Active CLIENT spans by the service they call (-1: not known), so that a
+	// SERVER span scans only the callers that may have called its service.
+	clients := make(map[int32][]int32)
 	lists := make([][]int32, n)
 	s.remote = make([]bool, n)
 	next := 0
@@ -332,7 +335,7 @@ func (s *spanStitcher) candidates() {
 			p := byStart[next]
 			switch spans[p].Kind {
 			case KindClient:
-				clients = append(clients, p)
+				clients[spans[p].Peer] = append(clients[spans[p].Peer], p)
 			case KindProducer:
 				producers = append(producers, p)
 			default:
@@ -352,8 +355,10 @@ func (s *spanStitcher) candidates() {
 				producers = pruneStarted(spans, producers, cs.Start-aw)
 				lists[c] = s.remoteCandidates(producers, c, w, aw, nil)
 			} else {
-				clients = prune(spans, clients, cs.Start-w)
-				lists[c] = s.remoteCandidates(clients, c, w, aw, nil)
+				named := prune(spans, clients[cs.Service], cs.Start-w)
+				unnamed := prune(spans, clients[-1], cs.Start-w)
+				clients[cs.Service], clients[-1] = named, unnamed
+				lists[c] = s.remoteCandidates(unnamed, c, w, aw, s.remoteCandidates(named, c, w, aw, nil))
 			}
 			continue
 		}
