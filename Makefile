@@ -149,6 +149,7 @@ eval-causal:
 # Every fuzz target, 30 s each.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 30s ./internal/msgtrace
+	$(GO) test -run '^$$' -fuzz FuzzBlocks -fuzztime 30s ./internal/msgtrace
 	$(GO) test -run '^$$' -fuzz FuzzDecodePattern -fuzztime 30s ./internal/model
 	$(GO) test -run '^$$' -fuzz FuzzHTTPFraming -fuzztime 30s ./receiver/blackboxreceiver/internal/framing
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./receiver/blackboxreceiver/internal/accesslog
