@@ -20,9 +20,6 @@ import (
 //   - next (same key): gap start(child) − end(previous sibling) when the
 //     previous sibling has ended (sequential), or start(child) −
 //     start(previous sibling) when it is still running (parallel);
-//   - after (same key): the gap end(child) − start(next sibling) when the next
-//     sibling starts after the child ended, or, for the last child, the gap
-//     end(parent) − end(child): a parent returns soon after its last call;
 //   - per parent and child key, how many children outlive their parent.
 
 // modelKind separates the models that share a key space.
@@ -34,8 +31,6 @@ const (
 	modelFirst
 	modelSequential
 	modelParallel
-	modelAfter
-	modelLast
 )
 
 type modelKey struct {
@@ -325,11 +320,6 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 		}
 	}
 	m.add(s.localKey(kind, p, c), delay, w)
-	if !firstOnly {
-		if kind, delay, ok := s.afterDelay(p, c); ok {
-			m.add(s.localKey(kind, p, c), delay, w)
-		}
-	}
 	// Outliving is learned only where no other candidate could explain the
 	// child: an assignment that chose an outlived candidate over an enclosing
 	// one would otherwise teach itself that children outlive such parents.
@@ -348,47 +338,22 @@ func (s *spanStitcher) siblingDelay(prev, c int32) (modelKind, int64) {
 	return modelParallel, cs.Start - ps.Start
 }
 
-// afterDelay is the gap from c's end to its next sibling's start, or to its
-// parent's end when c is the last child; not ok when the next sibling runs in
-// parallel with c.
-func (s *spanStitcher) afterDelay(p, c int32) (modelKind, int64, bool) {
-	cs := &s.spans[c]
-	if next := s.nextSibling(p, c); next >= 0 {
-		ns := &s.spans[next]
-		if ns.Start+s.tol[c] < cs.End {
-			return 0, 0, false
-		}
-		return modelAfter, ns.Start - cs.End, true
-	}
-	return modelLast, s.spans[p].End - cs.End, true
-}
-
-// nextSibling is the child of p that started first after c (ties by index),
-// or -1.
-func (s *spanStitcher) nextSibling(p, c int32) int32 {
-	kids := s.kids[p]
+// kidsBefore is how many of kids (by start, ties by index) come before c, or,
+// with self, before or at c.
+func (s *spanStitcher) kidsBefore(kids []int32, c int32, self bool) int {
 	cs := s.spans[c].Start
-	j := sort.Search(len(kids), func(i int) bool {
+	return sort.Search(len(kids), func(i int) bool {
 		k := kids[i]
 		ks := s.spans[k].Start
-		return ks > cs || (ks == cs && k > c)
+		return ks > cs || (ks == cs && (k > c || (!self && k == c)))
 	})
-	if j < len(kids) {
-		return kids[j]
-	}
-	return -1
 }
 
 // previousSibling is the child of p that started last before c (ties by
 // index), or -1.
 func (s *spanStitcher) previousSibling(p, c int32) int32 {
 	kids := s.kids[p]
-	cs := s.spans[c].Start
-	j := sort.Search(len(kids), func(i int) bool {
-		k := kids[i]
-		ks := s.spans[k].Start
-		return ks > cs || (ks == cs && k >= c)
-	})
+	j := s.kidsBefore(kids, c, false)
 	for j > 0 {
 		j--
 		if kids[j] != c {
@@ -414,12 +379,7 @@ func (s *spanStitcher) sortByStart(list []int32) {
 // insertKid adds c to p's children, keeping them by start.
 func (s *spanStitcher) insertKid(p, c int32) {
 	kids := s.kids[p]
-	cs := s.spans[c].Start
-	j := sort.Search(len(kids), func(i int) bool {
-		k := kids[i]
-		ks := s.spans[k].Start
-		return ks > cs || (ks == cs && k > c)
-	})
+	j := s.kidsBefore(kids, c, true)
 	kids = append(kids, 0)
 	copy(kids[j+1:], kids[j:])
 	kids[j] = c
@@ -479,10 +439,5 @@ func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
 		kind, delay = s.siblingDelay(prev, c)
 	}
 	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*per + scoreFloor
-	if round > 0 {
-		if kind, delay, ok := s.afterDelay(p, c); ok {
-			v *= m.share(s.localKey(kind, p, c), delay, s.tolEnd[c]+s.tol[p]) * float64(m.width)
-		}
-	}
 	return v * m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
 }
