@@ -297,7 +297,8 @@ func auction(arcStart []int32, arcObj []int32, arcBen []float64, objects int) []
 			got[i] = -1
 			queue = append(queue, int32(i))
 		}
-		budget := 50*len(arcObj) + 1000
+		// Each bid scans one bidder's arcs; wars past this are settled greedily.
+		budget := 10*len(arcObj) + 1000
 		for len(queue) > 0 && budget > 0 {
 			budget--
 			i := queue[len(queue)-1]

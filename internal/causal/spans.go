@@ -82,16 +82,20 @@ type StitchConfig struct {
 	// Rounds is the number of times the delay models are refitted to the
 	// assignment and the assignment redone (0: the scoreboard's choice only).
 	Rounds int
+	// MaxCandidates bounds the candidate parents of one orphan (those that
+	// started last before it are kept); 0 keeps all.
+	MaxCandidates int
 }
 
 // DefaultStitchConfig returns settings that hold from microsecond hops to
 // second-long calls: bins 10% wide from 100 ns to about 1.6 hours.
 func DefaultStitchConfig() StitchConfig {
 	return StitchConfig{
-		SkewWindow:  5 * time.Millisecond,
-		AsyncWindow: 10 * time.Second,
-		Bins:        stats.LogBins{Base: 1.1, Min: 100, Count: 256},
-		Rounds:      2,
+		SkewWindow:    5 * time.Millisecond,
+		AsyncWindow:   10 * time.Second,
+		Bins:          stats.LogBins{Base: 1.1, Min: 100, Count: 256},
+		Rounds:        2,
+		MaxCandidates: 128,
 	}
 }
 
@@ -105,6 +109,9 @@ func (c StitchConfig) Validate() error {
 	}
 	if c.SkewWindow < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 {
 		return fmt.Errorf("stitch: windows must be ≥ 0")
+	}
+	if c.MaxCandidates < 0 {
+		return fmt.Errorf("stitch: max candidates must be ≥ 0, got %d", c.MaxCandidates)
 	}
 	if c.Rounds < 0 || c.Rounds > 20 {
 		return fmt.Errorf("stitch: rounds must be in [0, 20], got %d", c.Rounds)
@@ -125,8 +132,9 @@ type StitchResult struct {
 	Runner []int32
 	// Orphans counts the spans marked Orphan; LeftOrphan those with no candidate.
 	Orphans, LeftOrphan int
-	// Guests counts the client-only processes placed in a host process.
-	Guests int
+	// Guests counts the client-only processes placed in a host process;
+	// Capped the orphans whose candidates were cut to MaxCandidates.
+	Guests, Capped int
 }
 
 // Stitch infers the parents of orphan spans. It carries the nesting algorithm of

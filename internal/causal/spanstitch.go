@@ -33,7 +33,7 @@ type spanStitcher struct {
 	// hasKnownCallee marks callers whose SERVER child is known from context.
 	hasKnownCallee []bool
 	models         *delayModels
-	guests         int
+	guests, capped int
 	// offsets holds the fitted clock offsets of process pairs (fitOffsets),
 	// in denseOffsets when there are few processes, numbered by procIndex.
 	offsets      map[[2]int32]clockOffset
@@ -92,6 +92,7 @@ func (s *spanStitcher) run() *StitchResult {
 	s.placeGuests()
 	res.Guests = s.guests
 	s.candidates()
+	res.Capped = s.capped
 	s.indexProcesses()
 	s.models = newDelayModels(s.cfg.Bins)
 
@@ -393,6 +394,23 @@ func (s *spanStitcher) candidates() {
 		}
 	}
 	s.chainCallers(lists)
+	// Bounded work per orphan: under a flood of messages or calls only the
+	// candidates that started last before it are kept.
+	if k := s.cfg.MaxCandidates; k > 0 {
+		for c, l := range lists {
+			if len(l) <= k {
+				continue
+			}
+			s.capped++
+			slices.SortFunc(l, func(a, b int32) int {
+				if c := cmp.Compare(spans[a].Start, spans[b].Start); c != 0 {
+					return c
+				}
+				return cmp.Compare(a, b)
+			})
+			lists[c] = l[len(l)-k:]
+		}
+	}
 	s.start = make([]uint32, n+1)
 	for i, l := range lists {
 		s.start[i+1] = s.start[i] + uint32(len(l))

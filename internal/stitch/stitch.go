@@ -143,8 +143,9 @@ type Report struct {
 	// but whose callee's service could not be resolved.
 	Unresolved int
 	// Guests counts client-only processes placed in the process that hosts
-	// them (causal.StitchResult.Guests).
-	Guests int
+	// them (causal.StitchResult.Guests); Capped the orphans whose candidates
+	// were cut to the configured maximum.
+	Guests, Capped int
 	// Skipped counts spans passed through untouched because they cannot take part:
 	// empty trace or span id, or an end before the start.
 	Skipped int
@@ -306,7 +307,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	if err != nil { // the options were validated in New
 		panic(err)
 	}
-	rep.Orphans, rep.LeftOrphan, rep.Guests = res.Orphans, res.LeftOrphan, res.Guests
+	rep.Orphans, rep.LeftOrphan, rep.Guests, rep.Capped = res.Orphans, res.LeftOrphan, res.Guests, res.Capped
 	// written holds the parents that stand after write-back: an abstention in
 	// reparent mode leaves the orphan a root of its own trace.
 	written := res.Parent
