@@ -108,6 +108,15 @@ func (s *spanStitcher) run() *StitchResult {
 		if round > 0 && slices.Equal(last, s.parent) {
 			break
 		}
+		// A parent the last refit still changed is not settled: it is not
+		// one to write into a trace.
+		if round == s.cfg.Rounds && round > 0 {
+			for i, p := range s.parent {
+				if p != last[i] {
+					s.conf[i] = min(s.conf[i], 0.5)
+				}
+			}
+		}
 		last = append(last[:0], s.parent...)
 	}
 	s.breakCycles()
