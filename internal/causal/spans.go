@@ -162,13 +162,15 @@ type StitchResult struct {
 //     assignment Rounds times, as an EM would.
 //   - Assignment is joint: a CLIENT span has one SERVER child, so orphan SERVER
 //     spans take their callers in a maximum-likelihood one-to-one assignment
-//     (an auction, solved per round); the children of one process are assigned
-//     in start order, each scored against what its candidate parents already
-//     hold (the gap after their last child, the overlap with their children).
+//     (an auction, solved per round), and so do each service's CONSUMER spans
+//     with PRODUCER spans; the children of one process are assigned in start
+//     order, each scored against what its candidate parents already hold (the
+//     gap after their last child, or the offset from a child still running).
 //   - Confidence is the posterior of the chosen parent among the candidates,
 //     given the other spans' parents; for a one-to-one caller, a swap with the
-//     span that holds it counts as an alternative. A writer trusts a parent only
-//     above a confidence it chooses.
+//     span that holds it counts as an alternative; a parent the last round still
+//     changed is capped at 0.5. A writer trusts a parent only above a
+//     confidence it chooses.
 //
 // A candidate that would close a cycle is never taken.
 func Stitch(spans []Span, cfg StitchConfig) (*StitchResult, error) {
