@@ -9,12 +9,14 @@ import (
 
 // Delay models of span stitching. Each is a histogram over signed log bins of a
 // delay, keyed by who the spans are; a score is the smoothed count at the
-// delay's bin, so that frequent and precisely timed relations score high, as in
-// the paper's scoreboard (paper 001 §5.1.1).
+// delay's bin per microsecond of its width (a density), per span of the
+// parent's kind, so that frequent and precisely timed relations score high, as
+// in the paper's scoreboard (paper 001 §5.1.1).
 //
 //   - link (caller service → callee service): request delay
-//     start(callee) − start(caller), and response delay end(caller) − end(callee)
-//     as a distribution (its share at the delay);
+//     start(callee) − start(caller) − θ, and response delay
+//     end(caller) − end(callee) + θ as a distribution (its share at the
+//     delay), θ the fitted clock offset of the two processes;
 //   - first (parent service and name → child service and name): offset
 //     start(child) − start(parent) of a parent's first child;
 //   - next (same key): gap start(child) − end(previous sibling) when the
