@@ -308,12 +308,10 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		panic(err)
 	}
 	rep.Orphans, rep.LeftOrphan, rep.Guests, rep.Capped = res.Orphans, res.LeftOrphan, res.Guests, res.Capped
-	// written holds the parents that stand after write-back: an abstention in
-	// reparent mode leaves the orphan a root of its own trace.
-	written := res.Parent
-	if s.opt.Mode == ModeReparent {
-		written = slices.Clone(res.Parent)
-	}
+	// written holds the parents that stand after write-back, for the paths and
+	// the score: a parent below MinConfidence leaves the orphan a root of its
+	// own trace. res.Parent keeps every best candidate.
+	written := slices.Clone(res.Parent)
 	for j := range t.spans {
 		if !res.Inferred[j] {
 			continue

@@ -193,3 +193,36 @@ func TestParseMode(t *testing.T) {
 		t.Error("ParseMode accepted glue")
 	}
 }
+
+// In every mode an orphan below the minimum confidence keeps its best
+// candidate in the attributes and is scored, without a parent written (a
+// shared slice once lost the candidate and the score indexed -1).
+func TestAbstentionInEveryMode(t *testing.T) {
+	for _, mode := range []Mode{ModeReparent, ModeLink, ModeAnnotate} {
+		b := newBuilder()
+		// Two identical callers: the server cannot tell them apart.
+		root := b.span("web", "GET /", ptrace.SpanKindServer, 1, noParent, 0, 100)
+		for i := 0; i < 2; i++ {
+			c := b.span("web", "GET app", ptrace.SpanKindClient, 1, root.SpanID(), 5, 60)
+			c.Attributes().PutStr("server.address", "app")
+		}
+		server := b.span("app", "GET /items", ptrace.SpanKindServer, 2, noParent, 10, 50)
+		server.Attributes().PutStr(AttrTruthParent, root.SpanID().String())
+		opt := DefaultOptions()
+		opt.Mode = mode
+		s, err := New(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := s.Stitch(b.td)
+		if rep.Abstained != 1 || !server.ParentSpanID().IsEmpty() {
+			t.Fatalf("%v: abstained %d, parent %v", mode, rep.Abstained, server.ParentSpanID())
+		}
+		if _, ok := server.Attributes().Get(AttrInferredParent); !ok {
+			t.Fatalf("%v: the best candidate was not annotated", mode)
+		}
+		if rep.Truth == nil || rep.Truth.Written != 0 {
+			t.Fatalf("%v: truth %+v", mode, rep.Truth)
+		}
+	}
+}
