@@ -8,9 +8,13 @@ import (
 
 // The graph and path statistics, which queries read by the hundred thousand,
 // are stored in a compact varint encoding that decodes about ten times faster
-// than JSON. Its first byte is binaryV1; a payload starting with '{' is JSON
-// (all other kinds, and rows written before this encoding).
-const binaryV1 = 0x01
+// than JSON. Its first byte is binaryV2 (binaryV1: histograms in the legacy
+// layout, without bins below 1 ms, upgraded when read); a payload starting
+// with '{' is JSON (all other kinds, and rows written before this encoding).
+const (
+	binaryV1 = 0x01
+	binaryV2 = 0x02
+)
 
 var errShort = errors.New("model: truncated payload")
 
@@ -37,6 +41,8 @@ func (e *encoder) hist(h *Hist) {
 type decoder struct {
 	b   []byte
 	err error
+	// legacy marks a binaryV1 payload, whose histograms are upgraded.
+	legacy bool
 }
 
 func (d *decoder) uvarint() uint64 {
@@ -92,12 +98,17 @@ func (d *decoder) hist(h *Hist) {
 		h.Counts[i] = d.uvarint()
 	}
 	h.SumNs, h.MinNs, h.MaxNs = d.varint(), d.varint(), d.varint()
+	if d.legacy {
+		h.upgrade()
+	} else {
+		h.Layout = layoutMicro
+	}
 }
 
 // EncodeCallStats encodes a node's or edge's statistics.
 func EncodeCallStats(c *CallStats) []byte {
 	e := encoder{b: make([]byte, 0, 16+len(c.Latency.Counts))}
-	e.b = append(e.b, binaryV1)
+	e.b = append(e.b, binaryV2)
 	e.varint(c.Requests)
 	e.varint(c.Errors)
 	e.hist(&c.Latency)
@@ -106,10 +117,10 @@ func EncodeCallStats(c *CallStats) []byte {
 
 // DecodeCallStats decodes EncodeCallStats's output, or JSON.
 func DecodeCallStats(b []byte, c *CallStats) error {
-	if len(b) == 0 || b[0] != binaryV1 {
+	if len(b) == 0 || (b[0] != binaryV1 && b[0] != binaryV2) {
 		return jsonUnmarshal(b, c)
 	}
-	d := decoder{b: b[1:]}
+	d := decoder{b: b[1:], legacy: b[0] == binaryV1}
 	c.Requests, c.Errors = d.varint(), d.varint()
 	d.hist(&c.Latency)
 	return d.err
@@ -118,7 +129,7 @@ func DecodeCallStats(b []byte, c *CallStats) error {
 // EncodePattern encodes a pattern's statistics.
 func EncodePattern(p *PatternStats) []byte {
 	e := encoder{b: make([]byte, 0, 32+len(p.Nodes)*48)}
-	e.b = append(e.b, binaryV1)
+	e.b = append(e.b, binaryV2)
 	e.varint(p.Count)
 	e.varint(p.TotalLatencyNs)
 	e.uvarint(uint64(len(p.Nodes)))
@@ -134,10 +145,10 @@ func EncodePattern(p *PatternStats) []byte {
 
 // DecodePattern decodes EncodePattern's output, or JSON.
 func DecodePattern(b []byte, p *PatternStats) error {
-	if len(b) == 0 || b[0] != binaryV1 {
+	if len(b) == 0 || (b[0] != binaryV1 && b[0] != binaryV2) {
 		return jsonUnmarshal(b, p)
 	}
-	d := decoder{b: b[1:]}
+	d := decoder{b: b[1:], legacy: b[0] == binaryV1}
 	p.Count, p.TotalLatencyNs = d.varint(), d.varint()
 	n := d.uvarint()
 	if d.err != nil || n > uint64(len(d.b)) {

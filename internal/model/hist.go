@@ -1,19 +1,35 @@
 package model
 
 import (
+	"encoding/json"
+
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
 // Bins is the layout of every histogram of the model: paper 001's 340 bins of
-// log base 1.05 from 1 ms (§5.1.1.2), so a quantile is within ±2.5%.
-var Bins = stats.DefaultLogBins
+// log base 1.05 from 1 ms (§5.1.1.2), and 142 more of the same ratio below it
+// down to about 1 µs, so that a quantile is within ±2.5% from microseconds to
+// hours (a database answering in 300 µs reads 300 µs, not "under 1 ms").
+var Bins = stats.LogBins{Base: 1.05, Min: 1, Count: 340 + belowMs, Below: belowMs}
+
+const (
+	belowMs = 142
+	// layoutMicro marks a histogram binned with Bins. Layout 0 marks one
+	// stored before the bins below 1 ms existed, whose bin 0 held every
+	// duration under 1 ms; it is upgraded when read (upgrade).
+	layoutMicro = 2
+	// legacyUnderMs is where a legacy bin 0 lands: the bin of 0.5 ms, the
+	// value legacy quantiles read for it.
+	legacyUnderMs = belowMs - 14
+)
 
 // Hist is a log-binned histogram of durations that merges exactly: counts are
 // integers and the sum, minimum and maximum are integer nanoseconds, so any
 // split of a stream over shards, windows or merge orders gives the same bits.
 // Only the span of bins that received values is stored.
 type Hist struct {
+	Layout uint8    `json:"layout,omitempty"`
 	First  int32    `json:"first,omitempty"`
 	Counts []uint64 `json:"counts,omitempty"`
 	N      uint64   `json:"n,omitempty"`
@@ -46,7 +62,40 @@ func (h *Hist) AddN(ns int64, n uint64) {
 
 func (h *Hist) addCount(bin int32, c uint64) {
 	first, counts := stats.AddToBins(int(h.First), h.Counts, int(bin), c)
-	h.First, h.Counts = int32(first), counts
+	h.First, h.Counts, h.Layout = int32(first), counts, layoutMicro
+}
+
+// upgrade rebins a histogram stored in the legacy layout (no bins below 1
+// ms): every bin moves up by the bins below, and the old bin 0 (all of
+// [0, 1 ms)) goes to the bin of 0.5 ms, which legacy quantiles read it as.
+func (h *Hist) upgrade() {
+	if h.Layout == layoutMicro || h.N == 0 {
+		h.Layout = layoutMicro
+		return
+	}
+	first, counts := h.First, h.Counts
+	h.First, h.Counts = 0, nil
+	for i, c := range counts {
+		if c == 0 {
+			continue
+		}
+		bin := first + int32(i)
+		if bin == 0 {
+			bin = legacyUnderMs - belowMs
+		}
+		h.addCount(bin+belowMs, c)
+	}
+	h.Layout = layoutMicro
+}
+
+// UnmarshalJSON reads a histogram and upgrades a legacy one.
+func (h *Hist) UnmarshalJSON(b []byte) error {
+	type plain Hist
+	if err := json.Unmarshal(b, (*plain)(h)); err != nil {
+		return err
+	}
+	h.upgrade()
+	return nil
 }
 
 // Merge adds o's values.

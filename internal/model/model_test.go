@@ -2,11 +2,14 @@ package model
 
 import (
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tierscope/tierscope/internal/stats"
 )
 
 // trace builds web → app → (db, cache) with an internal span in app and a
@@ -190,4 +193,64 @@ func FuzzDecodePattern(f *testing.F) {
 		var p PatternStats
 		_ = DecodePattern(b, &p) // must not panic
 	})
+}
+
+// Sub-millisecond durations have bins of their own: a 300 µs database reads
+// 300 µs, where every duration under 1 ms once read 0.5 ms.
+func TestHistResolvesMicroseconds(t *testing.T) {
+	for _, us := range []int64{50, 200, 700, 3000} {
+		var h Hist
+		for i := int64(0); i < 100; i++ {
+			h.Add((us*1000 - 500) + i*10) // a spread of ±0.5 µs around us
+		}
+		got := h.QuantileMs(0.5) * 1000
+		if math.Abs(got-float64(us))/float64(us) > 0.05 {
+			t.Errorf("%d µs: p50 %.1f µs", us, got)
+		}
+	}
+}
+
+// Histograms stored before the bins below 1 ms existed (binary v1 and JSON
+// without a layout) read as they did: bins from 1 ms keep their values and
+// the old bin 0 reads 0.5 ms.
+func TestLegacyHistUpgraded(t *testing.T) {
+	legacy := stats.LogBins{Base: 1.05, Min: 1, Count: 340}
+	// 60 durations under 1 ms and 40 of 20 ms, binned the legacy way.
+	b20 := int32(legacy.Index(20))
+	counts := make([]uint64, b20+1)
+	counts[0], counts[b20] = 60, 40
+	old := Hist{First: 0, Counts: counts, N: 100, SumNs: 60*400_000 + 40*20_000_000, MinNs: 100_000, MaxNs: 20_000_000}
+
+	e := encoder{b: []byte{binaryV1}}
+	e.varint(3)
+	e.varint(1)
+	e.hist(&old)
+	var cs CallStats
+	if err := DecodeCallStats(e.b, &cs); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromJSON Hist
+	if err := json.Unmarshal(raw, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]*Hist{"binary v1": &cs.Latency, "json": &fromJSON} {
+		if h.Layout != layoutMicro || h.N != 100 {
+			t.Fatalf("%s: layout %d, n %d", name, h.Layout, h.N)
+		}
+		if p := h.QuantileMs(0.3); math.Abs(p-0.5) > 0.03 {
+			t.Errorf("%s: p30 %.3f ms, want the legacy 0.5 ms", name, p)
+		}
+		if p := h.QuantileMs(0.9); math.Abs(p-20)/20 > 0.05 {
+			t.Errorf("%s: p90 %.3f ms, want 20 ms", name, p)
+		}
+		// A new duration merges into the same layout.
+		h.Add(300_000)
+		if p := h.QuantileMs(0); p != 0.1 {
+			t.Errorf("%s: min %.3f ms", name, p)
+		}
+	}
 }
