@@ -1,5 +1,10 @@
 package causal
 
+import (
+	"cmp"
+	"slices"
+)
+
 // SpanPaths builds the causal path patterns of stitched spans (FORMATS.md §4: the
 // same form as §2, with service names as node names). Spans are the nodes of the
 // path where label[i] ≥ 0: labels[label[i]] names the node, normally the span's
@@ -107,11 +112,18 @@ func (t *spanTree) children(i int32, dst []int32) []int32 {
 	return dst
 }
 
+// orderSpansByStart is every span's index by start, ties by index: the order
+// of a stable sort, at an unstable sort's cost.
 func orderSpansByStart(spans []Span) []int32 {
 	order := make([]int32, len(spans))
 	for i := range order {
 		order[i] = int32(i)
 	}
-	sortStableBy(order, func(i int32) int64 { return spans[i].Start })
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := cmp.Compare(spans[a].Start, spans[b].Start); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
 	return order
 }

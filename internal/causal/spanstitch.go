@@ -136,18 +136,7 @@ func (s *spanStitcher) run() *StitchResult {
 // byStart is every span by start, sorted once.
 func (s *spanStitcher) byStart() []int32 {
 	if s.startOrder == nil {
-		order := make([]int32, len(s.spans))
-		for i := range order {
-			order[i] = int32(i)
-		}
-		// Ties by index: the order of a stable sort, at an unstable sort's cost.
-		slices.SortFunc(order, func(a, b int32) int {
-			if c := cmp.Compare(s.spans[a].Start, s.spans[b].Start); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-		s.startOrder = order
+		s.startOrder = orderSpansByStart(s.spans)
 	}
 	return s.startOrder
 }

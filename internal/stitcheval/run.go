@@ -292,25 +292,10 @@ func Merge(scores ...Scores) Scores {
 			m.ByLocality[k] = m.ByLocality[k].add(c)
 		}
 	}
-	m.Precision = ratio(m.Correct, m.Written)
-	m.Accuracy = ratio(m.Correct, m.Links)
-	m.BestAccuracy = ratio(m.BestCorrect, m.Links)
-	for d := range m.Calibration {
-		b := &m.Calibration[d]
-		b.Accuracy = ratio(b.Correct, b.Candidates)
-		if b.Candidates > 0 {
-			b.MeanConfidence = confSum[d] / float64(b.Candidates)
-		}
-	}
+	m.finish(confSum)
 	for i := range m.Curve {
 		c := &m.Curve[i]
 		c.Precision, c.Coverage, c.Accuracy = ratio(c.Correct, c.Written), ratio(c.Written, m.Links), ratio(c.Correct, m.Links)
-	}
-	for k, c := range m.ByKind {
-		m.ByKind[k] = c.finish()
-	}
-	for k, c := range m.ByLocality {
-		m.ByLocality[k] = c.finish()
 	}
 	return m
 }

@@ -172,22 +172,7 @@ func Score(batches ...ptrace.Traces) Scores {
 		s.ByKind[k] = s.ByKind[k].add(c)
 		s.ByLocality[locality] = s.ByLocality[locality].add(c)
 	}
-	s.Precision = ratio(s.Correct, s.Written)
-	s.Accuracy = ratio(s.Correct, s.Links)
-	s.BestAccuracy = ratio(s.BestCorrect, s.Links)
-	for d := range s.Calibration {
-		b := &s.Calibration[d]
-		b.Accuracy = ratio(b.Correct, b.Candidates)
-		if b.Candidates > 0 {
-			b.MeanConfidence = confSum[d] / float64(b.Candidates)
-		}
-	}
-	for k, c := range s.ByKind {
-		s.ByKind[k] = c.finish()
-	}
-	for k, c := range s.ByLocality {
-		s.ByLocality[k] = c.finish()
-	}
+	s.finish(confSum)
 	// The curve: sweep the candidates by decreasing confidence.
 	slices.SortFunc(cands, func(a, b cand) int {
 		switch {
@@ -239,4 +224,25 @@ func ratio(a, b int) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
+}
+
+// finish derives the ratios of s from its counts; confSum holds, per
+// calibration decile, the sum of the confidences counted in it.
+func (s *Scores) finish(confSum []float64) {
+	s.Precision = ratio(s.Correct, s.Written)
+	s.Accuracy = ratio(s.Correct, s.Links)
+	s.BestAccuracy = ratio(s.BestCorrect, s.Links)
+	for d := range s.Calibration {
+		b := &s.Calibration[d]
+		b.Accuracy = ratio(b.Correct, b.Candidates)
+		if b.Candidates > 0 {
+			b.MeanConfidence = confSum[d] / float64(b.Candidates)
+		}
+	}
+	for k, c := range s.ByKind {
+		s.ByKind[k] = c.finish()
+	}
+	for k, c := range s.ByLocality {
+		s.ByLocality[k] = c.finish()
+	}
 }
