@@ -1,6 +1,7 @@
 package causal
 
 import (
+	"math"
 	"slices"
 	"sort"
 
@@ -53,6 +54,11 @@ type delayModels struct {
 	index  map[modelKey]int32
 	hist   []float32 // width floats per model
 	total  []float64
+	// sumBin and sumBin2 accumulate the weighted bin index and its square, so
+	// that each model's spread gives its kernel width (bandwidth, in bins, 0
+	// until computed).
+	sumBin, sumBin2 []float64
+	bandwidth       []int8
 	// outlive counts, per (parent, child) local key, the children seen ending
 	// after their parent and all children seen.
 	outlive map[modelKey][2]float64
@@ -69,6 +75,7 @@ func (m *delayModels) reset() {
 	clear(m.outlive)
 	m.hist = m.hist[:0]
 	m.total = m.total[:0]
+	m.sumBin, m.sumBin2, m.bandwidth = m.sumBin[:0], m.sumBin2[:0], m.bandwidth[:0]
 }
 
 // pack folds a key into 64 bits when every id fits in 15 bits.
@@ -106,13 +113,43 @@ func (m *delayModels) id(k modelKey, create bool) int32 {
 	m.hist = slices.Grow(m.hist, m.width)[:n+m.width]
 	clear(m.hist[n:])
 	m.total = append(m.total, 0)
+	m.sumBin, m.sumBin2, m.bandwidth = append(m.sumBin, 0), append(m.sumBin2, 0), append(m.bandwidth, 0)
 	return h
 }
 
 func (m *delayModels) add(k modelKey, delay int64, w float64) {
 	h := m.id(k, true)
-	m.hist[int(h)*m.width+signedBin(m.bins, delay)] += float32(w)
+	b := signedBin(m.bins, delay)
+	m.hist[int(h)*m.width+b] += float32(w)
 	m.total[h] += w
+	m.sumBin[h] += w * float64(b)
+	m.sumBin2[h] += w * float64(b) * float64(b)
+	m.bandwidth[h] = 0
+}
+
+// maxBandwidth bounds the kernel's half-width in bins (10% bins: a factor 2.6).
+const maxBandwidth = 10
+
+// kernelWidth is the half-width in bins of the triangular kernel that smooths
+// model h: Silverman's rule, 1.06·σ·n^(−1/5) with σ the spread of the model's
+// bins and n its weight, at least 1 bin. A model learned from few spans is
+// smoothed more, so that a delay between two observed ones is not taken for
+// impossible (a spiky histogram makes every near miss of another candidate
+// look certain), and one learned from many keeps its resolution.
+func (m *delayModels) kernelWidth(h int32) int {
+	if bw := m.bandwidth[h]; bw > 0 {
+		return int(bw)
+	}
+	n := m.total[h]
+	bw := 1
+	if n > 0 {
+		mean := m.sumBin[h] / n
+		sd := math.Sqrt(max(m.sumBin2[h]/n-mean*mean, 0))
+		bw = int(math.Round(1.06 * sd * math.Pow(n, -0.2)))
+		bw = min(max(bw, 1), maxBandwidth)
+	}
+	m.bandwidth[h] = int8(bw)
+	return bw
 }
 
 // count is the smoothed density of model k at delay: its bin plus half of
@@ -158,6 +195,9 @@ func (m *delayModels) binWidth(delay int64) float64 {
 	return max(w, densityUnit)
 }
 
+// rawCount is the model's weight at the delay's bin, smoothed by a triangular
+// kernel of kernelWidth bins and scaled so that one span in the bin counts 2
+// (as a bin plus half of each neighbour does at the narrowest width).
 func (m *delayModels) rawCount(k modelKey, delay int64) float64 {
 	h := m.id(k, false)
 	if h < 0 {
@@ -165,14 +205,28 @@ func (m *delayModels) rawCount(k modelKey, delay int64) float64 {
 	}
 	row := m.hist[int(h)*m.width : int(h+1)*m.width]
 	b := signedBin(m.bins, delay)
-	v := float64(row[b])
-	if b > 0 {
-		v += 0.5 * float64(row[b-1])
+	bw := m.kernelWidth(h)
+	if bw == 1 {
+		v := float64(row[b])
+		if b > 0 {
+			v += 0.5 * float64(row[b-1])
+		}
+		if b+1 < len(row) {
+			v += 0.5 * float64(row[b+1])
+		}
+		return v
 	}
-	if b+1 < len(row) {
-		v += 0.5 * float64(row[b+1])
+	var v float64
+	lo, hi := max(b-bw, 0), min(b+bw, len(row)-1)
+	for j := lo; j <= hi; j++ {
+		d := j - b
+		if d < 0 {
+			d = -d
+		}
+		v += float64(bw+1-d) * float64(row[j])
 	}
-	return v
+	// The kernel's weights sum to (bw+1)²; one span counts 2 at its own bin.
+	return 2 * v / float64((bw+1)*(bw+1))
 }
 
 // share is count over the model's total: the probability of the delay's bin.
