@@ -273,6 +273,7 @@ func (s *spanStitcher) localKey(kind modelKind, p, c int32) modelKey {
 func (s *spanStitcher) fit(round int) {
 	m := s.models
 	m.reset()
+	s.site.reset()
 	spans := s.spans
 	n := len(spans)
 	if s.perParent == nil {
@@ -367,6 +368,7 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 		if cs.Kind == KindServer {
 			m.add(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, w)
 		}
+		s.addSite(p, c, w)
 		return
 	}
 	kind, delay := modelFirst, cs.Start-ps.Start
@@ -464,7 +466,7 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 		if cs.Kind == KindServer {
 			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, s.tol[p]+s.tol[c])
 		}
-		return v
+		return v * s.siteFactor(p, c)
 	}
 	prev := s.previousSibling(p, c)
 	if round == 0 {

@@ -33,6 +33,7 @@ type spanStitcher struct {
 	// hasKnownCallee marks callers whose SERVER child is known from context.
 	hasKnownCallee []bool
 	models         *delayModels
+	site           *siteModels
 	guests, capped int
 	// offsets holds the fitted clock offsets of process pairs (fitOffsets),
 	// in denseOffsets when there are few processes, numbered by procIndex.
@@ -95,6 +96,7 @@ func (s *spanStitcher) run() *StitchResult {
 	res.Capped = s.capped
 	s.indexProcesses()
 	s.models = newDelayModels(s.cfg.Bins)
+	s.site = newSiteModels()
 
 	// Round 0 is the paper's scoreboard; every later round refits the models to
 	// the assignment before assigning again.

@@ -1,0 +1,86 @@
+package causal
+
+// Call sites. A caller span rarely says whom it calls when context is lost
+// (an HTTP client span is often just "HTTP GET"), but the code that issues
+// the call does: the k-th call a handler makes goes to the same endpoint every
+// time. The site model learns, from the current assignment as the delay models
+// do, which callee (service and operation) each call site reaches, and scores
+// a caller for a callee by that probability. A site is the caller's service
+// and name, its local parent's name and its ordinal among the parent's calls;
+// the estimate backs off from the full site to the site without the ordinal
+// and to the caller's service (hierarchical additive smoothing), so that a
+// site whose calls vary (parallel fan-out reorders them) still scores by what
+// its coarser site does.
+
+// siteLevels are the back-off levels, finest first.
+const siteLevels = 3
+
+// maxOrdinal caps the ordinal of a call among its parent's calls.
+const maxOrdinal = 15
+
+// siteKey is one level of a call site; callee is (service, name) of the
+// callee or -1, -1 for the site's total.
+type siteKey struct {
+	level                      int8
+	service, name, parent, ord int32
+	calleeService, calleeName  int32
+}
+
+type siteModels struct {
+	counts map[siteKey]float64
+}
+
+func newSiteModels() *siteModels { return &siteModels{counts: make(map[siteKey]float64)} }
+
+func (m *siteModels) reset() { clear(m.counts) }
+
+// sites fills keys with the levels of caller p's site.
+func (s *spanStitcher) sites(p int32, keys *[siteLevels]siteKey) {
+	ps := &s.spans[p]
+	parentName, ord := int32(-1), int32(-1)
+	if q := s.parent[p]; q >= 0 && !s.isRemote(q, p) {
+		parentName = s.spans[q].Name
+		ord = 0
+		for _, k := range s.kids[q] {
+			if k == p {
+				break
+			}
+			if s.spans[k].Kind.RemoteCaller() {
+				ord++
+			}
+		}
+		ord = min(ord, maxOrdinal)
+	}
+	keys[0] = siteKey{level: 0, service: ps.Service, name: ps.Name, parent: parentName, ord: ord, calleeService: -1, calleeName: -1}
+	keys[1] = siteKey{level: 1, service: ps.Service, name: ps.Name, parent: parentName, ord: -1, calleeService: -1, calleeName: -1}
+	keys[2] = siteKey{level: 2, service: ps.Service, name: -1, parent: -1, ord: -1, calleeService: -1, calleeName: -1}
+}
+
+// addSite counts the call p → c with weight w at every level of p's site.
+func (s *spanStitcher) addSite(p, c int32, w float64) {
+	var keys [siteLevels]siteKey
+	s.sites(p, &keys)
+	cs := &s.spans[c]
+	for _, k := range keys {
+		s.site.counts[k] += w
+		k.calleeService, k.calleeName = cs.Service, cs.Name
+		s.site.counts[k] += w
+	}
+}
+
+// siteFactor is the probability that caller p's site reaches c's service and
+// operation: at each level (n(site, callee) + P_coarser)/(n(site) + 1), the
+// coarsest level backing off to 1/64.
+func (s *spanStitcher) siteFactor(p, c int32) float64 {
+	var keys [siteLevels]siteKey
+	s.sites(p, &keys)
+	cs := &s.spans[c]
+	prob := 1.0 / 64
+	for l := siteLevels - 1; l >= 0; l-- {
+		k := keys[l]
+		total := s.site.counts[k]
+		k.calleeService, k.calleeName = cs.Service, cs.Name
+		prob = (s.site.counts[k] + prob) / (total + 1)
+	}
+	return prob
+}
