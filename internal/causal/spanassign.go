@@ -46,7 +46,15 @@ func (s *spanStitcher) sweepLocal(round int, order []int32) {
 		s.markOuter(c)
 		for k := s.start[c]; k < s.start[c+1]; k++ {
 			p := s.cands[k]
-			if s.outer[p] == s.stamp || isSpanAncestorOrSelf(s.parent, c, p) {
+			if isSpanAncestorOrSelf(s.parent, c, p) {
+				continue
+			}
+			if s.outer[p] == s.stamp {
+				// Ruled out by an inferred chain: still an alternative as
+				// likely as that chain is wrong.
+				if sure := float64(s.outerSure[p]); sure < 1 {
+					sum += s.score(p, c, round) * (1 - sure)
+				}
 				continue
 			}
 			v := s.score(p, c, round)
@@ -106,6 +114,7 @@ func (s *spanStitcher) markOuter(c int32) {
 	// Marks are stamps, so that nothing is cleared between children.
 	if s.outer == nil {
 		s.outer, s.isCand = make([]uint32, len(s.spans)), make([]uint32, len(s.spans))
+		s.outerSure = make([]float32, len(s.spans))
 	}
 	s.stamp++
 	lo, hi := s.start[c], s.start[c+1]
@@ -115,6 +124,21 @@ func (s *spanStitcher) markOuter(c int32) {
 	for k := lo; k < hi; k++ {
 		s.isCand[s.cands[k]] = s.stamp
 	}
+	// mark records how sure the mark is: the product of the confidences of the
+	// inferred links of the chain that makes a an ancestor (1 when known).
+	mark := func(a int32, sure float32) {
+		if s.outer[a] != s.stamp {
+			s.outer[a], s.outerSure[a] = s.stamp, sure
+		} else {
+			s.outerSure[a] = max(s.outerSure[a], sure)
+		}
+	}
+	linkSure := func(x int32) float32 {
+		if s.known[x] {
+			return 1
+		}
+		return s.conf[x]
+	}
 	end := s.spans[c].End - s.tolEnd[c]
 	for k := lo; k < hi; k++ {
 		q := s.cands[k]
@@ -122,11 +146,13 @@ func (s *spanStitcher) markOuter(c int32) {
 			// c outlives q: q is its parent only if c is asynchronous work, not
 			// when an ancestor of q, also a candidate, still runs when c ends
 			// (then c is q's sibling, started while q ran).
+			sure := linkSure(q)
 			for a, steps := s.parent[q], 0; a >= 0 && steps < 64; a, steps = s.parent[a], steps+1 {
 				if s.isCand[a] == s.stamp && s.spans[a].End >= end-s.tolEnd[a] {
-					s.outer[q] = s.stamp
+					mark(q, sure)
 					break
 				}
+				sure *= linkSure(a)
 			}
 			continue
 		}
@@ -135,11 +161,12 @@ func (s *spanStitcher) markOuter(c int32) {
 		if pq := s.parent[q]; pq >= 0 && s.spans[q].End > s.spans[pq].End+s.tolEnd[q] {
 			continue
 		}
-		a := s.parent[q]
+		a, sure := s.parent[q], linkSure(q)
 		for steps := 0; a >= 0 && steps < 64; steps++ {
 			if s.isCand[a] == s.stamp {
-				s.outer[a] = s.stamp
+				mark(a, sure)
 			}
+			sure *= linkSure(a)
 			a = s.parent[a]
 		}
 	}

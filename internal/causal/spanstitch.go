@@ -49,6 +49,7 @@ type spanStitcher struct {
 	// order, isCand, outer and stamp are reused by the sweeps (markOuter).
 	order         []int32
 	isCand, outer []uint32
+	outerSure     []float32
 	stamp         uint32
 	arcs          arcBuffers
 	// roaming marks the spans of a guest that no single process hosts; serves
