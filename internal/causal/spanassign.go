@@ -175,8 +175,8 @@ func (s *spanStitcher) markOuter(c int32) {
 // assignOneToOne matches the orphans bids selects (SERVER spans, or one
 // service's CONSUMER spans) to their callers one to one, with the largest
 // product of link likelihoods (an auction over log scores), and gives each a
-// confidence that counts a swap with the span holding a candidate as an
-// alternative.
+// confidence that counts as alternatives a swap with the span holding a
+// candidate, and that span moving to a caller no one holds.
 func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 	// The buffers live from round to round.
 	a := &s.arcs
@@ -263,11 +263,19 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 				continue
 			}
 			alt := arcScore[k]
-			if h := owner[q]; h >= 0 && o >= 0 {
-				// Taking q means its holder takes ours instead.
-				alt *= scoreOf(h, o) / arcScore[indexOf(arcStart, arcObj, h, q)]
-			} else if h >= 0 {
-				alt = 0
+			if h := owner[q]; h >= 0 {
+				// Taking q means its holder takes ours instead, or a caller no
+				// one holds.
+				var moved float64
+				if o >= 0 {
+					moved = scoreOf(h, o)
+				}
+				for kh := arcStart[h]; kh < arcStart[h+1]; kh++ {
+					if owner[arcObj[kh]] < 0 {
+						moved = max(moved, arcScore[kh])
+					}
+				}
+				alt *= moved / arcScore[indexOf(arcStart, arcObj, h, q)]
 			}
 			den += alt
 			if arcScore[k] > runnerScore {
