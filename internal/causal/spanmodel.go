@@ -179,8 +179,9 @@ func (m *delayModels) count(k modelKey, delay, res int64) float64 {
 	return v * densityUnit / float64(2*res)
 }
 
-// densityUnit is the width in which densities are counted (1 µs), and the
-// narrowest width a bin counts for, below the resolution that matters.
+// densityUnit is the width in which densities are counted (1 µs). Bins keep
+// their own width however narrow: microsecond hops are resolved as finely as
+// millisecond ones.
 const densityUnit = 1000
 
 func (m *delayModels) binWidth(delay int64) float64 {
@@ -192,7 +193,7 @@ func (m *delayModels) binWidth(delay int64) float64 {
 	if d >= m.bins.Min {
 		w = d * (1 - 1/m.bins.Base)
 	}
-	return max(w, densityUnit)
+	return w
 }
 
 // rawCount is the model's weight at the delay's bin, smoothed by a triangular
