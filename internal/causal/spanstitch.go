@@ -578,47 +578,47 @@ func (s *spanStitcher) sameEndpointFirst(c int32, l []int32) []int32 {
 }
 
 // clockOffset is the offset of the callee's clock from the caller's, per pair
-// of processes.
-type clockOffset struct{ theta int64 }
+// of processes, with the spread of its estimates (the median distance from it).
+type clockOffset struct{ theta, spread int64 }
 
 // fitOffsets estimates the clock offset of every caller → callee process pair
-// from the SERVER spans whose caller is known or, after round 0, assigned.
-// Synchronised clocks are the prior: a pair gets an offset only when more
-// than reversedShare of its calls are out of causal order (the callee starts
-// before its caller or ends after it), and then NTP's estimate
-// ((request delay) − (response delay))/2 at its densest cluster. Fitting
-// every pair would move calls that are in order: real request and response
-// delays are seldom symmetric (a server queues a request before its span
-// starts), and under concurrency a pair's estimate from its candidates is
-// noise (TrainTicket at 8 overlapping requests, hops broken: 83% right
-// instead of 80%; microsecond hops 59% instead of 8%).
+// from the SERVER spans whose caller is known or assigned (in round 0, from
+// all their candidates): NTP's estimate ((request delay) − (response
+// delay))/2 with the delays taken as symmetric, at its densest cluster over
+// the pair's calls, and the median distance from it as the spread. Skew
+// between hosts can exceed a call's network delay, so a callee can seem to
+// start before its caller; corrected delays put it back in order.
+// Synchronised clocks are the prior: the offset is 0 when the densest run of
+// estimates holds 0, as it does with microsecond hops on one clock, where a
+// run among many candidates is wider than the hops. Real delays are seldom
+// symmetric (a server queues a request before its span starts), so the
+// spread, not 0, is what inTime tolerates around the offset.
 func (s *spanStitcher) fitOffsets(round int) {
 	type pair struct{ caller, callee int32 }
-	type calls struct {
-		ntp      []int64
-		reversed int
+	samples := make(map[pair][]int64)
+	sample := func(p, c int32) {
+		ps, cs := &s.spans[p], &s.spans[c]
+		k := pair{s.procIndex[p], s.procIndex[c]}
+		samples[k] = append(samples[k], ((cs.Start-ps.Start)-(ps.End-cs.End))/2)
 	}
-	samples := make(map[pair]*calls)
 	for c := range s.spans {
+		ci := int32(c)
 		cs := &s.spans[c]
 		if cs.Kind != KindServer {
 			continue
 		}
-		p := s.parent[c]
-		if p < 0 || !(s.known[c] || round > 0) || s.spans[p].Kind != KindClient || s.proc[p] == s.proc[c] {
+		if p := s.parent[c]; p >= 0 && (s.known[c] || round > 0) {
+			if s.spans[p].Kind == KindClient && s.proc[p] != s.proc[c] {
+				sample(p, ci)
+			}
 			continue
 		}
-		ps := &s.spans[p]
-		k := pair{s.procIndex[p], s.procIndex[int32(c)]}
-		d := samples[k]
-		if d == nil {
-			d = &calls{}
-			samples[k] = d
-		}
-		req, resp := cs.Start-ps.Start, ps.End-cs.End
-		d.ntp = append(d.ntp, (req-resp)/2)
-		if req < -s.tolStart[c] || resp < -s.tol[c] {
-			d.reversed++
+		// Before any assignment, every candidate: the true pairs agree on the
+		// offset, the others scatter, and the densest cluster is taken.
+		if round == 0 && s.remote[c] {
+			for k := s.start[c]; k < s.start[c+1]; k++ {
+				sample(s.cands[k], ci)
+			}
 		}
 	}
 	clear(s.offsets)
@@ -628,15 +628,22 @@ func (s *spanStitcher) fitOffsets(round int) {
 		}
 		clear(s.denseOffsets)
 	}
-	for k, d := range samples {
-		v := d.ntp
-		// Synchronised clocks are the prior: an offset is fitted only where
-		// calls come out of causal order without one.
-		if len(v) < 3 || float64(d.reversed) < reversedShare*float64(len(v)) {
+	for k, v := range samples {
+		if len(v) < 3 {
 			continue
 		}
 		slices.Sort(v)
-		o := clockOffset{densest(v)}
+		theta, lo, hi := densest(v)
+		if lo <= 0 && 0 <= hi {
+			// Synchronised clocks are the prior: no offset when the densest
+			// run holds 0.
+			theta = 0
+		}
+		for i := range v {
+			v[i] = max(v[i]-theta, theta-v[i])
+		}
+		slices.Sort(v)
+		o := clockOffset{theta, v[len(v)/2]}
 		if s.denseOffsets != nil {
 			s.denseOffsets[int(k.caller)*s.procs+int(k.callee)] = o
 			continue
@@ -645,18 +652,13 @@ func (s *spanStitcher) fitOffsets(round int) {
 	}
 }
 
-// reversedShare is the share of a process pair's calls out of causal order
-// (the callee starting before its caller or ending after it) above which its
-// clocks are taken to differ.
-const reversedShare = 0.05
-
 // densest is the median of the narrowest run of a fifth of the sorted values
-// (at least 3): the mode of a cluster among scattered values, as the shortest
-// half is for a majority.
-func densest(v []int64) int64 {
+// (at least 3), and the run's ends: the mode of a cluster among scattered
+// values, as the shortest half is for a majority.
+func densest(v []int64) (mode, lo, hi int64) {
 	h := max(3, len(v)/5)
 	if h >= len(v) {
-		return v[len(v)/2]
+		return v[len(v)/2], v[0], v[len(v)-1]
 	}
 	best := 0
 	for i := 1; i+h <= len(v); i++ {
@@ -664,7 +666,7 @@ func densest(v []int64) int64 {
 			best = i
 		}
 	}
-	return v[best+h/2]
+	return v[best+h/2], v[best], v[best+h-1]
 }
 
 // offset is the fitted clock offset between the processes of caller p and
@@ -698,7 +700,7 @@ func (s *spanStitcher) indexProcesses() {
 // skew not yet measured, which the window admits for when no caller is in time.
 func (s *spanStitcher) inTime(p, c int32) bool {
 	o := s.offset(p, c)
-	return s.spans[c].Start-s.spans[p].Start-o.theta >= -(s.tolStart[c] + s.tolStart[p])
+	return s.spans[c].Start-s.spans[p].Start-o.theta >= -(s.tolStart[c] + s.tolStart[p] + o.spread)
 }
 
 // innermostCallers drops a caller that encloses another candidate caller of a
