@@ -97,8 +97,12 @@
 //     count of a histogram over signed log bins (10% wide from 100 ns) at the
 //     link's delay divided by the bin's width, or by 2·res when the timestamps
 //     are coarser (res, each process's and span kind's resolution, read from
-//     the timestamps), per span of p's kind:
-//     remote: s(p,c) = n_req(c.start − p.start − θ)·P_resp(p.end − c.end + θ),
+//     the timestamps), per span of p's kind. Each histogram is read through a
+//     triangular kernel whose half-width follows Silverman's rule in bins,
+//     h = 1.06·σ·n^(−1/5) (σ the spread of its bins, n its weight), so a model
+//     learned from few spans is not spiky:
+//     remote: s(p,c) = n_req(c.start − p.start − θ)·P_resp(p.end − c.end + θ)·
+//     P_site(c's service and name | p's call site),
 //     θ the clock offset of the two processes;
 //     local: s(p,c) = n(first or gap)·P(outlives | key), where first =
 //     c.start − p.start for p's first child, gap = c.start − prev.end after a
@@ -125,14 +129,25 @@
 //     caller that started after its callee, θ corrected, only when none started
 //     before. θ is NTP's ((request delay) − (response delay))/2, its densest
 //     cluster over every candidate pair before any assignment, then over the
-//     assigned calls.
+//     assigned calls; 0 when that cluster's run holds 0 (synchronised clocks
+//     are the prior). Real delays are not symmetric (a server queues before
+//     its span starts), so "in time" tolerates the estimates' median distance
+//     from θ.
+//   - Call sites (spansite.go). The k-th call a handler makes goes to the same
+//     endpoint every time, although its span may say only "HTTP GET": the
+//     probability that a caller's site (its service and name, its parent's
+//     name and its ordinal among the parent's calls) reaches the callee's
+//     service and operation is learned from the assignment with additive
+//     back-off to coarser sites, P_l = (n(site_l, callee) + P_{l+1})/(n(site_l) + 1).
 //   - Guests. A process that serves nothing (database clients reported under
 //     the back end's service.name) is placed in the process of its host that
 //     encloses ≥ 90% of its spans when no other encloses > 60%; otherwise each
 //     of its spans looks among all serving processes of its host.
 //   - Confidence is the posterior of the chosen parent among the candidates,
 //     given the others' parents; for a SERVER span a swap with the span holding
-//     a candidate counts as an alternative: s(q,c)·s(p,c')/s(q,c').
+//     a candidate counts as an alternative: s(q,c)·s(p,c')/s(q,c'), or that
+//     span moving to a caller no one holds; a local candidate ruled out by an
+//     inferred chain counts with weight 1 − Π(confidences of the chain).
 //
 // docs/causal-report.md measures it against concurrency, fan-out, time scale,
 // skew, missing spans and attribute style (internal/stitcheval): on TrainTicket
