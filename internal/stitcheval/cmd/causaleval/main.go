@@ -6,7 +6,10 @@
 //
 // writes OUT/NAME.json, OUT/NAME.md and OUT/NAME/*.png. With -baseline, the
 // concurrency figure and table show that earlier run beside this one. `make
-// eval-causal` runs it from the repository root.
+// eval-causal` runs it from the repository root. With -spans FILE it scores a
+// recording of spans with full context instead (the testbed's
+// TESTBED_SPANS_OUT), stripped all the way and across processes, as a table on
+// standard output.
 package main
 
 import (
@@ -48,6 +51,7 @@ func (c *curve) label(x float64) string {
 
 type config struct {
 	out, name, data, baseline, note string
+	spans                           string
 	seeds, workers                  int
 	quick                           bool
 }
@@ -64,8 +68,16 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.seeds, "seeds", 3, "seeds per point (1, 2, …)")
 	fs.IntVar(&cfg.workers, "workers", runtime.GOMAXPROCS(0), "scenarios run in parallel")
 	fs.BoolVar(&cfg.quick, "quick", false, "a smoke run: two concurrency points, one capture, small applications")
+	fs.StringVar(&cfg.spans, "spans", "", "score this recording of spans with full context (OTLP/JSON lines) instead, on standard output")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if cfg.spans != "" {
+		if err := scoreRecording(cfg.spans, os.Stdout); err != nil {
+			fmt.Fprintf(stderr, "causaleval: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if cfg.seeds < 1 || cfg.workers < 1 || cfg.name == "" || strings.ContainsAny(cfg.name, `/\`) || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "causaleval: want -seeds ≥ 1, -workers ≥ 1, a plain -name and no arguments")
