@@ -31,6 +31,10 @@ func (s *spanStitcher) assign(round int) {
 // sweepLocal places every orphan but SERVER spans, in the given order, each
 // scored against what its candidates hold at that moment.
 func (s *spanStitcher) sweepLocal(round int, order []int32) {
+	if s.bestScore == nil {
+		s.bestScore = make([]float64, len(s.spans))
+	}
+	others := s.nullBuf[:0]
 	for _, c := range order {
 		if s.remote[c] {
 			continue // assigned one to one
@@ -43,6 +47,7 @@ func (s *spanStitcher) sweepLocal(round int, order []int32) {
 		}
 		best, runner := int32(-1), int32(-1)
 		bestScore, runnerScore, sum := 0.0, 0.0, 0.0
+		scored := len(others)
 		s.markOuter(c)
 		for k := s.start[c]; k < s.start[c+1]; k++ {
 			p := s.cands[k]
@@ -59,6 +64,7 @@ func (s *spanStitcher) sweepLocal(round int, order []int32) {
 			}
 			v := s.score(p, c, round)
 			sum += v
+			others = append(others, v)
 			switch {
 			case v > bestScore:
 				runner, runnerScore = best, bestScore
@@ -69,13 +75,30 @@ func (s *spanStitcher) sweepLocal(round int, order []int32) {
 		}
 		s.conf[c], s.runner[c] = 0, runner
 		if best < 0 {
+			others = others[:scored]
 			continue
+		}
+		// The chosen one's score is not a stranger's: drop it from others.
+		if i := slices.Index(others[scored:], bestScore); i >= 0 {
+			others = slices.Delete(others, scored+i, scored+i+1)
 		}
 		s.parent[c] = best
 		s.conf[c] = float32(bestScore / sum)
+		s.bestScore[c] = bestScore
 		if !s.isRemote(best, c) {
 			s.insertKid(best, c)
 		}
+	}
+	// The alternative that the parent is not among the spans (bestStranger).
+	slices.Sort(others)
+	s.nullBuf = others
+	for _, c := range order {
+		if s.remote[c] || s.parent[c] < 0 || s.conf[c] == 0 {
+			continue
+		}
+		best := s.bestScore[c]
+		null := bestStranger(others, int(s.start[c+1]-s.start[c]))
+		s.conf[c] = float32(best / (best/float64(s.conf[c]) + null))
 	}
 }
 
@@ -249,6 +272,7 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 		}
 		return 0
 	}
+	strangers := nullScores(arcStart, arcObj, arcScore, got, &s.nullBuf)
 	for i, c := range bidders {
 		s.conf[c], s.runner[c] = 0, -1
 		o := got[i]
@@ -287,8 +311,37 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 			continue
 		}
 		s.parent[c] = objs[o]
-		s.conf[c] = float32(mine / den)
+		s.conf[c] = float32(mine / (den + bestStranger(strangers, int(arcStart[i+1]-arcStart[i]))))
 	}
+}
+
+// nullScores are the scores of candidates not chosen, sorted: callers that are
+// not the callee's. They give the alternative "the true parent is not among the
+// spans" (dropped by an exporter or a sampler, or never instrumented) in every
+// confidence (bestStranger).
+func nullScores(arcStart, arcObj []int32, arcScore []float64, got []int32, buf *[]float64) []float64 {
+	v := (*buf)[:0]
+	for i := range got {
+		for k := arcStart[i]; k < arcStart[i+1]; k++ {
+			if arcObj[k] != got[i] {
+				v = append(v, arcScore[k])
+			}
+		}
+	}
+	*buf = v
+	slices.Sort(v)
+	return v
+}
+
+// bestStranger is the score the best of n strangers gets: the n/(n+1)
+// quantile of the sorted scores of candidates not chosen, 0 when there are
+// none. Had the true parent been lost, the chosen one would be that stranger;
+// a parent that explains its child no better is not written.
+func bestStranger(sorted []float64, n int) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)*n/(n+1), len(sorted)-1)]
 }
 
 func indexOf(arcStart, arcObj []int32, i, o int32) int32 {

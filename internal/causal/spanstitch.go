@@ -50,8 +50,12 @@ type spanStitcher struct {
 	order         []int32
 	isCand, outer []uint32
 	outerSure     []float32
-	stamp         uint32
-	arcs          arcBuffers
+	// bestScore is each local orphan's chosen score, nullBuf the scores of
+	// candidates not chosen (nullScore).
+	bestScore []float64
+	nullBuf   []float64
+	stamp     uint32
+	arcs      arcBuffers
 	// roaming marks the spans of a guest that no single process hosts; serves
 	// the processes that serve requests.
 	roaming []bool
