@@ -3,6 +3,7 @@ package injector
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"path"
 	"strings"
@@ -18,6 +19,9 @@ type Config struct {
 	// ServerConfig is the HTTP control API (default 127.0.0.1:18777). Set its
 	// `auth` to an authenticator extension: the API changes the host.
 	confighttp.ServerConfig `mapstructure:",squash"`
+	// Insecure lets the API run without auth, on a loopback endpoint only
+	// (a warning is logged); anything else needs `auth`.
+	Insecure bool `mapstructure:"insecure"`
 	// Allowlist bounds what leases may target; an empty list allows nothing.
 	Allowlist Allowlist `mapstructure:"allowlist"`
 	// MaxDelay caps a delay lease's amplitude.
@@ -66,6 +70,14 @@ func (c *Config) Validate() error {
 	if c.NetAddr.Endpoint == "" {
 		errs = append(errs, errors.New("endpoint must not be empty"))
 	}
+	switch {
+	case c.Insecure && c.Auth.HasValue():
+		errs = append(errs, errors.New("insecure: true contradicts auth; remove one"))
+	case c.Insecure && !isLoopback(c.NetAddr.Endpoint):
+		errs = append(errs, fmt.Errorf("insecure: true is allowed on a loopback endpoint only, not %q", c.NetAddr.Endpoint))
+	case !c.Insecure && !c.Auth.HasValue():
+		errs = append(errs, errors.New("auth: the API changes the host and needs an authenticator (e.g. bearertokenauth); `insecure: true` on a loopback endpoint runs it without"))
+	}
 	for i, s := range c.Allowlist.Links {
 		if _, err := parsePrefix(s); err != nil {
 			errs = append(errs, fmt.Errorf("allowlist.links[%d]: %w", i, err))
@@ -106,6 +118,19 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_leases: %d must be > 0 and queue_base+max_leases <= 65536", c.MaxLeases))
 	}
 	return errors.Join(errs...)
+}
+
+// isLoopback reports whether endpoint (host:port) listens on loopback only.
+func isLoopback(endpoint string) bool {
+	host, _, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 // parsePrefix accepts a CIDR or a bare address (a /32 or /128).

@@ -67,6 +67,9 @@ func (i *injector) Start(ctx context.Context, host component.Host) error {
 	} else if n > 0 {
 		i.set.Logger.Info("swept stale NFQUEUE rules", zap.Int("deleted", n))
 	}
+	if i.cfg.Insecure {
+		i.set.Logger.Warn("injector API runs without auth (insecure: true): any local process can perturb this host", zap.String("endpoint", i.cfg.NetAddr.Endpoint))
+	}
 	ln, err := i.cfg.ToListener(ctx)
 	if err != nil {
 		return err

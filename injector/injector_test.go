@@ -201,6 +201,7 @@ func start(t *testing.T, mutate func(*Config)) *env {
 	}
 	cfg.SysfsRoot = fakeSysfs(t, 2)
 	cfg.CgroupRoot = fakeCgroup(t, "tierscope.slice/app")
+	cfg.Insecure = true
 	if mutate != nil {
 		mutate(cfg)
 	}
@@ -291,6 +292,7 @@ const delayBody = `{"kind":"delay","target":{"link":{"proto":"tcp","dst":"10.1.2
 
 func TestAuth(t *testing.T) {
 	e := start(t, func(c *Config) {
+		c.Insecure = false
 		c.Auth = configoptional.Some(confighttp.AuthConfig{Config: configauth.Config{AuthenticatorID: component.MustNewID("tokenauth")}})
 	})
 	code, _ := e.do("GET", "/v1/health", "")
@@ -353,6 +355,9 @@ func TestRequestErrors(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, body)
 	// Same link, and an overlapping one (all ports of a /24 around it).
 	code, _ = e.do("POST", "/v1/leases", delayBody)
+	require.Equal(t, http.StatusConflict, code)
+	// The other direction of the same link would hold its packets twice.
+	code, _ = e.do("POST", "/v1/leases", strings.Replace(delayBody, `"dst_port":8080`, `"dst_port":8080,"direction":"in"`, 1))
 	require.Equal(t, http.StatusConflict, code)
 	// Another port is another link.
 	code, _ = e.do("POST", "/v1/leases", strings.Replace(delayBody, "8080", "5432", 1))
