@@ -53,7 +53,8 @@ func (i *injector) openDelay(req *leaseRequest, slot int) (actuator, error) {
 		Floor:    time.Duration(req.Wave.Floor * float64(time.Millisecond)),
 		Probe:    i.cfg.DelayProbeInterval,
 		// A backstop should this process hang: our own expiry comes first.
-		Lease: nfqdelay.MaxLease,
+		Lease:     nfqdelay.MaxLease,
+		RuleCheck: i.cfg.RuleCheckInterval,
 	})
 	if err != nil {
 		return nil, err
@@ -75,6 +76,10 @@ func (a *delayActuator) Restore() error {
 
 // Done is closed when the Delayer stops, including by its backstop lease.
 func (a *delayActuator) Done() <-chan struct{} { return a.d.Done() }
+
+// Cause is why the Delayer stopped by itself (nfqdelay.ErrRuleGone when
+// another process deleted its rule).
+func (a *delayActuator) Cause() error { return a.d.Cause() }
 
 // delayStats is the delay actually injected (paper 000 §3), in ms.
 type delayStats struct {

@@ -48,6 +48,9 @@ type Config struct {
 	// is the wave a receiver sees, reported as the lease's stats.probe. 0
 	// turns probing off.
 	DelayProbeInterval time.Duration `mapstructure:"delay_probe_interval"`
+	// RuleCheckInterval is how often a delay lease checks that its NFQUEUE
+	// rule is still there; a lease whose rule went turns failed.
+	RuleCheckInterval time.Duration `mapstructure:"rule_check_interval"`
 }
 
 // Allowlist lists the targets leases may perturb.
@@ -113,6 +116,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DelayProbeInterval < 0 || c.DelayProbeInterval > time.Second {
 		errs = append(errs, fmt.Errorf("delay_probe_interval: %v must be in [0, 1s] (0 turns probing off)", c.DelayProbeInterval))
+	}
+	if c.RuleCheckInterval < 10*time.Millisecond || c.RuleCheckInterval > 10*time.Second {
+		errs = append(errs, fmt.Errorf("rule_check_interval: %v must be in [10ms, 10s]", c.RuleCheckInterval))
 	}
 	if c.MaxLeases <= 0 || int(c.QueueBase)+c.MaxLeases > 65536 {
 		errs = append(errs, fmt.Errorf("max_leases: %d must be > 0 and queue_base+max_leases <= 65536", c.MaxLeases))

@@ -18,8 +18,9 @@ import (
 	"github.com/tierscope/tierscope/injector/internal/wave"
 )
 
-// sweepStale deletes tagged rules left by a dead process; tests replace it.
-var sweepStale = func() (int, error) { return nfqdelay.Sweep(nfqdelay.TagPrefix) }
+// sweepStale deletes the tagged rules of owners that are gone (never a live
+// injector's); tests replace it.
+var sweepStale = nfqdelay.SweepStale
 
 const maxBody = 64 << 10
 

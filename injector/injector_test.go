@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/tierscope/tierscope/injector/internal/metadata"
+	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
 	"github.com/tierscope/tierscope/injector/internal/wave"
 )
 
@@ -111,6 +112,21 @@ type fakeDelay struct {
 	values   []float64
 	restored int
 	done     chan struct{}
+	cause    error
+}
+
+// ruleGone stops the fake as nfqdelay stops when its rule is deleted.
+func (f *fakeDelay) ruleGone() {
+	f.mu.Lock()
+	f.cause = nfqdelay.ErrRuleGone
+	f.mu.Unlock()
+	close(f.done)
+}
+
+func (f *fakeDelay) Cause() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cause
 }
 
 func newFakeDelay() *fakeDelay { return &fakeDelay{done: make(chan struct{})} }
@@ -128,7 +144,7 @@ func (f *fakeDelay) Restore() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.restored++
-	if f.restored == 1 {
+	if f.restored == 1 && f.cause == nil {
 		// The Delayer closes Done first, then takes a grace period to
 		// accept late packets before its Stop returns.
 		close(f.done)
@@ -432,6 +448,22 @@ func TestDelayLeaseExpiresAndRenews(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	code, _ = e.do("GET", "/v1/leases/"+id, "")
 	require.Equal(t, http.StatusNotFound, code)
+}
+
+// TestLeaseFailsWhenItsRuleGoes: a delay lease whose rule another process
+// deleted reports failed at once, naming why, and frees its target.
+func TestLeaseFailsWhenItsRuleGoes(t *testing.T) {
+	e := start(t, nil)
+	code, body := e.do("POST", "/v1/leases", delayBody)
+	require.Equal(t, http.StatusCreated, code, body)
+	id := body["id"].(string)
+	require.Equal(t, stateActive, e.state(id))
+	e.fakes()[0].ruleGone()
+	require.Eventually(t, func() bool { return e.state(id) == stateFailed }, 5*time.Second, time.Millisecond)
+	_, st := e.do("GET", "/v1/leases/"+id, "")
+	require.Contains(t, st["error"], "deleted by another process")
+	code, _ = e.do("POST", "/v1/leases", delayBody)
+	require.Equal(t, http.StatusCreated, code)
 }
 
 func TestCPUFreqLeaseShutdownRestores(t *testing.T) {

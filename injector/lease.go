@@ -473,7 +473,11 @@ func (m *manager) watch(ctx context.Context, l *lease) {
 			t.Stop()
 		case <-backend:
 			t.Stop()
-			l.cancel(errBackstop)
+			cause := errBackstop
+			if c, ok := l.act.(interface{ Cause() error }); ok && c.Cause() != nil {
+				cause = fmt.Errorf("%w: %w", errBackstop, c.Cause())
+			}
+			l.cancel(cause)
 			return
 		case <-ctx.Done():
 			t.Stop()
