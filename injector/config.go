@@ -35,6 +35,9 @@ type Config struct {
 	MinQuota time.Duration `mapstructure:"min_quota"`
 	// SysfsRoot is where the per-CPU cpufreq directories are.
 	SysfsRoot string `mapstructure:"sysfs_root"`
+	// StateDir holds the journal of original quotas and frequencies, written
+	// before a lease changes them and restored by the next start after a crash.
+	StateDir string `mapstructure:"state_dir"`
 	// CgroupRoot is the root of the cgroup hierarchy; allowlisted cgroup
 	// paths are relative to it.
 	CgroupRoot string `mapstructure:"cgroup_root"`
@@ -110,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SysfsRoot == "" {
 		errs = append(errs, errors.New("sysfs_root must not be empty"))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("state_dir must not be empty"))
 	}
 	if c.CgroupRoot == "" {
 		errs = append(errs, errors.New("cgroup_root must not be empty"))

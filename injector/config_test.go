@@ -82,6 +82,8 @@ func TestValidateNamesField(t *testing.T) {
 		"min_quota":            func(c *Config) { c.MinQuota = time.Microsecond },
 		"sysfs_root":           func(c *Config) { c.SysfsRoot = "" },
 		"cgroup_root":          func(c *Config) { c.CgroupRoot = "" },
+		"state_dir":            func(c *Config) { c.StateDir = "" },
+		"rule_check_interval":  func(c *Config) { c.RuleCheckInterval = 0 },
 		"max_leases":           func(c *Config) { c.MaxLeases = 0 },
 		"delay_probe_interval": func(c *Config) { c.DelayProbeInterval = -time.Millisecond },
 		"auth":                 func(c *Config) { c.Insecure = false },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -25,9 +26,10 @@ var sweepStale = nfqdelay.SweepStale
 const maxBody = 64 << 10
 
 type injector struct {
-	cfg *Config
-	set extension.Settings
-	mgr *manager
+	cfg     *Config
+	set     extension.Settings
+	mgr     *manager
+	journal *journal
 
 	mu     sync.Mutex
 	host   component.Host
@@ -37,7 +39,7 @@ type injector struct {
 }
 
 func newInjector(set extension.Settings, cfg *Config) *injector {
-	i := &injector{cfg: cfg, set: set}
+	i := &injector{cfg: cfg, set: set, journal: &journal{dir: cfg.StateDir}}
 	i.mgr = newManager(cfg, wave.RealClock{}, i.defaultOpeners(), i.reportErr)
 	return i
 }
@@ -63,6 +65,14 @@ func (i *injector) Start(ctx context.Context, host component.Host) error {
 	i.mu.Lock()
 	i.host = host
 	i.mu.Unlock()
+	// What a dead injector changed goes back before anything new starts.
+	if n, err := i.journal.restoreStale(); err != nil {
+		// A quota or frequency that cannot be restored is for an operator;
+		// serving leases on top of it would hide it.
+		return fmt.Errorf("injector: state_dir %s: %w", i.cfg.StateDir, err)
+	} else if n > 0 {
+		i.set.Logger.Warn("restored the quotas and frequencies a dead injector left changed", zap.Int("leases", n), zap.String("state_dir", i.cfg.StateDir))
+	}
 	if n, err := sweepStale(); err != nil {
 		i.set.Logger.Warn("sweeping stale NFQUEUE rules", zap.Int("deleted", n), zap.Error(err))
 	} else if n > 0 {

@@ -16,6 +16,9 @@ import (
 // DefaultEndpoint is where the control API listens by default: loopback only.
 const DefaultEndpoint = "127.0.0.1:18777"
 
+// DefaultStateDir is where the restore journal lives by default.
+const DefaultStateDir = "/var/lib/tierscope/injector"
+
 // NewFactory returns the factory of the injector extension.
 func NewFactory() extension.Factory {
 	return extension.NewFactory(metadata.Type, createDefaultConfig, createExtension, metadata.ExtensionStability)
@@ -32,6 +35,7 @@ func createDefaultConfig() component.Config {
 		MinQuota:       cgroupcpu.DefaultMinQuota,
 		SysfsRoot:      cpufreq.DefaultRoot,
 		CgroupRoot:     "/sys/fs/cgroup",
+		StateDir:       DefaultStateDir,
 		QueueBase:      17000,
 		MaxLeases:      16,
 		// 20 probes/s: each costs ~1 ms of CPU on the test VM (thread

@@ -218,6 +218,7 @@ func start(t *testing.T, mutate func(*Config)) *env {
 	cfg.SysfsRoot = fakeSysfs(t, 2)
 	cfg.CgroupRoot = fakeCgroup(t, "tierscope.slice/app")
 	cfg.Insecure = true
+	cfg.StateDir = t.TempDir()
 	if mutate != nil {
 		mutate(cfg)
 	}

@@ -159,6 +159,7 @@ func startInjector(t *testing.T, queueBase uint16, ports ...uint16) *realInjecto
 	port := freePort(t)
 	cfg.NetAddr.Endpoint = "127.0.0.1:" + strconv.Itoa(port)
 	cfg.Insecure = true
+	cfg.StateDir = t.TempDir()
 	cfg.Allowlist = injector.Allowlist{Links: []string{"127.0.0.1/32"}, Ports: ports}
 	cfg.QueueBase = queueBase
 	cfg.MaxLeases = 2
