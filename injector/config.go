@@ -54,6 +54,10 @@ type Config struct {
 	// RuleCheckInterval is how often a delay lease checks that its NFQUEUE
 	// rule is still there; a lease whose rule went turns failed.
 	RuleCheckInterval time.Duration `mapstructure:"rule_check_interval"`
+	// HangTimeout bounds how long a hung injector may hold a link: a
+	// watchdog process deletes the rules after this long (or a delay wave's
+	// period, if shorter) without a heartbeat.
+	HangTimeout time.Duration `mapstructure:"hang_timeout"`
 }
 
 // Allowlist lists the targets leases may perturb.
@@ -125,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RuleCheckInterval < 10*time.Millisecond || c.RuleCheckInterval > 10*time.Second {
 		errs = append(errs, fmt.Errorf("rule_check_interval: %v must be in [10ms, 10s]", c.RuleCheckInterval))
+	}
+	if c.HangTimeout < 20*time.Millisecond || c.HangTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("hang_timeout: %v must be in [20ms, 1m]", c.HangTimeout))
 	}
 	if c.MaxLeases <= 0 || int(c.QueueBase)+c.MaxLeases > 65536 {
 		errs = append(errs, fmt.Errorf("max_leases: %d must be > 0 and queue_base+max_leases <= 65536", c.MaxLeases))

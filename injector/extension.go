@@ -31,12 +31,17 @@ type injector struct {
 	mgr     *manager
 	journal *journal
 
-	mu     sync.Mutex
-	host   component.Host
-	server *http.Server
-	addr   string // where the API listens
-	served chan struct{}
+	mu       sync.Mutex
+	host     component.Host
+	server   *http.Server
+	addr     string // where the API listens
+	served   chan struct{}
+	watchdog *watchdog
+	beatStop chan struct{}
 }
+
+// startWatchdogFn starts the hang watchdog; tests replace it.
+var startWatchdogFn = startWatchdog
 
 func newInjector(set extension.Settings, cfg *Config) *injector {
 	i := &injector{cfg: cfg, set: set, journal: &journal{dir: cfg.StateDir}}
@@ -90,6 +95,17 @@ func (i *injector) Start(ctx context.Context, host component.Host) error {
 		_ = ln.Close()
 		return err
 	}
+	w, err := startWatchdogFn()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if w != nil {
+		i.mu.Lock()
+		i.watchdog, i.beatStop = w, make(chan struct{})
+		i.mu.Unlock()
+		go i.heartbeat(w, i.beatStop)
+	}
 	i.mu.Lock()
 	i.server, i.served, i.addr = srv, make(chan struct{}), ln.Addr().String()
 	i.mu.Unlock()
@@ -114,6 +130,14 @@ func (i *injector) Shutdown(ctx context.Context) error {
 		<-served
 	}
 	errs = append(errs, i.mgr.shutdown(ctx))
+	i.mu.Lock()
+	w, beatStop := i.watchdog, i.beatStop
+	i.watchdog = nil
+	i.mu.Unlock()
+	if w != nil {
+		close(beatStop)
+		w.stop()
+	}
 	return errors.Join(errs...)
 }
 

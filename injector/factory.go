@@ -19,6 +19,9 @@ const DefaultEndpoint = "127.0.0.1:18777"
 // DefaultStateDir is where the restore journal lives by default.
 const DefaultStateDir = "/var/lib/tierscope/injector"
 
+// defaultHangTimeout: one second of a black-holed link, at most.
+const defaultHangTimeout = time.Second
+
 // NewFactory returns the factory of the injector extension.
 func NewFactory() extension.Factory {
 	return extension.NewFactory(metadata.Type, createDefaultConfig, createExtension, metadata.ExtensionStability)
@@ -44,6 +47,7 @@ func createDefaultConfig() component.Config {
 		DelayProbeInterval: 50 * time.Millisecond,
 		// iptables -C costs ~2 ms of CPU: 4/s per delay lease.
 		RuleCheckInterval: 250 * time.Millisecond,
+		HangTimeout:       defaultHangTimeout,
 	}
 }
 
