@@ -9,6 +9,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+
+	"github.com/tierscope/tierscope/internal/inputlimit"
 )
 
 // startCPUProfile profiles the process into path until the returned stop is called.
@@ -62,13 +64,13 @@ func input(path string, stdin io.Reader) (io.Reader, string, func(), error) {
 	case "":
 		return nil, "", nil, usagef("--in is required (use --in - for standard input)")
 	case "-":
-		return stdin, "<stdin>", func() {}, nil
+		return inputlimit.NewReader(stdin, "<stdin>", inputlimit.MaxLine), "<stdin>", func() {}, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return f, path, func() { f.Close() }, nil
+	return inputlimit.NewReader(f, path, inputlimit.MaxLine), path, func() { f.Close() }, nil
 }
 
 // output writes to the file named by --out, or to stdout when it is empty or "-".
