@@ -10,7 +10,7 @@ EXAMPLES  := $(wildcard examples/*.yaml)
 
 
 .PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
-.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples test-timing \
+.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e e2e-faults validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long eval-causal fuzz clean
 
 all: build
@@ -64,6 +64,14 @@ unit:
 # The real collector with generated configs, fed by the OTel SDK (e2e/).
 e2e: build-otelcol
 	$(GO) test -count=1 ./e2e/
+
+# The fault suite (root, a few minutes): against the real collector, an
+# injector token aimed at an unknown URL, kill -9 mid capacity/cpufreq lease,
+# SIGSTOP of an injector holding a link, a second injector starting beside a
+# live one, 1 MiB span attributes through causalpath, a restart of the file
+# exporter; each asserts the safe outcome (docs/threat-model.md).
+e2e-faults: build-otelcol
+	$(GO) test -tags faults -count=1 -timeout 10m -run 'TestFault' -v ./e2e/
 
 # The Grafana datasource (grafana-datasource/): frontend (npm ci, webpack) and
 # backend binaries into grafana-datasource/dist.
