@@ -513,10 +513,12 @@ func (l *faultLab) get(timeout time.Duration) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// taggedRules counts the injector's rules in the client namespace.
+// taggedRules lists the injector's rules in the client namespace, once each
+// (iptables-save and iptables-legacy-save may be one backend).
 func (l *faultLab) taggedRules(t *testing.T) []string {
 	t.Helper()
 	var rules []string
+	seen := map[string]bool{}
 	for _, bin := range []string{"iptables-save", "iptables-legacy-save", "iptables-nft-save"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			continue
@@ -527,8 +529,9 @@ func (l *faultLab) taggedRules(t *testing.T) []string {
 		}
 		sc := bufio.NewScanner(strings.NewReader(string(out)))
 		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "-A ") && strings.Contains(sc.Text(), "tierscope-inj-") {
-				rules = append(rules, sc.Text())
+			if r := sc.Text(); strings.HasPrefix(r, "-A ") && strings.Contains(r, "tierscope-inj-") && !seen[r] {
+				seen[r] = true
+				rules = append(rules, r)
 			}
 		}
 	}

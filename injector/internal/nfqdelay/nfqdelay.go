@@ -460,8 +460,7 @@ func (d *Delayer) checkRule() {
 		_, err := d.iptables(args...)
 		// Exit status 1 is "no such rule"; others (a lock timeout) are
 		// retried at the next tick.
-		var ee *exec.ExitError
-		gone := errors.As(err, &ee) && ee.ExitCode() == 1
+		gone := noSuchRule(err)
 		if gone {
 			d.ruleAdded = false // nothing for Stop to delete
 		}
@@ -471,6 +470,13 @@ func (d *Delayer) checkRule() {
 			return
 		}
 	}
+}
+
+// noSuchRule reports an iptables exit status 1: the rule to check or
+// delete does not exist.
+func noSuchRule(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 1
 }
 
 // Overdue is how long the oldest held packet is past its due time: a
@@ -769,7 +775,10 @@ func (d *Delayer) Stop() (Stats, error) {
 			}
 		}
 		if d.probe != nil && d.probe.added {
-			if _, err := d.iptables(append([]string{"-t", "filter", "-D", "OUTPUT"}, d.probe.spec...)...); err != nil {
+			// Whoever deleted the link's rule (the hang watchdog) took the
+			// probe's, which carries the same tag, with it.
+			if _, err := d.iptables(append([]string{"-t", "filter", "-D", "OUTPUT"}, d.probe.spec...)...); err != nil &&
+				!(noSuchRule(err) && errors.Is(d.Cause(), ErrRuleGone)) {
 				errs = append(errs, err)
 			}
 		}
