@@ -65,7 +65,7 @@ unit:
 e2e: build-otelcol
 	$(GO) test -count=1 ./e2e/
 
-# The fault suite (root, a few minutes): against the real collector, an
+# The fault suite (root, about 30 s): against the real collector, an
 # injector token aimed at an unknown URL, kill -9 mid capacity/cpufreq lease,
 # SIGSTOP of an injector holding a link, a second injector starting beside a
 # live one, 1 MiB span attributes through causalpath, a restart of the file
