@@ -45,7 +45,8 @@ type delayActuator struct {
 func (i *injector) openDelay(req *leaseRequest, slot int) (actuator, error) {
 	a := &delayActuator{}
 	d, err := nfqdelay.Start(nfqdelay.Options{
-		ID:       req.id,
+		// The instance groups this injector's rules for its watchdog.
+		ID:       i.instance + "-" + req.id,
 		Match:    req.match,
 		Queue:    i.cfg.QueueBase + uint16(slot),
 		Delay:    func(time.Time) time.Duration { return time.Duration(a.cur.Load()) },

@@ -30,6 +30,9 @@ type injector struct {
 	set     extension.Settings
 	mgr     *manager
 	journal *journal
+	// instance names this injector among others in the process: its rules'
+	// IDs start with it, and its watchdog deletes those only.
+	instance string
 
 	mu       sync.Mutex
 	host     component.Host
@@ -44,7 +47,7 @@ type injector struct {
 var startWatchdogFn = startWatchdog
 
 func newInjector(set extension.Settings, cfg *Config) *injector {
-	i := &injector{cfg: cfg, set: set, journal: &journal{dir: cfg.StateDir}}
+	i := &injector{cfg: cfg, set: set, journal: &journal{dir: cfg.StateDir}, instance: newID()[:8]}
 	i.mgr = newManager(cfg, wave.RealClock{}, i.defaultOpeners(), i.reportErr)
 	return i
 }
@@ -95,7 +98,7 @@ func (i *injector) Start(ctx context.Context, host component.Host) error {
 		_ = ln.Close()
 		return err
 	}
-	w, err := startWatchdogFn()
+	w, err := startWatchdogFn(i.instance)
 	if err != nil {
 		_ = ln.Close()
 		return err

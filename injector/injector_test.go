@@ -34,7 +34,7 @@ var sweeps atomic.Int32
 // and nfqdelay's own tests hold tagged rules.
 func init() {
 	sweepStale = func() (int, error) { sweeps.Add(1); return 0, nil }
-	startWatchdogFn = func() (*watchdog, error) { return nil, nil } // TestWatchdog* start their own
+	startWatchdogFn = func(string) (*watchdog, error) { return nil, nil } // TestWatchdog* start their own
 }
 
 // fakeClock fires timers only when advanced.

@@ -7,18 +7,20 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
 	"github.com/tierscope/tierscope/injector/internal/owner"
 )
 
-// watchdogEnv, set to an owner id, makes this binary run as the hang
-// watchdog of that owner instead of starting (see init).
+// watchdogEnv, set to "<owner id>/<injector instance>", makes this binary
+// run as the hang watchdog of that injector instead of starting (see init).
 const watchdogEnv = "TIERSCOPE_INJECTOR_WATCHDOG"
 
 // A process that hangs (SIGSTOP, a deadlock, a swapped-out host) keeps its
@@ -30,8 +32,11 @@ const watchdogEnv = "TIERSCOPE_INJECTOR_WATCHDOG"
 // packets pass undelayed; on the pipe's end (the injector died) it does the
 // same and exits.
 func init() {
-	if id := os.Getenv(watchdogEnv); id != "" {
-		os.Exit(runWatchdog(id, os.Stdin, os.Stderr, nfqdelay.SweepOwner))
+	if v := os.Getenv(watchdogEnv); v != "" {
+		ownerID, instance, _ := strings.Cut(v, "/")
+		os.Exit(runWatchdog(v, os.Stdin, os.Stderr, func(string) (int, error) {
+			return nfqdelay.SweepOwned(ownerID, instance+"-")
+		}))
 	}
 }
 
@@ -48,8 +53,10 @@ func runWatchdog(id string, in io.Reader, log io.Writer, sweep func(string) (int
 		close(beats)
 	}()
 	failOpen := func(why string) {
-		n, err := sweep(id)
-		fmt.Fprintf(log, "injector watchdog: %s: deleted %d NFQUEUE rules of %s (err: %v)\n", why, n, id, err)
+		// A clean shutdown leaves nothing to delete, and nothing to say.
+		if n, err := sweep(id); n > 0 || err != nil {
+			fmt.Fprintf(log, "injector watchdog: %s: deleted %d NFQUEUE rules of %s (err: %v)\n", why, n, id, err)
+		}
 	}
 	bound := defaultHangTimeout
 	timer := time.NewTimer(bound)
@@ -70,6 +77,24 @@ func runWatchdog(id string, in io.Reader, log io.Writer, sweep func(string) (int
 			}
 			timer.Reset(bound)
 		case <-timer.C:
+			// A watchdog that was itself starved of CPU wakes to a timer and
+			// a beat at once: a beat waiting in the reader, or bytes in the
+			// pipe, mean the injector is alive.
+			select {
+			case b, ok := <-beats:
+				if ok {
+					bound = b
+					timer.Reset(bound)
+					continue
+				}
+				failOpen("the injector is gone")
+				return 0
+			default:
+			}
+			if pending(in) {
+				timer.Reset(bound)
+				continue
+			}
 			if !swept {
 				failOpen(fmt.Sprintf("no heartbeat for %v", bound))
 				swept = true
@@ -77,6 +102,20 @@ func runWatchdog(id string, in io.Reader, log io.Writer, sweep func(string) (int
 		}
 	}
 }
+
+// pending reports whether in is a pipe with unread bytes.
+func pending(in io.Reader) bool {
+	f, ok := in.(*os.File)
+	if !ok {
+		return false
+	}
+	n, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCINQ) // FIONREAD: works on pipes
+	return err == nil && n > 0
+}
+
+// minHangBound keeps a short wave's period from making the bound so tight
+// that a loaded host's scheduling latency reads as a hang.
+const minHangBound = 250 * time.Millisecond
 
 // watchdog is the injector's side: the child process and its pipe.
 type watchdog struct {
@@ -86,14 +125,15 @@ type watchdog struct {
 	done chan struct{}
 }
 
-// startWatchdog re-executes this binary as the watchdog of this process.
-func startWatchdog() (*watchdog, error) {
+// startWatchdog re-executes this binary as the watchdog of the injector
+// instance of this process.
+func startWatchdog(instance string) (*watchdog, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("injector: watchdog: %w", err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), watchdogEnv+"="+owner.Self())
+	cmd.Env = append(os.Environ(), watchdogEnv+"="+owner.Self()+"/"+instance)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	// Its own process group: a stop or kill sent to the collector's group
 	// (Ctrl-Z, a service manager) must not stop the watchdog with it.
@@ -153,8 +193,8 @@ func (i *injector) heartbeat(w *watchdog, stop <-chan struct{}) {
 }
 
 // delayHealth is the hang bound (the least of limit and the active delay
-// waves' periods) and whether every delay lease releases its packets
-// within it.
+// waves' periods, but not under minHangBound unless limit is) and whether
+// every delay lease releases its packets within it.
 func (m *manager) delayHealth(limit time.Duration, now time.Time) (time.Duration, bool) {
 	m.mu.Lock()
 	var acts []*delayActuator
@@ -169,8 +209,9 @@ func (m *manager) delayHealth(limit time.Duration, now time.Time) (time.Duration
 		l.mu.Unlock()
 	}
 	m.mu.Unlock()
+	bound = max(bound, min(limit, minHangBound))
 	for _, a := range acts {
-		if a.d.Overdue(now) > bound/2 {
+		if a.d.Overdue(now) > bound {
 			return bound, false
 		}
 	}

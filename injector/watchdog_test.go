@@ -65,7 +65,7 @@ func TestWatchdogFailsOpenOnSilence(t *testing.T) {
 // TestWatchdogProcess: the re-executed binary runs as the watchdog and
 // exits when the injector closes the pipe.
 func TestWatchdogProcess(t *testing.T) {
-	w, err := startWatchdog()
+	w, err := startWatchdog("test")
 	require.NoError(t, err)
 	require.NoError(t, w.beat(time.Second))
 	start := time.Now()

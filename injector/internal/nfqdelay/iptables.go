@@ -170,10 +170,12 @@ func SweepStale() (int, error) {
 	})
 }
 
-// SweepOwner deletes every rule of owner id, alive or not: the hang
-// watchdog's fail-open.
-func SweepOwner(id string) (int, error) {
-	return sweep(TagPrefix+id+"-", func(string) bool { return true })
+// SweepOwned deletes every rule of this process whose ID starts with
+// idPrefix (a group of Delayers, such as one injector's), alive or not: the
+// hang watchdog's fail-open. ownerID is the owner.Self of the process that
+// added them.
+func SweepOwned(ownerID, idPrefix string) (int, error) {
+	return sweep(TagPrefix+ownerID+"-"+idPrefix, func(string) bool { return true })
 }
 
 func sweep(tagPrefix string, stale func(tag string) bool) (int, error) {
