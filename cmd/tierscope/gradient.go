@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/inputlimit"
 	"github.com/tierscope/tierscope/internal/spectral"
 )
 
@@ -143,18 +141,9 @@ func readGradientSamples(path string, stdin io.Reader) ([]spectral.Sample, strin
 
 // readGradientJSON decodes one JSON document, naming the file in errors.
 func readGradientJSON(path string, v any) error {
-	f, err := os.Open(path)
+	data, err := readFileCapped(path)
 	if err != nil {
 		return err
-	}
-	defer f.Close()
-	// A plan or configuration is kilobytes; a file past the cap is no plan.
-	data, err := io.ReadAll(io.LimitReader(f, inputlimit.MaxLine+1))
-	if err != nil {
-		return err
-	}
-	if len(data) > inputlimit.MaxLine {
-		return fmt.Errorf("%s:1: larger than %d bytes: not a gradient JSON document", path, inputlimit.MaxLine)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%s:%d: %v", path, gradientJSONLine(data, err), err)

@@ -38,6 +38,20 @@ func TestReadersRefuseHostileInput(t *testing.T) {
 		{"convert long line", []string{"convert", "--from", "nezha", "--in", write("c.log", long+"\n")}, "c.log:1: line longer than"},
 		{"paths long line", []string{"paths", "--in", write("p.tsv", long+"\n")}, "p.tsv:1: line longer than"},
 	}
+	// Whole documents named on the command line are capped alike.
+	huge := write("huge.json", "["+long+"]")
+	cases = append(cases,
+		struct {
+			name string
+			args []string
+			want string
+		}{"predict huge gradients", []string{"predict", "--gradients", huge, "--baseline-ms", "A=1", "--change", "a->b=+1ms"}, "huge.json:1: larger than"},
+		struct {
+			name string
+			args []string
+			want string
+		}{"maketrace huge config", []string{"maketrace", "--config", huge, "--out", filepath.Join(dir, "t.tsv")}, "huge.json:1: larger than"},
+	)
 	for _, c := range cases {
 		code, out, errs := runCLI(t, "", c.args...)
 		if code == 0 || !strings.Contains(errs, c.want) {
