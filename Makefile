@@ -42,7 +42,7 @@ run-paths: build-cli
 	$(TIERSCOPE) maketrace --config testdata/multitier.yaml --seed 1 --out $(OUT)/multitier.tsv
 	$(TIERSCOPE) paths --in $(OUT)/multitier.tsv --format text --sort latency --top 5 --truth
 
-test: fmt-check vet unit e2e validate-examples test-plugin test-timing
+test: fmt-check vet unit e2e e2e-faults validate-examples test-plugin test-timing
 
 fmt-check:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './grafana-datasource/node_modules/*' -not -path './build/*')); \
@@ -65,7 +65,7 @@ unit:
 e2e: build-otelcol
 	$(GO) test -count=1 ./e2e/
 
-# The fault suite (root, about 30 s): against the real collector, an
+# The fault suite (root, about 30 s; part of `make test`): against the real collector, an
 # injector token aimed at an unknown URL, kill -9 mid capacity/cpufreq lease,
 # SIGSTOP of an injector holding a link, a second injector starting beside a
 # live one, 1 MiB span attributes through causalpath, a restart of the file
