@@ -3,12 +3,17 @@ package injector
 import (
 	"bytes"
 	"io"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
+	"github.com/tierscope/tierscope/injector/internal/wave"
 )
 
 // TestWatchdogFailsOpenOnSilence: no heartbeat for the last bound given
@@ -73,4 +78,38 @@ func TestWatchdogProcess(t *testing.T) {
 	require.Less(t, time.Since(start), 20*time.Second)
 	require.True(t, w.cmd.ProcessState.Exited(), "the watchdog exited by itself")
 	require.Zero(t, w.cmd.ProcessState.ExitCode())
+}
+
+// TestWatchdogStarvedSeesPendingBeat: bytes waiting in the pipe count as a
+// beat, so a watchdog that was itself starved does not fail open on waking.
+func TestWatchdogStarvedSeesPendingBeat(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	require.False(t, pending(r))
+	_, err = w.WriteString("1000000\n")
+	require.NoError(t, err)
+	require.True(t, pending(r))
+	require.False(t, pending(strings.NewReader("x")), "only a pipe can be asked")
+}
+
+// TestHangBound: the bound is the least of hang_timeout and the delay waves'
+// periods, but not under minHangBound unless hang_timeout is.
+func TestHangBound(t *testing.T) {
+	m := newManager(&Config{MaxLeases: 2}, wave.RealClock{}, nil, func(error, bool) {})
+	now := time.Now()
+	b, ok := m.delayHealth(time.Second, now)
+	require.True(t, ok)
+	require.Equal(t, time.Second, b)
+	m.leases["a"] = &lease{req: &leaseRequest{w: wave.Wave{Period: 100 * time.Millisecond}}, state: stateActive,
+		act: &delayActuator{d: &nfqdelay.Delayer{}}}
+	b, ok = m.delayHealth(time.Second, now)
+	require.True(t, ok, "an idle scheduler is healthy")
+	require.Equal(t, minHangBound, b, "a 100 ms wave bounds it, floored at 250 ms")
+	b, _ = m.delayHealth(100*time.Millisecond, now)
+	require.Equal(t, 100*time.Millisecond, b, "a hang_timeout under the floor is kept")
+	m.leases["a"].state = stateCompleted
+	b, _ = m.delayHealth(time.Second, now)
+	require.Equal(t, time.Second, b, "ended leases do not bound it")
 }
