@@ -174,6 +174,7 @@ func (w *watchdog) stop() {
 // quarter of the bound: the least of hang_timeout and the active delay
 // waves' periods.
 func (i *injector) heartbeat(w *watchdog, stop <-chan struct{}) {
+	wasHealthy := true
 	for {
 		bound, healthy := i.mgr.delayHealth(i.cfg.HangTimeout, time.Now())
 		if healthy {
@@ -181,9 +182,10 @@ func (i *injector) heartbeat(w *watchdog, stop <-chan struct{}) {
 				i.set.Logger.Error("injector watchdog: heartbeat failed; a hang would no longer fail open", zap.Error(err))
 				return
 			}
-		} else {
+		} else if wasHealthy {
 			i.set.Logger.Error("injector: a delay scheduler is overdue; the watchdog will delete the rules", zap.Duration("bound", bound))
 		}
+		wasHealthy = healthy
 		select {
 		case <-stop:
 			return
