@@ -10,7 +10,7 @@ EXAMPLES  := $(wildcard examples/*.yaml)
 
 
 .PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
-.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e validate-examples test-timing \
+.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e e2e-faults validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long eval-causal fuzz clean
 
 all: build
@@ -42,7 +42,7 @@ run-paths: build-cli
 	$(TIERSCOPE) maketrace --config testdata/multitier.yaml --seed 1 --out $(OUT)/multitier.tsv
 	$(TIERSCOPE) paths --in $(OUT)/multitier.tsv --format text --sort latency --top 5 --truth
 
-test: fmt-check vet unit e2e validate-examples test-plugin test-timing
+test: fmt-check vet unit e2e e2e-faults validate-examples test-plugin test-timing
 
 fmt-check:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './grafana-datasource/node_modules/*' -not -path './build/*')); \
@@ -65,6 +65,14 @@ unit:
 e2e: build-otelcol
 	$(GO) test -count=1 ./e2e/
 
+# The fault suite (root, about 30 s; part of `make test`): against the real collector, an
+# injector token aimed at an unknown URL, kill -9 mid capacity/cpufreq lease,
+# SIGSTOP of an injector holding a link, a second injector starting beside a
+# live one, 1 MiB span attributes through causalpath, a restart of the file
+# exporter; each asserts the safe outcome (docs/threat-model.md).
+e2e-faults: build-otelcol
+	$(GO) test -tags faults -count=1 -timeout 10m -run 'TestFault' -v ./e2e/
+
 # The Grafana datasource (grafana-datasource/): frontend (npm ci, webpack) and
 # backend binaries into grafana-datasource/dist.
 plugin: node-check
@@ -83,9 +91,10 @@ node-check:
 test-timing:
 	$(GO) test -p 1 -tags timing -count=1 -timeout 5m -run 'TestPrecision|TestThroughput|TestSquareWaveFFTPeak|TestRealDelayLease' -v ./injector/internal/nfqdelay/ ./injector/
 
+# examples/injector.yaml has no default token: validation gets a throwaway one.
 validate-examples: build-otelcol
 	@for f in $(EXAMPLES); do \
-		$(OTELCOL) validate --config=$$f || { echo "invalid: $$f"; exit 1; }; \
+		INJECTOR_TOKEN=validate-only $(OTELCOL) validate --config=$$f || { echo "invalid: $$f"; exit 1; }; \
 		echo "valid: $$f"; \
 	done
 

@@ -348,7 +348,7 @@ replication: none
 		}},
 	}
 	startCPUElementCollector(t, map[string]any{
-		"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "cgroup_root": capV1Root,
+		"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "insecure": true, "cgroup_root": capV1Root,
 		"allowlist": map[string]any{"cgroups": []string{group}}, "max_lease": "10m",
 	}, otlpPort, exe, pm, fmt.Sprintf("127.0.0.1:%d", apiPort))
 	hc := &http.Client{Timeout: 10 * time.Second}

@@ -128,7 +128,7 @@ replication: none
 		}},
 	}
 	startCPUElementCollector(t, map[string]any{
-		"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "sysfs_root": sysfs,
+		"endpoint": fmt.Sprintf("127.0.0.1:%d", injPort), "insecure": true, "sysfs_root": sysfs,
 		"allowlist": map[string]any{"cpus": []int{0}}, "max_freq_step_khz": 400000, "max_lease": "10m",
 	}, otlpPort, exe, pm, fmt.Sprintf("127.0.0.1:%d", apiPort))
 	hc := &http.Client{Timeout: 10 * time.Second}

@@ -598,15 +598,19 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	type delayedLink struct{ address, injector string }
 	delayed := map[string]delayedLink{"app->db": {dbFromApp, injB}, "web->app-1": {app1, injA}, "web->app-2": {app2, injA}}
 
+	// Both injectors take the coordinator's bearer token.
+	const injToken = "gradients-e2e-token"
 	injector := func(endpoint string, queueBase int) map[string]any {
 		return map[string]any{
 			"endpoint":   endpoint,
+			"auth":       map[string]any{"authenticator": "bearertokenauth/inj"},
 			"allowlist":  map[string]any{"links": []string{lab.Block().String()}, "ports": []int{gradApp1Port, gradApp2Port, gradDBPort}},
 			"max_delay":  "50ms",
 			"max_lease":  "10m",
 			"queue_base": queueBase,
 		}
 	}
+	tokenAuth := map[string]any{"token": injToken}
 	writeCfg := func(name string, cfg map[string]any) string {
 		b, err := json.MarshalIndent(cfg, "", "  ") // JSON is YAML
 		if err != nil {
@@ -630,14 +634,14 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 		pipelinesA["metrics"] = map[string]any{"receivers": []string{"hostmetrics"}, "exporters": []string{"perfmodel"}}
 	}
 	colA := writeCfg("collector-web.yaml", map[string]any{
-		"extensions": map[string]any{"injector": injector(fmt.Sprintf("127.0.0.1:%d", gradInjPort), 3400)},
+		"extensions": map[string]any{"injector": injector(fmt.Sprintf("127.0.0.1:%d", gradInjPort), 3400), "bearertokenauth/inj": tokenAuth},
 		"receivers":  receiversA,
 		"exporters": map[string]any{"perfmodel": map[string]any{
 			"endpoint": fmt.Sprintf("127.0.0.1:%d", gradAPIPort), "window": "10s", "flush_interval": "1s", "trace_wait": "2s",
 			"host_name": "testbed-host",
 			"storage":   map[string]any{"dsn": "sqlite://" + filepath.Join(dir, "perfmodel.db")},
 			"experiments": map[string]any{
-				"injector": injA, "front_services": []string{"web"},
+				"injector": injA, "token": injToken, "front_services": []string{"web"},
 				"k": k, "n": n, "chunks": m, "scale": scale, "max_delay": "50ms", "min_snr": minSNR, "max_windows": maxWindows, "adaptive_in_window": inWindow,
 				"steal_covariate": steal, "reference_requests": references, "perturbation_measure": pertMeasure,
 				"links": map[string]any{
@@ -650,7 +654,7 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 			},
 		}},
 		"service": map[string]any{
-			"extensions": []string{"injector"},
+			"extensions": []string{"bearertokenauth/inj", "injector"},
 			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
 			"pipelines":  pipelinesA,
 		},
@@ -658,11 +662,11 @@ func TestLinkGradientsOnNetnsTestbed(t *testing.T) {
 	// Collector B: only the injector, in the app namespace (a pipeline is
 	// mandatory; nothing sends to it).
 	colB := writeCfg("collector-app.yaml", map[string]any{
-		"extensions": map[string]any{"injector": injector(hp(webApp.BAddr, gradInjPort), 3500)},
+		"extensions": map[string]any{"injector": injector(hp(webApp.BAddr, gradInjPort), 3500), "bearertokenauth/inj": tokenAuth},
 		"receivers":  map[string]any{"otlp": map[string]any{"protocols": map[string]any{"grpc": map[string]any{"endpoint": "127.0.0.1:4317"}}}},
 		"exporters":  map[string]any{"debug": map[string]any{}},
 		"service": map[string]any{
-			"extensions": []string{"injector"},
+			"extensions": []string{"bearertokenauth/inj", "injector"},
 			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
 			"pipelines":  map[string]any{"traces": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"debug"}}},
 		},

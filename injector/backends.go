@@ -45,7 +45,8 @@ type delayActuator struct {
 func (i *injector) openDelay(req *leaseRequest, slot int) (actuator, error) {
 	a := &delayActuator{}
 	d, err := nfqdelay.Start(nfqdelay.Options{
-		ID:       req.id,
+		// The instance groups this injector's rules for its watchdog.
+		ID:       i.instance + "-" + req.id,
 		Match:    req.match,
 		Queue:    i.cfg.QueueBase + uint16(slot),
 		Delay:    func(time.Time) time.Duration { return time.Duration(a.cur.Load()) },
@@ -53,7 +54,8 @@ func (i *injector) openDelay(req *leaseRequest, slot int) (actuator, error) {
 		Floor:    time.Duration(req.Wave.Floor * float64(time.Millisecond)),
 		Probe:    i.cfg.DelayProbeInterval,
 		// A backstop should this process hang: our own expiry comes first.
-		Lease: nfqdelay.MaxLease,
+		Lease:     nfqdelay.MaxLease,
+		RuleCheck: i.cfg.RuleCheckInterval,
 	})
 	if err != nil {
 		return nil, err
@@ -75,6 +77,10 @@ func (a *delayActuator) Restore() error {
 
 // Done is closed when the Delayer stops, including by its backstop lease.
 func (a *delayActuator) Done() <-chan struct{} { return a.d.Done() }
+
+// Cause is why the Delayer stopped by itself (nfqdelay.ErrRuleGone when
+// another process deleted its rule).
+func (a *delayActuator) Cause() error { return a.d.Cause() }
 
 // delayStats is the delay actually injected (paper 000 §3), in ms.
 type delayStats struct {
@@ -150,9 +156,17 @@ type freqActuator struct {
 }
 
 func (i *injector) openCPUFreq(req *leaseRequest, _ int) (actuator, error) {
-	c, err := cpufreq.Open(i.cfg.SysfsRoot, req.Target.CPUs)
+	c, err := cpufreq.OpenJournaled(i.cfg.SysfsRoot, req.Target.CPUs, func(saved []cpufreq.Saved) error {
+		return i.journal.record(journalEntry{Lease: req.id, CPUs: saved})
+	})
 	if err != nil {
 		return nil, err
+	}
+	restore := func() error {
+		if err := c.Restore(); err != nil {
+			return err
+		}
+		return i.journal.clear(req.id)
 	}
 	c.MaxStepKHz = i.cfg.MaxFreqStepKHz
 	var base int64 = -1
@@ -160,16 +174,16 @@ func (i *injector) openCPUFreq(req *leaseRequest, _ int) (actuator, error) {
 		if base >= 0 && b != base {
 			return nil, errors.Join(apiErrorf(http.StatusUnprocessableEntity,
 				"target.cpus: cpu%d's base %d kHz differs from another's %d kHz; one lease drives CPUs of one base", cpu, b, base),
-				c.Restore())
+				restore())
 		}
 		base = b
 	}
 	a := &freqActuator{c: c, base: base}
 	// Under userspace the speed is whatever was set last: pin it to base.
 	if err := c.Set(base); err != nil {
-		return nil, errors.Join(err, c.Restore())
+		return nil, errors.Join(err, restore())
 	}
-	return a, nil
+	return journaled{actuator: a, j: i.journal, lease: req.id}, nil
 }
 
 // Apply sets the speed nearest base − v the CPUs accept (see Nearest).
@@ -229,7 +243,11 @@ func (i *injector) openCapacity(req *leaseRequest, _ int) (actuator, error) {
 				"wave.floor: %v would grant cgroup %q %.3g CPUs, more than the host's %d", floor, req.cgroup, most, runtime.NumCPU())
 		}
 	}
-	return &capActuator{c: c, baseCPUs: base, floor: floor}, nil
+	st := c.State()
+	if err := i.journal.record(journalEntry{Lease: req.id, Cgroup: &st}); err != nil {
+		return nil, err
+	}
+	return journaled{actuator: &capActuator{c: c, baseCPUs: base, floor: floor}, j: i.journal, lease: req.id}, nil
 }
 
 // Apply withholds floor + v: the off-phases (v = 0) hold the floor, and only

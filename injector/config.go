@@ -3,6 +3,7 @@ package injector
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"path"
 	"strings"
@@ -18,6 +19,9 @@ type Config struct {
 	// ServerConfig is the HTTP control API (default 127.0.0.1:18777). Set its
 	// `auth` to an authenticator extension: the API changes the host.
 	confighttp.ServerConfig `mapstructure:",squash"`
+	// Insecure lets the API run without auth, on a loopback endpoint only
+	// (a warning is logged); anything else needs `auth`.
+	Insecure bool `mapstructure:"insecure"`
 	// Allowlist bounds what leases may target; an empty list allows nothing.
 	Allowlist Allowlist `mapstructure:"allowlist"`
 	// MaxDelay caps a delay lease's amplitude.
@@ -31,6 +35,9 @@ type Config struct {
 	MinQuota time.Duration `mapstructure:"min_quota"`
 	// SysfsRoot is where the per-CPU cpufreq directories are.
 	SysfsRoot string `mapstructure:"sysfs_root"`
+	// StateDir holds the journal of original quotas and frequencies, written
+	// before a lease changes them and restored by the next start after a crash.
+	StateDir string `mapstructure:"state_dir"`
 	// CgroupRoot is the root of the cgroup hierarchy; allowlisted cgroup
 	// paths are relative to it.
 	CgroupRoot string `mapstructure:"cgroup_root"`
@@ -44,6 +51,13 @@ type Config struct {
 	// is the wave a receiver sees, reported as the lease's stats.probe. 0
 	// turns probing off.
 	DelayProbeInterval time.Duration `mapstructure:"delay_probe_interval"`
+	// RuleCheckInterval is how often a delay lease checks that its NFQUEUE
+	// rule is still there; a lease whose rule went turns failed.
+	RuleCheckInterval time.Duration `mapstructure:"rule_check_interval"`
+	// HangTimeout bounds how long a hung injector may hold a link: a
+	// watchdog process deletes the rules after this long (or a delay wave's
+	// period, if shorter) without a heartbeat.
+	HangTimeout time.Duration `mapstructure:"hang_timeout"`
 }
 
 // Allowlist lists the targets leases may perturb.
@@ -65,6 +79,14 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.NetAddr.Endpoint == "" {
 		errs = append(errs, errors.New("endpoint must not be empty"))
+	}
+	switch {
+	case c.Insecure && c.Auth.HasValue():
+		errs = append(errs, errors.New("insecure: true contradicts auth; remove one"))
+	case c.Insecure && !isLoopback(c.NetAddr.Endpoint):
+		errs = append(errs, fmt.Errorf("insecure: true is allowed on a loopback endpoint only, not %q", c.NetAddr.Endpoint))
+	case !c.Insecure && !c.Auth.HasValue():
+		errs = append(errs, errors.New("auth: the API changes the host and needs an authenticator (e.g. bearertokenauth); `insecure: true` on a loopback endpoint runs it without"))
 	}
 	for i, s := range c.Allowlist.Links {
 		if _, err := parsePrefix(s); err != nil {
@@ -96,16 +118,38 @@ func (c *Config) Validate() error {
 	if c.SysfsRoot == "" {
 		errs = append(errs, errors.New("sysfs_root must not be empty"))
 	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("state_dir must not be empty"))
+	}
 	if c.CgroupRoot == "" {
 		errs = append(errs, errors.New("cgroup_root must not be empty"))
 	}
 	if c.DelayProbeInterval < 0 || c.DelayProbeInterval > time.Second {
 		errs = append(errs, fmt.Errorf("delay_probe_interval: %v must be in [0, 1s] (0 turns probing off)", c.DelayProbeInterval))
 	}
+	if c.RuleCheckInterval < 10*time.Millisecond || c.RuleCheckInterval > 10*time.Second {
+		errs = append(errs, fmt.Errorf("rule_check_interval: %v must be in [10ms, 10s]", c.RuleCheckInterval))
+	}
+	if c.HangTimeout < 20*time.Millisecond || c.HangTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("hang_timeout: %v must be in [20ms, 1m]", c.HangTimeout))
+	}
 	if c.MaxLeases <= 0 || int(c.QueueBase)+c.MaxLeases > 65536 {
 		errs = append(errs, fmt.Errorf("max_leases: %d must be > 0 and queue_base+max_leases <= 65536", c.MaxLeases))
 	}
 	return errors.Join(errs...)
+}
+
+// isLoopback reports whether endpoint (host:port) listens on loopback only.
+func isLoopback(endpoint string) bool {
+	host, _, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 // parsePrefix accepts a CIDR or a bare address (a /32 or /128).

@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configauth"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 
@@ -24,15 +27,19 @@ func TestLoadConfig(t *testing.T) {
 	require.Equal(t, time.Millisecond, def.MinQuota)
 	require.Equal(t, "/sys/devices/system/cpu", def.SysfsRoot)
 	require.Equal(t, "/sys/fs/cgroup", def.CgroupRoot)
+	// No default runs an unauthenticated API: auth or an explicit insecure.
+	require.ErrorContains(t, xconfmap.Validate(def), "auth")
+	def.Insecure = true
 	require.NoError(t, xconfmap.Validate(def))
 
 	for _, tt := range []struct {
 		id   component.ID
 		want func(*Config)
 	}{
-		{id: component.NewID(metadata.Type), want: func(*Config) {}},
+		{id: component.NewID(metadata.Type), want: func(c *Config) { c.Insecure = true }},
 		{id: component.NewIDWithName(metadata.Type, "custom"), want: func(c *Config) {
 			c.NetAddr.Endpoint = "0.0.0.0:18778"
+			c.Auth = configoptional.Some(confighttp.AuthConfig{Config: configauth.Config{AuthenticatorID: component.MustNewID("bearertokenauth")}})
 			c.Allowlist = Allowlist{
 				Links:   []string{"10.0.0.0/24", "192.168.1.7"},
 				Ports:   []uint16{5432, 8080},
@@ -75,10 +82,15 @@ func TestValidateNamesField(t *testing.T) {
 		"min_quota":            func(c *Config) { c.MinQuota = time.Microsecond },
 		"sysfs_root":           func(c *Config) { c.SysfsRoot = "" },
 		"cgroup_root":          func(c *Config) { c.CgroupRoot = "" },
+		"state_dir":            func(c *Config) { c.StateDir = "" },
+		"rule_check_interval":  func(c *Config) { c.RuleCheckInterval = 0 },
 		"max_leases":           func(c *Config) { c.MaxLeases = 0 },
 		"delay_probe_interval": func(c *Config) { c.DelayProbeInterval = -time.Millisecond },
+		"auth":                 func(c *Config) { c.Insecure = false },
+		"insecure":             func(c *Config) { c.NetAddr.Endpoint = "0.0.0.0:18777" },
 	} {
 		cfg := createDefaultConfig().(*Config)
+		cfg.Insecure = true
 		mutate(cfg)
 		err := cfg.Validate()
 		require.Error(t, err, field)

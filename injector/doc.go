@@ -9,8 +9,11 @@
 // Safety (DESIGN.md): every target must be allowlisted, every amplitude and
 // lease duration is capped, a lease stops by itself at expiry, and stopping
 // a lease or the extension restores the backend (delay rule removed,
-// frequency and quota put back). Start sweeps tagged NFQUEUE rules left by a
-// dead process.
+// frequency and quota put back). Beyond a clean stop: quotas and frequencies
+// are journaled before they change and restored by the next start after a
+// crash (journal.go); a watchdog process deletes a hung injector's rules
+// (watchdog.go); start sweeps only the rules of owners that are gone
+// (docs/threat-model.md).
 //
 // Choices where the issue leaves a gap:
 //   - Wave amplitudes are in the unit of each kind: milliseconds of delay

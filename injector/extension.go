@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -18,25 +19,35 @@ import (
 	"github.com/tierscope/tierscope/injector/internal/wave"
 )
 
-// sweepStale deletes tagged rules left by a dead process; tests replace it.
-var sweepStale = func() (int, error) { return nfqdelay.Sweep(nfqdelay.TagPrefix) }
+// sweepStale deletes the tagged rules of owners that are gone (never a live
+// injector's); tests replace it.
+var sweepStale = nfqdelay.SweepStale
 
 const maxBody = 64 << 10
 
 type injector struct {
-	cfg *Config
-	set extension.Settings
-	mgr *manager
+	cfg     *Config
+	set     extension.Settings
+	mgr     *manager
+	journal *journal
+	// instance names this injector among others in the process: its rules'
+	// IDs start with it, and its watchdog deletes those only.
+	instance string
 
-	mu     sync.Mutex
-	host   component.Host
-	server *http.Server
-	addr   string // where the API listens
-	served chan struct{}
+	mu       sync.Mutex
+	host     component.Host
+	server   *http.Server
+	addr     string // where the API listens
+	served   chan struct{}
+	watchdog *watchdog
+	beatStop chan struct{}
 }
 
+// startWatchdogFn starts the hang watchdog; tests replace it.
+var startWatchdogFn = startWatchdog
+
 func newInjector(set extension.Settings, cfg *Config) *injector {
-	i := &injector{cfg: cfg, set: set}
+	i := &injector{cfg: cfg, set: set, journal: &journal{dir: cfg.StateDir}, instance: newID()[:8]}
 	i.mgr = newManager(cfg, wave.RealClock{}, i.defaultOpeners(), i.reportErr)
 	return i
 }
@@ -62,10 +73,21 @@ func (i *injector) Start(ctx context.Context, host component.Host) error {
 	i.mu.Lock()
 	i.host = host
 	i.mu.Unlock()
+	// What a dead injector changed goes back before anything new starts.
+	if n, err := i.journal.restoreStale(); err != nil {
+		// A quota or frequency that cannot be restored is for an operator;
+		// serving leases on top of it would hide it.
+		return fmt.Errorf("injector: state_dir %s: %w", i.cfg.StateDir, err)
+	} else if n > 0 {
+		i.set.Logger.Warn("restored the quotas and frequencies a dead injector left changed", zap.Int("leases", n), zap.String("state_dir", i.cfg.StateDir))
+	}
 	if n, err := sweepStale(); err != nil {
 		i.set.Logger.Warn("sweeping stale NFQUEUE rules", zap.Int("deleted", n), zap.Error(err))
 	} else if n > 0 {
 		i.set.Logger.Info("swept stale NFQUEUE rules", zap.Int("deleted", n))
+	}
+	if i.cfg.Insecure {
+		i.set.Logger.Warn("injector API runs without auth (insecure: true): any local process can perturb this host", zap.String("endpoint", i.cfg.NetAddr.Endpoint))
 	}
 	ln, err := i.cfg.ToListener(ctx)
 	if err != nil {
@@ -75,6 +97,17 @@ func (i *injector) Start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		_ = ln.Close()
 		return err
+	}
+	w, err := startWatchdogFn(i.instance)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if w != nil {
+		i.mu.Lock()
+		i.watchdog, i.beatStop = w, make(chan struct{})
+		i.mu.Unlock()
+		go i.heartbeat(w, i.beatStop)
 	}
 	i.mu.Lock()
 	i.server, i.served, i.addr = srv, make(chan struct{}), ln.Addr().String()
@@ -100,6 +133,14 @@ func (i *injector) Shutdown(ctx context.Context) error {
 		<-served
 	}
 	errs = append(errs, i.mgr.shutdown(ctx))
+	i.mu.Lock()
+	w, beatStop := i.watchdog, i.beatStop
+	i.watchdog = nil
+	i.mu.Unlock()
+	if w != nil {
+		close(beatStop)
+		w.stop()
+	}
 	return errors.Join(errs...)
 }
 

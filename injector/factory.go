@@ -16,6 +16,12 @@ import (
 // DefaultEndpoint is where the control API listens by default: loopback only.
 const DefaultEndpoint = "127.0.0.1:18777"
 
+// DefaultStateDir is where the restore journal lives by default.
+const DefaultStateDir = "/var/lib/tierscope/injector"
+
+// defaultHangTimeout: one second of a black-holed link, at most.
+const defaultHangTimeout = time.Second
+
 // NewFactory returns the factory of the injector extension.
 func NewFactory() extension.Factory {
 	return extension.NewFactory(metadata.Type, createDefaultConfig, createExtension, metadata.ExtensionStability)
@@ -32,12 +38,16 @@ func createDefaultConfig() component.Config {
 		MinQuota:       cgroupcpu.DefaultMinQuota,
 		SysfsRoot:      cpufreq.DefaultRoot,
 		CgroupRoot:     "/sys/fs/cgroup",
+		StateDir:       DefaultStateDir,
 		QueueBase:      17000,
 		MaxLeases:      16,
 		// 20 probes/s: each costs ~1 ms of CPU on the test VM (thread
 		// wake-ups), 2% of a core (`make bench-hold-cost`); over a 2.5-minute
 		// window a wave's on − off to ~2% of 1.5 ms.
 		DelayProbeInterval: 50 * time.Millisecond,
+		// iptables -C costs ~2 ms of CPU: 4/s per delay lease.
+		RuleCheckInterval: 250 * time.Millisecond,
+		HangTimeout:       defaultHangTimeout,
 	}
 }
 

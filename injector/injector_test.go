@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/tierscope/tierscope/injector/internal/metadata"
+	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
 	"github.com/tierscope/tierscope/injector/internal/wave"
 )
 
@@ -33,6 +34,7 @@ var sweeps atomic.Int32
 // and nfqdelay's own tests hold tagged rules.
 func init() {
 	sweepStale = func() (int, error) { sweeps.Add(1); return 0, nil }
+	startWatchdogFn = func(string) (*watchdog, error) { return nil, nil } // TestWatchdog* start their own
 }
 
 // fakeClock fires timers only when advanced.
@@ -111,6 +113,21 @@ type fakeDelay struct {
 	values   []float64
 	restored int
 	done     chan struct{}
+	cause    error
+}
+
+// ruleGone stops the fake as nfqdelay stops when its rule is deleted.
+func (f *fakeDelay) ruleGone() {
+	f.mu.Lock()
+	f.cause = nfqdelay.ErrRuleGone
+	f.mu.Unlock()
+	close(f.done)
+}
+
+func (f *fakeDelay) Cause() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cause
 }
 
 func newFakeDelay() *fakeDelay { return &fakeDelay{done: make(chan struct{})} }
@@ -128,7 +145,7 @@ func (f *fakeDelay) Restore() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.restored++
-	if f.restored == 1 {
+	if f.restored == 1 && f.cause == nil {
 		// The Delayer closes Done first, then takes a grace period to
 		// accept late packets before its Stop returns.
 		close(f.done)
@@ -201,6 +218,8 @@ func start(t *testing.T, mutate func(*Config)) *env {
 	}
 	cfg.SysfsRoot = fakeSysfs(t, 2)
 	cfg.CgroupRoot = fakeCgroup(t, "tierscope.slice/app")
+	cfg.Insecure = true
+	cfg.StateDir = t.TempDir()
 	if mutate != nil {
 		mutate(cfg)
 	}
@@ -291,6 +310,7 @@ const delayBody = `{"kind":"delay","target":{"link":{"proto":"tcp","dst":"10.1.2
 
 func TestAuth(t *testing.T) {
 	e := start(t, func(c *Config) {
+		c.Insecure = false
 		c.Auth = configoptional.Some(confighttp.AuthConfig{Config: configauth.Config{AuthenticatorID: component.MustNewID("tokenauth")}})
 	})
 	code, _ := e.do("GET", "/v1/health", "")
@@ -353,6 +373,9 @@ func TestRequestErrors(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, body)
 	// Same link, and an overlapping one (all ports of a /24 around it).
 	code, _ = e.do("POST", "/v1/leases", delayBody)
+	require.Equal(t, http.StatusConflict, code)
+	// The other direction of the same link would hold its packets twice.
+	code, _ = e.do("POST", "/v1/leases", strings.Replace(delayBody, `"dst_port":8080`, `"dst_port":8080,"direction":"in"`, 1))
 	require.Equal(t, http.StatusConflict, code)
 	// Another port is another link.
 	code, _ = e.do("POST", "/v1/leases", strings.Replace(delayBody, "8080", "5432", 1))
@@ -427,6 +450,22 @@ func TestDelayLeaseExpiresAndRenews(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	code, _ = e.do("GET", "/v1/leases/"+id, "")
 	require.Equal(t, http.StatusNotFound, code)
+}
+
+// TestLeaseFailsWhenItsRuleGoes: a delay lease whose rule another process
+// deleted reports failed at once, naming why, and frees its target.
+func TestLeaseFailsWhenItsRuleGoes(t *testing.T) {
+	e := start(t, nil)
+	code, body := e.do("POST", "/v1/leases", delayBody)
+	require.Equal(t, http.StatusCreated, code, body)
+	id := body["id"].(string)
+	require.Equal(t, stateActive, e.state(id))
+	e.fakes()[0].ruleGone()
+	require.Eventually(t, func() bool { return e.state(id) == stateFailed }, 5*time.Second, time.Millisecond)
+	_, st := e.do("GET", "/v1/leases/"+id, "")
+	require.Contains(t, st["error"], "deleted by another process")
+	code, _ = e.do("POST", "/v1/leases", delayBody)
+	require.Equal(t, http.StatusCreated, code)
 }
 
 func TestCPUFreqLeaseShutdownRestores(t *testing.T) {

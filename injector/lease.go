@@ -247,14 +247,10 @@ func conflicts(a, b *leaseRequest) bool {
 	}
 	switch a.Kind {
 	case kindDelay:
+		// Direction is ignored: on loopback, or on a host that is both ends,
+		// an in and an out lease hold the same packets twice.
 		x, y := a.match, b.match
-		dir := func(d string) string {
-			if d == "" {
-				return "out"
-			}
-			return d
-		}
-		return x.Proto == y.Proto && x.Dst.Overlaps(y.Dst) && dir(x.Direction) == dir(y.Direction) &&
+		return x.Proto == y.Proto && x.Dst.Overlaps(y.Dst) &&
 			(x.DstPort == y.DstPort || x.DstPort == 0 || y.DstPort == 0)
 	case kindCPUFreq:
 		for _, c := range a.Target.CPUs {
@@ -477,7 +473,11 @@ func (m *manager) watch(ctx context.Context, l *lease) {
 			t.Stop()
 		case <-backend:
 			t.Stop()
-			l.cancel(errBackstop)
+			cause := errBackstop
+			if c, ok := l.act.(interface{ Cause() error }); ok && c.Cause() != nil {
+				cause = fmt.Errorf("%w: %w", errBackstop, c.Cause())
+			}
+			l.cancel(cause)
 			return
 		case <-ctx.Done():
 			t.Stop()

@@ -51,6 +51,8 @@ func TestRealDelayLeaseOnLoopback(t *testing.T) {
 
 	cfg := createDefaultConfig().(*Config)
 	cfg.NetAddr.Endpoint = "127.0.0.1:0"
+	cfg.Insecure = true
+	cfg.StateDir = t.TempDir()
 	cfg.Allowlist = Allowlist{Links: []string{"127.0.0.1/32"}, Ports: []uint16{port}}
 	cfg.QueueBase = 3170
 	cfg.DelayProbeInterval = 5 * time.Millisecond // enough probes in this 1.2 s lease

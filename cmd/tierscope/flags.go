@@ -9,6 +9,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+
+	"github.com/tierscope/tierscope/internal/inputlimit"
 )
 
 // startCPUProfile profiles the process into path until the returned stop is called.
@@ -62,13 +64,32 @@ func input(path string, stdin io.Reader) (io.Reader, string, func(), error) {
 	case "":
 		return nil, "", nil, usagef("--in is required (use --in - for standard input)")
 	case "-":
-		return stdin, "<stdin>", func() {}, nil
+		return inputlimit.NewReader(stdin, "<stdin>", inputlimit.MaxLine), "<stdin>", func() {}, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return f, path, func() { f.Close() }, nil
+	return inputlimit.NewReader(f, path, inputlimit.MaxLine), path, func() { f.Close() }, nil
+}
+
+// readFileCapped reads a whole document named on the command line (a plan,
+// gradients, a configuration, a token), refusing one over inputlimit.MaxLine:
+// such documents are kilobytes.
+func readFileCapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, inputlimit.MaxLine+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > inputlimit.MaxLine {
+		return nil, fmt.Errorf("%s:1: larger than %d bytes", path, inputlimit.MaxLine)
+	}
+	return data, nil
 }
 
 // output writes to the file named by --out, or to stdout when it is empty or "-".

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/spectral"
@@ -142,7 +141,7 @@ func readGradientSamples(path string, stdin io.Reader) ([]spectral.Sample, strin
 
 // readGradientJSON decodes one JSON document, naming the file in errors.
 func readGradientJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := readFileCapped(path)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func runInject(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	token := os.Getenv("INJECTOR_TOKEN")
 	if *tokenFile != "" {
-		data, err := os.ReadFile(*tokenFile)
+		data, err := readFileCapped(*tokenFile)
 		if err != nil {
 			return err
 		}

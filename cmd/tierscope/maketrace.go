@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -61,7 +60,7 @@ func runMaketrace(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	case !(*load > 0) || *load > 1000:
 		return usagef("--load must be in (0, 1000]")
 	}
-	data, err := os.ReadFile(*configPath)
+	data, err := readFileCapped(*configPath)
 	if err != nil {
 		return err
 	}

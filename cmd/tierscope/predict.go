@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -299,7 +298,7 @@ func parseUnit(s string, kind gradient.Kind) (float64, error) {
 // gradient record, or an array or JSON lines of any of these. A record
 // without a basis is a link's; one without std_err takes it from its ci95.
 func loadGradients(path string) ([]gradient.Gradient, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFileCapped(path)
 	if err != nil {
 		return nil, err
 	}

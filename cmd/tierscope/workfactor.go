@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tierscope/tierscope/internal/inputlimit"
 	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
@@ -141,6 +142,10 @@ func runWorkfactor(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	return nil
 }
 
+// maxSampleValue bounds a rate, capacity or utilization: 1e15 is no real
+// host's, and squares of larger ones overflow the estimator.
+const maxSampleValue = 1e15
+
 // workfactorSamples are the observations of a samples CSV, grouped by period.
 type workfactorSamples struct {
 	periods    []int64
@@ -206,6 +211,13 @@ func readWorkfactorSamples(r io.Reader, name string) (*workfactorSamples, error)
 			return nil, fmt.Errorf("%s:%d: period %q is not an integer", name, line, field("period"))
 		}
 		num := func(h string) (float64, error) {
+			// NaN stays for the estimator to skip and count; Inf and
+			// absurd sizes are errors (inputlimit.Float).
+			if s := field(h); !strings.EqualFold(s, "nan") {
+				if _, err := inputlimit.Float(s, maxSampleValue); err != nil {
+					return 0, fmt.Errorf("%s:%d: %s %v", name, line, h, err)
+				}
+			}
 			v, err := strconv.ParseFloat(field(h), 64)
 			if err != nil {
 				return 0, fmt.Errorf("%s:%d: %s %q is not a number", name, line, h, field(h))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -161,16 +162,24 @@ func (e *engine) timeRange(q url.Values) (api.TimeRange, error) {
 	return api.TimeRange{From: f, To: t}, nil
 }
 
+// maxUnixSeconds is the last second a time.Time holds as int64 nanoseconds
+// (2262-04-11); later times would wrap round to 1677.
+const maxUnixSeconds = math.MaxInt64 / int64(time.Second)
+
 func parseTime(s string) (time.Time, error) {
 	if secs, err := strconv.ParseFloat(s, 64); err == nil {
-		if secs < 0 || secs > 1e11 {
-			return time.Time{}, fmt.Errorf("%q is out of range", s)
+		if !(secs >= 0 && secs < float64(maxUnixSeconds)) {
+			return time.Time{}, fmt.Errorf("%q is out of range: unix seconds must be in [0, %d)", s, maxUnixSeconds)
 		}
-		return time.Unix(0, int64(secs*1e9)), nil
+		whole := math.Floor(secs)
+		return time.Unix(int64(whole), int64((secs-whole)*1e9)), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor unix seconds", s)
+	}
+	if t.Unix() < 0 || t.Unix() >= maxUnixSeconds {
+		return time.Time{}, fmt.Errorf("%q is out of range: it must fall in 1970-01-01 .. 2262-04-11", s)
 	}
 	return t, nil
 }

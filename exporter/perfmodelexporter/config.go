@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,13 +128,30 @@ type StorageConfig struct {
 	DownsampleTo    time.Duration `mapstructure:"downsample_to"`
 }
 
+// isLoopback reports whether endpoint (host:port) listens on loopback only.
+func isLoopback(endpoint string) bool {
+	host, _, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
 // ExperimentsConfig configures the gradient experiments (paper 000 §3):
 // where the injectors are, the spectral defaults and the safety bounds.
 type ExperimentsConfig struct {
 	// Injector is the default injector URL (http://host:18777).
 	Injector string `mapstructure:"injector"`
-	// Token, when set, is sent to the injectors as a bearer token.
+	// Token, when set, is sent as a bearer token to the configured injectors,
+	// never to any other URL: a request may only name a configured injector.
 	Token configopaque.String `mapstructure:"token"`
+	// Client is how the coordinator reaches the injectors: TLS, CA, proxy
+	// (its endpoint is unused; a zero timeout takes request_timeout).
+	Client confighttp.ClientConfig `mapstructure:"client"`
 	// Links gives, per "source->target", the address a delay lease matches
 	// and the injector on the caller's host. A link without an entry takes
 	// the address its caller's CLIENT spans called the target at most
@@ -253,6 +273,29 @@ type ExperimentsConfig struct {
 	// of 12, and its SNR was 1.4–2.2× (docs/gradient-report.md, AO–AQ).
 	// Where traces lack server.address and server.port nothing changes.
 	ReferenceRequests bool `mapstructure:"reference_requests"`
+}
+
+// injectorURLs is the configured set of injectors: experiments.injector and
+// every link's, capacity's and frequency's own, without trailing slashes.
+func (c ExperimentsConfig) injectorURLs() []string {
+	var out []string
+	add := func(u string) {
+		if u = strings.TrimRight(u, "/"); u != "" && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	add(c.Injector)
+	for _, l := range c.Links {
+		add(l.Injector)
+	}
+	for _, cp := range c.Capacities {
+		add(cp.Injector)
+	}
+	for _, fr := range c.Frequencies {
+		add(fr.Injector)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // linkInjectors reports whether an injector is configured for link
@@ -555,5 +598,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.Experiments.validate(bad)
+	// Experiments make injectors perturb hosts: their API is for
+	// authenticated callers, or for local ones on a loopback endpoint.
+	if len(c.Experiments.injectorURLs()) > 0 && !c.Auth.HasValue() && !isLoopback(c.NetAddr.Endpoint) {
+		bad("auth", "experiments are configured, so the API on %q (not loopback) needs an authenticator: POST %s starts perturbations", c.NetAddr.Endpoint, "/api/v1/experiments")
+	}
 	return errors.Join(errs...)
 }

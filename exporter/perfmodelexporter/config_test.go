@@ -81,7 +81,7 @@ func TestValidateNamesField(t *testing.T) {
 // capacity element answers through a queue, so its wave is kept slower.
 func TestMinSamplesPerPeriodBoundsTheWave(t *testing.T) {
 	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
-		c.Experiments.Links = map[string]ExperimentLink{"a->b": {Address: "tcp://127.0.0.1:9"}}
+		c.Experiments.Links = map[string]ExperimentLink{"a->b": {Address: "tcp://127.0.0.1:9", Injector: "http://127.0.0.1:9"}}
 		c.Experiments.N, c.Experiments.MinSamplesPerPeriod = 128, 16
 	})
 	r, err := te.engine.newRunner(api.ExperimentRequest{Element: "link:a->b", Injector: "http://127.0.0.1:9"})

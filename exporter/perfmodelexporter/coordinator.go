@@ -603,7 +603,13 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 	if err := checkURL(injURL); err != nil {
 		return p, badf("element %q: injector: %v", name, err)
 	}
-	p.inj = newInjectorClient(injURL, string(xc.Token), xc.RequestTimeout)
+	// The token goes only where the configuration sends it: a request may
+	// pick among the configured injectors, never name its own.
+	injURL = strings.TrimRight(injURL, "/")
+	if !slices.Contains(xc.injectorURLs(), injURL) {
+		return p, statusError{http.StatusForbidden, fmt.Sprintf("element %q: injector %q is not a configured injector (experiments.injector or an element's own)", name, injURL)}
+	}
+	p.inj = newInjectorClient(injURL, string(xc.Token), e.injectorHTTP())
 	return p, nil
 }
 
@@ -877,9 +883,17 @@ func (r *runner) execute(acts []gradient.Action) {
 				acts = append(acts, r.exp.LeaseFailed(a.Lease, time.Now(), err)...)
 			}
 		case gradient.ActionStopLease:
-			if mean, stdErr, ok := r.stopLease(a.Lease); ok {
+			mean, stdErr, ok, failed := r.stopLease(a.Lease)
+			switch {
+			case failed != nil:
+				// The perturbation stopped before its end (e.g. another
+				// process deleted the rule): the window did not get the wave
+				// it asked for, so its measurement is discarded.
+				r.logger().Warn("perfmodel: injector lease failed while running; its measurement is discarded", zap.String("lease", a.Lease), zap.Error(failed))
+				acts = append(acts, r.exp.LeaseFailed(a.Lease, time.Now(), failed)...)
+			case ok:
 				r.exp.Injected(a.Lease, mean, stdErr)
-			} else {
+			default:
 				r.exp.NoInjectedReport(a.Lease)
 			}
 		}
@@ -976,11 +990,12 @@ func (r *runner) startLease(a gradient.Action) error {
 }
 
 // stopLease deletes the lease at the injector and returns the on-phase delay
-// it actually applied, with its standard error (see injectedDelay).
-func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
+// it actually applied, with its standard error (see injectedDelay); failed
+// is set when the injector reports that the lease failed while it ran.
+func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool, failed error) {
 	ref, ok := r.leases[name]
 	if !ok {
-		return 0, 0, false
+		return 0, 0, false, nil
 	}
 	p := r.plans[ref.element]
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
@@ -990,21 +1005,24 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 	var he httpStatusError
 	if errors.As(err, &he) && he.code == http.StatusNotFound {
 		delete(r.leases, name) // already forgotten by the injector: nothing active
-		return 0, 0, false
+		return 0, 0, false, nil
 	}
 	if err != nil {
 		// Kept for a retry at the end; the lease expires by itself anyway.
 		r.logger().Warn("perfmodel: releasing injector lease failed", zap.String("lease", ref.id), zap.Error(err))
-		return 0, 0, false
+		return 0, 0, false, nil
 	}
 	delete(r.leases, name)
+	if st.State == "failed" {
+		return 0, 0, false, fmt.Errorf("lease %s failed: %s", ref.id, st.Error)
+	}
 	if p.target.CPUs != nil {
 		// The injector rounds a frequency wave to a P-state: the step it
 		// took is the change injected, known exactly.
 		if st.Stats == nil || !(st.Stats.StepKHz > 0) {
-			return 0, 0, false
+			return 0, 0, false, nil
 		}
-		return st.Stats.StepKHz, 0, true
+		return st.Stats.StepKHz, 0, true, nil
 	}
 	mean, stdErr, ok = injectedDelay(ref.amplitude, st)
 	if s := st.Stats; ok && s != nil {
@@ -1018,7 +1036,7 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool) {
 		}
 		r.logger().Info("perfmodel: injector lease released", fields...)
 	}
-	return mean, stdErr, ok
+	return mean, stdErr, ok, nil
 }
 
 // minProbesPerPhase is how many probes each phase needs before their on −
@@ -1216,8 +1234,19 @@ type injectorClient struct {
 	retries int
 }
 
-func newInjectorClient(base, token string, timeout time.Duration) *injectorClient {
-	return &injectorClient{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{Timeout: timeout}, retries: 3}
+func newInjectorClient(base, token string, hc *http.Client) *injectorClient {
+	return &injectorClient{base: strings.TrimRight(base, "/"), token: token, hc: hc, retries: 3}
+}
+
+// injectorHTTP is the client built from experiments.client at Start; before
+// Start (in tests) a plain one with request_timeout.
+func (e *engine) injectorHTTP() *http.Client {
+	e.injMu.Lock()
+	defer e.injMu.Unlock()
+	if e.injHTTP == nil {
+		e.injHTTP = &http.Client{Timeout: e.cfg.Experiments.RequestTimeout}
+	}
+	return e.injHTTP
 }
 
 // httpStatusError is a refusal by the injector.

@@ -158,6 +158,8 @@ func startInjector(t *testing.T, queueBase uint16, ports ...uint16) *realInjecto
 	cfg := f.CreateDefaultConfig().(*injector.Config)
 	port := freePort(t)
 	cfg.NetAddr.Endpoint = "127.0.0.1:" + strconv.Itoa(port)
+	cfg.Insecure = true
+	cfg.StateDir = t.TempDir()
 	cfg.Allowlist = injector.Allowlist{Links: []string{"127.0.0.1/32"}, Ports: ports}
 	cfg.QueueBase = queueBase
 	cfg.MaxLeases = 2
@@ -612,7 +614,7 @@ func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := createDefaultConfig().(*Config)
-	inj := newInjectorClient(srv.URL, "", time.Second)
+	inj := newInjectorClient(srv.URL, "", &http.Client{Timeout: time.Second})
 	r := &runner{x: &experiments{e: &engine{cfg: cfg}}, leases: map[string]*leaseRef{}, plans: map[string]elementPlan{
 		"link":     {inj: inj, target: injTarget{Link: &injLink{Proto: "tcp", Dst: "10.0.0.2", DstPort: 5432, Direction: "out"}}},
 		"capacity": {inj: inj, target: injTarget{Cgroup: "db"}}}}

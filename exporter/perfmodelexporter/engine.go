@@ -55,6 +55,9 @@ type engine struct {
 	chain        []int32             // scratch for markSyncPaths
 	openReported int64
 
+	injMu   sync.Mutex
+	injHTTP *http.Client // to the injectors: experiments.client
+
 	flushMu sync.Mutex // one flush at a time; Put runs outside mu
 	st      store.Store
 	srv     *http.Server
@@ -126,6 +129,20 @@ func (e *engine) Start(ctx context.Context, host component.Host) error {
 		_ = ln.Close()
 		_ = st.Close()
 		return fmt.Errorf("perfmodel: %w", err)
+	}
+	if len(e.cfg.Experiments.injectorURLs()) > 0 {
+		hc, err := e.cfg.Experiments.Client.ToClient(ctx, host.GetExtensions(), e.set.TelemetrySettings)
+		if err != nil {
+			_ = ln.Close()
+			_ = st.Close()
+			return fmt.Errorf("perfmodel: experiments.client: %w", err)
+		}
+		if hc.Timeout == 0 {
+			hc.Timeout = e.cfg.Experiments.RequestTimeout
+		}
+		e.injMu.Lock()
+		e.injHTTP = hc
+		e.injMu.Unlock()
 	}
 	e.srv = srv
 	e.stop = make(chan struct{})

@@ -52,6 +52,7 @@ func createDefaultConfig() component.Config {
 			K: spectral.DefaultK, N: spectral.DefaultN, Chunks: spectral.DefaultChunks, Scale: spectral.DefaultScale,
 			MaxDelay: 100 * time.Millisecond, MinDelay: time.Millisecond, DelayFloor: 300 * time.Microsecond, MinSNR: 6, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod, MaxWindows: 2, MaxPerturbation: 1, PerturbationMeasure: gradient.PerturbationPeak, MaxConcurrent: 1,
 			RequestTimeout: 5 * time.Second, SampleBuffer: 1 << 16, ReferenceRequests: true, AdaptiveInWindow: true,
+			Client: confighttp.NewDefaultClientConfig(),
 		},
 	}
 }

@@ -142,6 +142,8 @@ func TestFrequencyExperimentThroughInjector(t *testing.T) {
 	icfg := f.CreateDefaultConfig().(*injector.Config)
 	port := freePort(t)
 	icfg.NetAddr.Endpoint = "127.0.0.1:" + strconv.Itoa(port)
+	icfg.Insecure = true
+	icfg.StateDir = t.TempDir()
 	icfg.SysfsRoot = root
 	icfg.Allowlist = injector.Allowlist{CPUs: []int{0}}
 	icfg.MaxFreqStepKHz = 600000

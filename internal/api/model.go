@@ -205,7 +205,7 @@ type ExperimentRequest struct {
 	// Elements, instead of Element, are measured one after the other; the
 	// passive training phase is shared.
 	Elements []string `json:"elements,omitempty"`
-	Injector string   `json:"injector,omitempty"` // injector URL; default from config
+	Injector string   `json:"injector,omitempty"` // one of the configured injector URLs; default from config
 	K        int      `json:"k,omitempty"`
 	N        int      `json:"n,omitempty"`
 	Scale    float64  `json:"scale,omitempty"`

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tierscope/tierscope/internal/inputlimit"
 )
 
 // Columns of the window CSV (FORMATS.md §6), in the order written.
@@ -151,9 +153,9 @@ func parseRow(rec []string, col map[string]int) (Row, error) {
 		if s, err = get(f.c); err != nil {
 			return row, err
 		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return row, fmt.Errorf("%s %q is not a finite number", f.c, s)
+		v, err := inputlimit.Float(s, maxRowValue)
+		if err != nil {
+			return row, fmt.Errorf("%s %v", f.c, err)
 		}
 		*f.dst = v
 	}
@@ -162,6 +164,10 @@ func parseRow(rec []string, col map[string]int) (Row, error) {
 	}
 	return row, nil
 }
+
+// maxRowValue bounds a latency (ms) or utilization: larger ones are no
+// measurement and overflow the least squares.
+const maxRowValue = 1e12
 
 func parseCount(c, s string) (int64, error) {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {

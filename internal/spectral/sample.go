@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/tierscope/tierscope/internal/inputlimit"
 )
 
 // Sample is one request: when it happened, its transaction type and its
@@ -19,6 +19,13 @@ type Sample struct {
 	Transaction string
 	Ms          float64
 }
+
+// A sample's bounds: Unix seconds to the year 5138, response times to 11
+// days. Beyond them squares overflow and the spectra turn NaN.
+const (
+	maxSampleTime = 1e11
+	maxSampleMs   = 1e9
+)
 
 // ReadSamples reads the sample file of FORMATS.md §7:
 //
@@ -46,17 +53,17 @@ func ReadSamples(r io.Reader, name string) ([]Sample, error) {
 		if len(f) != 3 {
 			return nil, fmt.Errorf("%s:%d: want 3 comma-separated fields (timestamp,transaction,response_time_ms), got %d", name, line, len(f))
 		}
-		ts, err := strconv.ParseFloat(strings.TrimSpace(f[0]), 64)
-		if err != nil || math.IsNaN(ts) || math.IsInf(ts, 0) {
-			return nil, fmt.Errorf("%s:%d: bad timestamp %q", name, line, f[0])
+		ts, err := inputlimit.Float(strings.TrimSpace(f[0]), maxSampleTime)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: bad timestamp: %v", name, line, err)
 		}
 		tx := strings.TrimSpace(f[1])
 		if tx == "" {
 			return nil, fmt.Errorf("%s:%d: empty transaction", name, line)
 		}
-		ms, err := strconv.ParseFloat(strings.TrimSpace(f[2]), 64)
-		if err != nil || math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 {
-			return nil, fmt.Errorf("%s:%d: bad response_time_ms %q (want a number ≥ 0)", name, line, f[2])
+		ms, err := inputlimit.Float(strings.TrimSpace(f[2]), maxSampleMs)
+		if err != nil || ms < 0 {
+			return nil, fmt.Errorf("%s:%d: bad response_time_ms %q (want a number in [0, %g]): %v", name, line, f[2], maxSampleMs, err)
 		}
 		out = append(out, Sample{Time: ts, Transaction: tx, Ms: ms})
 	}

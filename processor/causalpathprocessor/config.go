@@ -18,6 +18,9 @@ type Config struct {
 	// MaxSpans bounds the buffer. When it is full the oldest spans are released
 	// without inference, and counted.
 	MaxSpans int `mapstructure:"max_spans"`
+	// MaxBytes bounds the buffer by the spans' OTLP size: past it the oldest
+	// leave early as past max_spans; a batch larger alone passes unstitched.
+	MaxBytes int64 `mapstructure:"max_bytes"`
 	// SkewWindow is the clock difference tolerated between processes.
 	SkewWindow time.Duration `mapstructure:"skew_window"`
 	// LocalWindow is the timestamp rounding tolerated within one process; 0
@@ -45,6 +48,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSpans <= 0 {
 		errs = append(errs, fmt.Errorf("max_spans must be > 0, got %d", c.MaxSpans))
+	}
+	if c.MaxBytes <= 0 {
+		errs = append(errs, fmt.Errorf("max_bytes must be > 0, got %d", c.MaxBytes))
 	}
 	if c.SkewWindow < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 {
 		errs = append(errs, errors.New("skew_window, local_window and async_window must be ≥ 0"))

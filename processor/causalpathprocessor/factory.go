@@ -26,6 +26,7 @@ func createDefaultConfig() component.Config {
 		Mode:          def.Mode.String(),
 		Wait:          10 * time.Second,
 		MaxSpans:      100_000,
+		MaxBytes:      256 << 20,
 		SkewWindow:    def.Config.SkewWindow,
 		LocalWindow:   def.Config.LocalWindow,
 		AsyncWindow:   def.Config.AsyncWindow,

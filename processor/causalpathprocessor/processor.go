@@ -17,10 +17,13 @@ import (
 	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadata"
 )
 
+var sizer ptrace.ProtoMarshaler
+
 // batch is one ConsumeTraces call waiting in the buffer.
 type batch struct {
 	td      ptrace.Traces
 	spans   int
+	bytes   int64 // OTLP size
 	arrived time.Time
 }
 
@@ -36,6 +39,7 @@ type causalPathProcessor struct {
 	mu       sync.Mutex
 	buffer   []batch // oldest first
 	buffered int     // spans in buffer
+	bytes    int64   // their OTLP size
 
 	// stitchMu serialises stitching rounds. A round takes its batches out of the
 	// buffer and snapshots the rest while holding it, so a batch is never written
@@ -113,10 +117,18 @@ func (p *causalPathProcessor) ConsumeTraces(ctx context.Context, td ptrace.Trace
 	if n == 0 {
 		return nil
 	}
+	size := int64(sizer.TracesSize(td))
+	if size > p.cfg.MaxBytes {
+		// One batch over the whole budget would evict everything else and
+		// still not fit: it goes on as it came, unstitched.
+		p.telemetry.ProcessorCausalpathReleasedUnstitched.Add(ctx, int64(n))
+		return p.forward(ctx, []batch{{td: td, spans: n, bytes: size}})
+	}
 	p.mu.Lock()
-	p.buffer = append(p.buffer, batch{td: td, spans: n, arrived: p.now()})
+	p.buffer = append(p.buffer, batch{td: td, spans: n, bytes: size, arrived: p.now()})
 	p.buffered += n
-	full := p.buffered > p.cfg.MaxSpans
+	p.bytes += size
+	full := p.buffered > p.cfg.MaxSpans || p.bytes > p.cfg.MaxBytes
 	p.mu.Unlock()
 	p.telemetry.ProcessorCausalpathBuffered.Add(ctx, int64(n))
 	if !full {
@@ -126,8 +138,10 @@ func (p *causalPathProcessor) ConsumeTraces(ctx context.Context, td ptrace.Trace
 	// slows it down, the backpressure a full buffer calls for.
 	ready, rep := p.stitchRound(func() int {
 		cut := 0
-		for over := p.buffered - p.cfg.MaxSpans; over > 0 && cut < len(p.buffer); cut++ {
+		over, overBytes := p.buffered-p.cfg.MaxSpans, p.bytes-p.cfg.MaxBytes
+		for ; (over > 0 || overBytes > 0) && cut < len(p.buffer); cut++ {
 			over -= p.buffer[cut].spans
+			overBytes -= p.buffer[cut].bytes
 		}
 		return cut
 	})
@@ -183,6 +197,7 @@ func (p *causalPathProcessor) stitchRound(cut func() int) ([]batch, stitch.Repor
 	}
 	for _, b := range ready {
 		p.buffered -= b.spans
+		p.bytes -= b.bytes
 	}
 	p.mu.Unlock()
 	release := make([]ptrace.Traces, n)

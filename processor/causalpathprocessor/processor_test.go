@@ -36,7 +36,7 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{id: component.NewID(metadata.Type), want: createDefaultConfig().(*Config)},
 		{id: component.NewIDWithName(metadata.Type, "custom"), want: &Config{
-			Mode: "link", Wait: 2 * time.Second, MaxSpans: 5000, SkewWindow: 10 * time.Millisecond,
+			Mode: "link", Wait: 2 * time.Second, MaxSpans: 5000, MaxBytes: 1 << 20, SkewWindow: 10 * time.Millisecond,
 			LocalWindow: 500 * time.Microsecond, AsyncWindow: 30 * time.Second, TagPaths: false, MaxAddresses: 100, MinConfidence: 0.95,
 		}},
 		{id: component.NewIDWithName(metadata.Type, "bad"), wantErr: true},
@@ -52,6 +52,7 @@ func TestLoadConfig(t *testing.T) {
 				assert.Contains(t, err.Error(), "mode")
 				assert.Contains(t, err.Error(), "wait")
 				assert.Contains(t, err.Error(), "max_spans")
+				assert.Contains(t, err.Error(), "max_bytes")
 				return
 			}
 			require.NoError(t, err)

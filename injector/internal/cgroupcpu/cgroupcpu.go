@@ -100,6 +100,30 @@ func parseMax(s string) (quota, period int64, err error) {
 	return quota, period, err
 }
 
+// Saved is what Open found: enough to put the quota back from another
+// process (a journal written before the first change).
+type Saved struct {
+	Dir     string  `json:"dir"`
+	Version Version `json:"version"`
+	Quota   int64   `json:"quota_us"` // -1: unlimited
+	Period  int64   `json:"period_us"`
+}
+
+// State is the quota and period Open saved, for a journal.
+func (c *Controller) State() Saved {
+	return Saved{Dir: c.dir, Version: c.version, Quota: c.savedQuota, Period: c.savedPeriod}
+}
+
+// RestoreSaved writes s's quota (and, on v2, period) back to its cgroup:
+// what Restore would have done, for a process that died before it could.
+func RestoreSaved(s Saved) error {
+	if s.Version != V1 && s.Version != V2 || s.Period <= 0 {
+		return fmt.Errorf("cgroupcpu: saved state of %s is malformed: %+v", s.Dir, s)
+	}
+	c := &Controller{dir: s.Dir, version: s.Version, savedQuota: s.Quota, savedPeriod: s.Period}
+	return c.writeQuota(s.Quota)
+}
+
 // Version reports the detected hierarchy version.
 func (c *Controller) Version() Version { return c.version }
 

@@ -49,7 +49,20 @@ type Controller struct {
 // Open reads and saves each CPU's governor and speed under root (DefaultRoot
 // if empty) and switches them to the userspace governor. If any CPU fails,
 // the CPUs already switched are restored and the error is returned.
-func Open(root string, cpus []int) (*Controller, error) {
+func Open(root string, cpus []int) (*Controller, error) { return OpenJournaled(root, cpus, nil) }
+
+// Saved is one CPU's state as Open found it: enough to put it back from
+// another process (a journal written before the first change).
+type Saved struct {
+	CPU      int    `json:"cpu"`
+	Dir      string `json:"dir"`
+	Governor string `json:"governor"`
+	Base     int64  `json:"base_khz"`
+}
+
+// OpenJournaled is Open that first hands every CPU's saved state to
+// journal, before writing anything; if journal fails nothing is changed.
+func OpenJournaled(root string, cpus []int, journal func([]Saved) error) (*Controller, error) {
 	if root == "" {
 		root = DefaultRoot
 	}
@@ -57,14 +70,23 @@ func Open(root string, cpus []int) (*Controller, error) {
 		return nil, errors.New("cpufreq: no CPUs given")
 	}
 	c := &Controller{}
+	var saved []Saved
 	for _, cpu := range cpus {
 		st, err := probe(root, cpu)
 		if err != nil {
-			return nil, errors.Join(err, c.Restore())
+			return nil, err
 		}
-		// Record before switching so a failed write is still restored.
-		st.pending = true
 		c.cpus = append(c.cpus, st)
+		saved = append(saved, Saved{CPU: cpu, Dir: st.dir, Governor: st.governor, Base: st.base})
+	}
+	if journal != nil {
+		if err := journal(saved); err != nil {
+			return nil, err
+		}
+	}
+	for _, st := range c.cpus {
+		// Marked before switching so a failed write is still restored.
+		st.pending = true
 		if st.governor != userspace {
 			if err := write(st.dir, "scaling_governor", userspace); err != nil {
 				return nil, errors.Join(err, c.Restore())
@@ -72,6 +94,24 @@ func Open(root string, cpus []int) (*Controller, error) {
 		}
 	}
 	return c, nil
+}
+
+// RestoreSaved puts one CPU back as Restore would have, for a process that
+// died before it could.
+func RestoreSaved(s Saved) error {
+	if s.Governor == "" {
+		return fmt.Errorf("cpufreq: saved state of cpu%d has no governor", s.CPU)
+	}
+	return restoreCPU(&cpuState{cpu: s.CPU, dir: s.Dir, governor: s.Governor, base: s.Base})
+}
+
+func restoreCPU(st *cpuState) error {
+	if st.governor == userspace {
+		// We never changed the governor; put the saved speed back.
+		return write(st.dir, "scaling_setspeed", strconv.FormatInt(st.base, 10))
+	}
+	// The previous governor picks its own speed again.
+	return write(st.dir, "scaling_governor", st.governor)
 }
 
 func probe(root string, cpu int) (*cpuState, error) {
@@ -245,15 +285,7 @@ func (c *Controller) Restore() error {
 		if !st.pending {
 			continue
 		}
-		var err error
-		if st.governor == userspace {
-			// We never changed the governor; put the saved speed back.
-			err = write(st.dir, "scaling_setspeed", strconv.FormatInt(st.base, 10))
-		} else {
-			// The previous governor picks its own speed again.
-			err = write(st.dir, "scaling_governor", st.governor)
-		}
-		if err != nil {
+		if err := restoreCPU(st); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -72,9 +72,12 @@
 //   - --queue-bypass: if the process dies (even by SIGKILL) the kernel
 //     unbinds the queue and the rule lets packets through undelayed.
 //   - The queue's fail-open flag: when the kernel queue is full, packets pass.
-//   - Every rule is tagged tierscope-inj-<id>; Stop removes it, a lease
-//     (Options.Lease, at most MaxLease) stops the Delayer by itself, and
-//     Sweep removes rules left behind by a dead process (the next start of the
-//     injector calls it before its first Start).
+//   - Every rule is tagged tierscope-inj-<owner>-<id>, the owner naming the
+//     process (pid and start time); Stop removes it, a lease (Options.Lease,
+//     at most MaxLease) stops the Delayer by itself, and SweepStale removes
+//     the rules of owners that are gone, never a live process's (the next
+//     start of the injector calls it before its first Start). With
+//     Options.RuleCheck a Delayer whose rule someone else deleted stops with
+//     ErrRuleGone; SweepOwned is the injector's hang watchdog's fail-open.
 //   - Delays are capped by MaxDelay (default 1 s, at most HardMaxDelay).
 package nfqdelay

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tierscope/tierscope/injector/internal/owner"
 )
 
 // inNS runs fn on a fresh thread inside the network namespace nsFD (child
@@ -154,10 +156,36 @@ func Rules(tagPrefix string) ([]Rule, error) {
 // a dead process: the injector calls it when it starts, before its first
 // Start; it must not be given a prefix that matches a live Delayer's tag.
 func Sweep(tagPrefix string) (int, error) {
+	return sweep(tagPrefix, func(string) bool { return true })
+}
+
+// SweepStale deletes the tagged rules whose owner (owner.Self of the
+// process that added them) is no longer running, and rules without an
+// owner, left by versions before owners; rules of live processes, this one
+// included, stay. It returns how many it deleted.
+func SweepStale() (int, error) {
+	return sweep(TagPrefix, func(tag string) bool {
+		id, ok := owner.Parse(strings.TrimPrefix(tag, TagPrefix))
+		return !ok || !owner.Alive(id)
+	})
+}
+
+// SweepOwned deletes every rule of this process whose ID starts with
+// idPrefix (a group of Delayers, such as one injector's), alive or not: the
+// hang watchdog's fail-open. ownerID is the owner.Self of the process that
+// added them.
+func SweepOwned(ownerID, idPrefix string) (int, error) {
+	return sweep(TagPrefix+ownerID+"-"+idPrefix, func(string) bool { return true })
+}
+
+func sweep(tagPrefix string, stale func(tag string) bool) (int, error) {
 	rules, err := Rules(tagPrefix)
 	errs := []error{err}
 	n := 0
 	for _, r := range rules {
+		if !stale(r.Tag) {
+			continue
+		}
 		args := append([]string{"-t", r.Table, "-D"}, r.Args[1:]...)
 		if _, err := runIPT(r.Backend, args...); err != nil {
 			errs = append(errs, err)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/tierscope/tierscope/injector/internal/owner"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
@@ -64,8 +66,9 @@ type Match struct {
 
 // Options configures a Delayer.
 type Options struct {
-	// ID names the rule: its comment is TagPrefix+ID. Empty means
-	// "<pid>x<seq>".
+	// ID names the rule: its comment is TagPrefix+<owner>-+ID, where the
+	// owner (owner.Self) names this process, so that SweepStale leaves the
+	// rules of live processes alone. Empty means a sequence number.
 	ID    string
 	Match Match
 	// Queue is the NFQUEUE number.
@@ -109,7 +112,15 @@ type Options struct {
 	Probe time.Duration
 	// ProbeMark is the probes' SO_MARK; 0 means DefaultProbeMark.
 	ProbeMark uint32
+	// RuleCheck, when positive, is how often the Delayer checks that its
+	// rule is still in place (iptables -C); a rule deleted by anyone else
+	// stops it with ErrRuleGone, so its lease cannot report a delay that no
+	// longer applies. 0 never checks.
+	RuleCheck time.Duration
 }
+
+// ErrRuleGone is why a Delayer whose rule was deleted by someone else stopped.
+var ErrRuleGone = errors.New("nfqdelay: the rule was deleted by another process")
 
 // Constant returns a Delay function that always returns d.
 func Constant(d time.Duration) func(time.Time) time.Duration {
@@ -243,7 +254,9 @@ type Delayer struct {
 	ruleAdded, ruleGo bool // ruleGo: Stop has run, never add
 	stopOnce          sync.Once
 	stopErr           error
-	probe             *probeStream // nil without Options.Probe
+	stopCause         error // why it stopped by itself: nil for Stop
+
+	probe *probeStream // nil without Options.Probe
 }
 
 var seq atomic.Uint64
@@ -305,14 +318,14 @@ func Start(opt Options) (*Delayer, error) {
 		opt.ProbeMark = DefaultProbeMark
 	}
 	if opt.ID == "" {
-		opt.ID = fmt.Sprintf("%dx%d", os.Getpid(), seq.Add(1))
+		opt.ID = strconv.FormatUint(seq.Add(1), 10)
 	}
 	for _, c := range opt.ID {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
 			return nil, fmt.Errorf("nfqdelay: id %q: only letters, digits, '-', '_' and '.'", opt.ID)
 		}
 	}
-	tag := TagPrefix + opt.ID
+	tag := TagPrefix + owner.Self() + "-" + opt.ID
 	if len(tag) > 255 {
 		return nil, errors.New("nfqdelay: id too long")
 	}
@@ -400,9 +413,81 @@ func Start(opt Options) (*Delayer, error) {
 		d.probe.sender.Add(1)
 		go d.sendProbes()
 	}
-	d.lease = time.AfterFunc(opt.Lease, func() { _, _ = d.Stop() })
+	d.lease = time.AfterFunc(opt.Lease, func() { d.stopBecause(errLeaseOver) })
 	d.ruleMu.Unlock()
+	if opt.RuleCheck > 0 {
+		go d.checkRule()
+	}
 	return d, nil
+}
+
+var errLeaseOver = errors.New("nfqdelay: its own lease ran out")
+
+// stopBecause stops the Delayer by itself, recording why (see Cause).
+func (d *Delayer) stopBecause(cause error) {
+	d.mu.Lock()
+	if d.stopCause == nil {
+		d.stopCause = cause
+	}
+	d.mu.Unlock()
+	_, _ = d.Stop()
+}
+
+// Cause is why the Delayer stopped by itself (its lease ran out, or
+// ErrRuleGone); nil while it runs or when Stop stopped it.
+func (d *Delayer) Cause() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stopCause
+}
+
+// checkRule stops the Delayer with ErrRuleGone once its rule is missing.
+func (d *Delayer) checkRule() {
+	t := time.NewTicker(d.opt.RuleCheck)
+	defer t.Stop()
+	args := append([]string{"-t", "filter", "-C", d.chain}, d.spec...)
+	for {
+		select {
+		case <-d.stopCh:
+			return
+		case <-t.C:
+		}
+		d.ruleMu.Lock()
+		if d.ruleGo {
+			d.ruleMu.Unlock()
+			return
+		}
+		_, err := d.iptables(args...)
+		// Exit status 1 is "no such rule"; others (a lock timeout) are
+		// retried at the next tick.
+		gone := noSuchRule(err)
+		if gone {
+			d.ruleAdded = false // nothing for Stop to delete
+		}
+		d.ruleMu.Unlock()
+		if gone {
+			d.stopBecause(ErrRuleGone)
+			return
+		}
+	}
+}
+
+// noSuchRule reports an iptables exit status 1: the rule to check or
+// delete does not exist.
+func noSuchRule(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 1
+}
+
+// Overdue is how long the oldest held packet is past its due time: a
+// scheduler that stopped releasing (a hang) shows here; 0 when it keeps up.
+func (d *Delayer) Overdue(now time.Time) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopping || d.head == len(d.fifo) {
+		return 0
+	}
+	return max(0, now.Sub(d.fifo[d.head].due))
 }
 
 // Tag is the comment of the Delayer's rule.
@@ -690,7 +775,10 @@ func (d *Delayer) Stop() (Stats, error) {
 			}
 		}
 		if d.probe != nil && d.probe.added {
-			if _, err := d.iptables(append([]string{"-t", "filter", "-D", "OUTPUT"}, d.probe.spec...)...); err != nil {
+			// Whoever deleted the link's rule (the hang watchdog) took the
+			// probe's, which carries the same tag, with it.
+			if _, err := d.iptables(append([]string{"-t", "filter", "-D", "OUTPUT"}, d.probe.spec...)...); err != nil &&
+				!(noSuchRule(err) && errors.Is(d.Cause(), ErrRuleGone)) {
 				errs = append(errs, err)
 			}
 		}

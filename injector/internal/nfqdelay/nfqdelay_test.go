@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -434,6 +435,9 @@ func TestKill9FailOpen(t *testing.T) {
 	if after > 2*time.Millisecond {
 		t.Errorf("packets still delayed after the kill: median %v", after)
 	}
+	// A live Delayer of this process (another port) beside the dead child's
+	// rule: SweepStale removes the child's only.
+	live := tb.start(t, Options{Queue: 8, Match: Match{Proto: "udp", DstPort: tb.port + 1}})
 	var left, removed, remain int
 	if err := tb.cli.Run(func() error {
 		rules, err := Rules(TagPrefix)
@@ -441,17 +445,52 @@ func TestKill9FailOpen(t *testing.T) {
 			return err
 		}
 		left = len(rules)
-		if removed, err = Sweep(TagPrefix); err != nil {
+		if removed, err = SweepStale(); err != nil {
 			return err
 		}
 		rules, err = Rules(TagPrefix)
 		remain = len(rules)
+		for _, r := range rules {
+			if r.Tag != live.Tag() {
+				t.Errorf("rule %q survived the sweep", r.Tag)
+			}
+		}
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("stale rules: %d before Sweep, %d removed, %d remain", left, removed, remain)
-	if left != 1 || removed != 1 || remain != 0 {
-		t.Errorf("want 1 stale rule, 1 removed, 0 remaining; got %d, %d, %d", left, removed, remain)
+	t.Logf("rules: %d before SweepStale, %d removed, %d remain (the live one)", left, removed, remain)
+	if left != 2 || removed != 1 || remain != 1 {
+		t.Errorf("want 2 rules, 1 stale removed, the live one remaining; got %d, %d, %d", left, removed, remain)
+	}
+}
+
+// TestRuleGoneStops: a Delayer whose rule someone else deletes stops by
+// itself with ErrRuleGone, within a couple of checks, and its Stop does not
+// fail for the missing rule.
+func TestRuleGoneStops(t *testing.T) {
+	tb := newTestbed(t)
+	d := tb.start(t, Options{Delay: Constant(3 * time.Millisecond), RuleCheck: 100 * time.Millisecond})
+	if err := tb.cli.Run(func() error {
+		if n, err := SweepStale(); err != nil || n != 0 {
+			return fmt.Errorf("SweepStale removed %d live rules (%v)", n, err)
+		}
+		_, err := Sweep(d.Tag())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	select {
+	case <-d.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the Delayer still runs 2 s after its rule was deleted")
+	}
+	t.Logf("stopped %v after its rule was deleted: %v", time.Since(deleted).Round(time.Millisecond), d.Cause())
+	if !errors.Is(d.Cause(), ErrRuleGone) {
+		t.Errorf("Cause() = %v, want ErrRuleGone", d.Cause())
+	}
+	if _, err := d.Stop(); err != nil {
+		t.Errorf("Stop after the rule went: %v", err)
 	}
 }

@@ -23,19 +23,20 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                            metric.Meter
-	mu                               sync.Mutex
-	registrations                    []metric.Registration
-	ProcessorCausalpathAbstained     metric.Int64Counter
-	ProcessorCausalpathBuffered      metric.Int64UpDownCounter
-	ProcessorCausalpathInferred      metric.Int64Counter
-	ProcessorCausalpathLeftOrphan    metric.Int64Counter
-	ProcessorCausalpathOrphans       metric.Int64Counter
-	ProcessorCausalpathReleasedEarly metric.Int64Counter
-	ProcessorCausalpathSkipped       metric.Int64Counter
-	ProcessorCausalpathSpansReceived metric.Int64Counter
-	ProcessorCausalpathSpansReleased metric.Int64Counter
-	ProcessorCausalpathUnresolved    metric.Int64Counter
+	meter                                 metric.Meter
+	mu                                    sync.Mutex
+	registrations                         []metric.Registration
+	ProcessorCausalpathAbstained          metric.Int64Counter
+	ProcessorCausalpathBuffered           metric.Int64UpDownCounter
+	ProcessorCausalpathInferred           metric.Int64Counter
+	ProcessorCausalpathLeftOrphan         metric.Int64Counter
+	ProcessorCausalpathOrphans            metric.Int64Counter
+	ProcessorCausalpathReleasedEarly      metric.Int64Counter
+	ProcessorCausalpathReleasedUnstitched metric.Int64Counter
+	ProcessorCausalpathSkipped            metric.Int64Counter
+	ProcessorCausalpathSpansReceived      metric.Int64Counter
+	ProcessorCausalpathSpansReleased      metric.Int64Counter
+	ProcessorCausalpathUnresolved         metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -100,6 +101,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ProcessorCausalpathReleasedEarly, err = builder.meter.Int64Counter(
 		"otelcol_processor_causalpath_released_early",
 		metric.WithDescription("Spans released before `wait` because the buffer held max_spans; they are stitched with the context at hand and forwarded, not lost. [Development]"),
+		metric.WithUnit("{spans}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorCausalpathReleasedUnstitched, err = builder.meter.Int64Counter(
+		"otelcol_processor_causalpath_released_unstitched",
+		metric.WithDescription("Spans forwarded at once without inference because their batch alone was larger than max_bytes. [Development]"),
 		metric.WithUnit("{spans}"),
 	)
 	errs = errors.Join(errs, err)

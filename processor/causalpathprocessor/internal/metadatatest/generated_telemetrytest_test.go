@@ -25,6 +25,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorCausalpathLeftOrphan.Add(context.Background(), 1)
 	tb.ProcessorCausalpathOrphans.Add(context.Background(), 1)
 	tb.ProcessorCausalpathReleasedEarly.Add(context.Background(), 1)
+	tb.ProcessorCausalpathReleasedUnstitched.Add(context.Background(), 1)
 	tb.ProcessorCausalpathSkipped.Add(context.Background(), 1)
 	tb.ProcessorCausalpathSpansReceived.Add(context.Background(), 1)
 	tb.ProcessorCausalpathSpansReleased.Add(context.Background(), 1)
@@ -45,6 +46,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorCausalpathReleasedEarly(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorCausalpathReleasedUnstitched(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorCausalpathSkipped(t, testTel,
