@@ -20,7 +20,7 @@ type Sample struct {
 	Ms          float64
 }
 
-// ReadSamples reads the sample file of FORMATS.md §7:
+// ReadSamples reads the sample file of docs/formats.md §7:
 //
 //	timestamp,transaction,response_time_ms
 //	1661140374.351773,PutBid,229.4
