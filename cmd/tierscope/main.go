@@ -25,6 +25,7 @@ const (
   stitch     infer lost parents of OTLP spans and tag their causal paths (docs/formats.md §4)
   summary    print the costliest causal paths and the service graph of OTLP spans
   inject     start, inspect, renew or stop a perturbation lease on an injector
+  experiment start, follow or abort a gradient experiment of the perfmodel exporter
   workfactor estimate the CPU work factor of each request flow (docs/formats.md §5)
   signature  compute or compare application signatures (docs/formats.md §6)
   gradient   plan (train) or measure a spectral resource gradient (docs/formats.md §7)
@@ -52,6 +53,7 @@ var commands = []command{
 	{"stitch", runStitch},
 	{"summary", runSummary},
 	{"inject", runInject},
+	{"experiment", runExperiment},
 	{"workfactor", runWorkfactor},
 	{"signature", runSignature},
 	{"gradient", runGradient},

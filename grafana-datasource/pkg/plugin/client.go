@@ -51,13 +51,14 @@ func (e *APIError) errorSource() backend.ErrorSource {
 func NewAPIClient(baseURL, token string, timeout time.Duration) (*APIClient, error) {
 	baseURL = strings.TrimSpace(baseURL)
 	if baseURL == "" {
-		return nil, errors.New("the Tierscope API URL is not set: enter it in the datasource settings, e.g. http://localhost:8890")
+		return nil, errors.New("the Tierscope API URL is not set: enter it in the datasource settings, e.g. http://localhost:8790")
 	}
 	parsed, err := url.Parse(baseURL)
 	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
 		return nil, fmt.Errorf("the Tierscope API URL %q is not an http(s) URL", baseURL)
 	}
-	parsed.Path = strings.TrimRight(parsed.Path, "/")
+	parsed.Path = api.Root(parsed.Path)
+	parsed.RawPath = ""
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}

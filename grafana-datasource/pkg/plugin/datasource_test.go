@@ -576,3 +576,20 @@ func TestAPanicBecomesAFrameError(t *testing.T) {
 		t.Errorf("error source %v", r.ErrorSource)
 	}
 }
+
+// The exporter's README prints the API as http://host:8790/api/v1/; a URL
+// entered that way, or without /api/v1, or with trailing slashes, must reach the
+// same endpoints rather than /api/v1/api/v1/health.
+func TestURLWithOrWithoutTheAPIVersion(t *testing.T) {
+	fake := &fakeAPI{}
+	server := startFakeAPI(t, fake)
+	for _, base := range []string{server.URL, server.URL + "/", server.URL + "/api/v1", server.URL + "/api/v1/", server.URL + "/api/v1//"} {
+		res, _ := newTestDatasource(t, base, "").CheckHealth(context.Background(), &backend.CheckHealthRequest{})
+		if res.Status != backend.HealthStatusOk {
+			t.Errorf("URL %q: %v %q", base, res.Status, res.Message)
+		}
+	}
+	if got := fake.lastRequest(t, api.PathHealth).URL.Path; got != api.PathHealth {
+		t.Errorf("health requested at %q, want %q", got, api.PathHealth)
+	}
+}

@@ -52,12 +52,12 @@ function renderConfig(initial: Settings) {
 describe('ConfigEditor', () => {
   it('stores the URL and timeout in the settings and the token in secureJsonData', () => {
     const changes = renderConfig(settings());
-    fireEvent.change(screen.getByTestId('tierscope-url'), { target: { value: 'http://perfmodel:8890' } });
+    fireEvent.change(screen.getByTestId('tierscope-url'), { target: { value: 'http://perfmodel:8790' } });
     fireEvent.change(screen.getByTestId('tierscope-token'), { target: { value: 's3cret' } });
     fireEvent.change(screen.getByTestId('tierscope-timeout'), { target: { value: '12' } });
 
     const last = changes.at(-1)!;
-    expect(last.url).toBe('http://perfmodel:8890');
+    expect(last.url).toBe('http://perfmodel:8790');
     expect(last.secureJsonData).toEqual({ apiToken: 's3cret' });
     expect(last.jsonData).toEqual({ timeoutSeconds: 12 });
     expect(JSON.stringify(last.jsonData)).not.toContain('s3cret');

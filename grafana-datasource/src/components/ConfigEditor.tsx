@@ -18,7 +18,7 @@ export function ConfigEditor({ options, onOptionsChange }: Props) {
       <InlineField
         label="URL"
         labelWidth={LABEL_WIDTH}
-        tooltip="The exporter's HTTP API root, e.g. http://perfmodel:8890"
+        tooltip="The exporter's HTTP API root, e.g. http://perfmodel:8790"
         htmlFor="tierscope-url"
         required
       >
@@ -26,7 +26,7 @@ export function ConfigEditor({ options, onOptionsChange }: Props) {
           id="tierscope-url"
           data-testid="tierscope-url"
           width={40}
-          placeholder="http://localhost:8890"
+          placeholder="http://localhost:8790"
           value={options.url ?? ''}
           onChange={(e: ChangeEvent<HTMLInputElement>) => onOptionsChange({ ...options, url: e.currentTarget.value })}
         />

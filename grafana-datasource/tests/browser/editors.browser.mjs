@@ -138,11 +138,11 @@ try {
   });
 
   await check('the config editor keeps the URL in settings and the token in secureJsonData', async () => {
-    await page.getByTestId('tierscope-url').fill('http://perfmodel:8890');
+    await page.getByTestId('tierscope-url').fill('http://perfmodel:8790');
     await page.getByTestId('tierscope-token').fill('s3cret-token');
     await page.getByTestId('tierscope-timeout').fill('15');
     const options = await optionsJSON();
-    assert(options.url === 'http://perfmodel:8890', `url ${options.url}`);
+    assert(options.url === 'http://perfmodel:8790', `url ${options.url}`);
     assert(options.secureJsonData?.apiToken === 's3cret-token', 'token not in secureJsonData');
     assert(options.jsonData.timeoutSeconds === 15, 'timeout not in jsonData');
     assert(!JSON.stringify(options.jsonData).includes('s3cret'), 'the token leaked into jsonData');
