@@ -154,8 +154,10 @@ type resourceOption struct {
 	Description string `json:"description,omitempty"`
 }
 
-// CallResource serves the query editor's dropdowns from /api/v1/catalog:
-// services, transactions[?service], versions[?service], links and machines.
+// CallResource serves the query editor's dropdowns and the dashboard's
+// variables from /api/v1/catalog: services[?versioned=true] (only those with
+// two versions or more), transactions[?service], versions[?service], links
+// and machines.
 // `from` and `to` pass through to the catalog.
 func (d *Datasource) CallResource(ctx context.Context, req *backend.CallResourceRequest, sender backend.CallResourceResponseSender) error {
 	if d.configErr != nil {
@@ -189,7 +191,21 @@ func (d *Datasource) CallResource(ctx context.Context, req *backend.CallResource
 		}
 		return sendJSON(sender, status, api.ErrorResponse{Error: err.Error()})
 	}
-	return sendJSON(sender, http.StatusOK, catalogOptions(catalog, resource, strings.TrimSpace(query.Get("service"))))
+	service := strings.TrimSpace(query.Get("service"))
+	if service == allValue {
+		service = ""
+	}
+	if resource == "services" && query.Get("versioned") == "true" {
+		// The services a comparison can be made on: two versions or more.
+		kept := catalog.Services[:0]
+		for _, s := range catalog.Services {
+			if len(s.Versions) >= 2 {
+				kept = append(kept, s)
+			}
+		}
+		catalog.Services = kept
+	}
+	return sendJSON(sender, http.StatusOK, catalogOptions(catalog, resource, service))
 }
 
 // catalogOptions lists one resource of the catalog as sorted, distinct options;

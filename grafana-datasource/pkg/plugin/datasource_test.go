@@ -108,6 +108,30 @@ func stringColumn(t *testing.T, frame *data.Frame, name string) []string {
 	return values
 }
 
+// wantNotice checks that r succeeded without rows and that a frame carries a
+// notice with every fragment, which Grafana shows on the panel.
+func wantNotice(t *testing.T, r backend.DataResponse, fragments ...string) {
+	t.Helper()
+	frames := mustSucceed(t, r)
+	if hasRows(frames) {
+		t.Fatalf("want no rows and a notice, got rows")
+	}
+	var notices []string
+	for _, f := range frames {
+		if f.Meta != nil {
+			for _, n := range f.Meta.Notices {
+				notices = append(notices, n.Text)
+			}
+		}
+	}
+	text := strings.Join(notices, "\n")
+	for _, fragment := range fragments {
+		if !strings.Contains(text, fragment) {
+			t.Errorf("notices %q do not contain %q", text, fragment)
+		}
+	}
+}
+
 func wantErrorContaining(t *testing.T, r backend.DataResponse, fragments ...string) {
 	t.Helper()
 	if r.Error == nil {
@@ -313,7 +337,9 @@ func TestSignaturesAndComparisonTables(t *testing.T) {
 		t.Errorf("verdict %v", verdict.At(1))
 	}
 
-	wantErrorContaining(t, runOne(t, ds, QueryModel{QueryType: QueryTypeCompare, Service: "frontend"}), "a base version", "a candidate version")
+	// Without versions there is nothing to ask the API: a notice lists the versions seen.
+	wantNotice(t, runOne(t, ds, QueryModel{QueryType: QueryTypeCompare, Service: "frontend"}), "choose a base and a candidate version of frontend")
+	wantNotice(t, runOne(t, ds, QueryModel{QueryType: QueryTypeCompare}), "choose a service")
 }
 
 func TestGradientsExperimentsAndPredict(t *testing.T) {

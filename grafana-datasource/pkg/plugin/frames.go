@@ -357,25 +357,19 @@ func signaturesFrame(doc api.Signatures, executedQuery string) *data.Frame {
 
 // queryCompare sets a candidate version's signature against a base version's.
 func queryCompare(ctx context.Context, client *APIClient, model QueryModel) (data.Frames, error) {
-	var missing []string
-	if strings.TrimSpace(model.Service) == "" {
-		missing = append(missing, "a service")
-	}
-	if strings.TrimSpace(model.BaseVersion) == "" {
-		missing = append(missing, "a base version")
-	}
-	if strings.TrimSpace(model.CandidateVersion) == "" {
-		missing = append(missing, "a candidate version")
-	}
-	if len(missing) > 0 {
-		return nil, invalidQuery("the signature comparison needs %s", strings.Join(missing, ", "))
-	}
 	params := url.Values{}
 	setIfNotEmpty(params, "service", model.Service)
 	setIfNotEmpty(params, "base", model.BaseVersion)
 	setIfNotEmpty(params, "candidate", model.CandidateVersion)
+	if notice := compareNotice(ctx, client, model); notice != "" {
+		return noticeFrame("comparison", executed(api.PathCompare, params), notice), nil
+	}
 	var doc api.Comparison
 	if err := client.get(ctx, api.PathCompare, params, &doc); err != nil {
+		if reason, ok := modelNotYetAvailable(err); ok {
+			return noticeFrame("comparison", executed(api.PathCompare, params), reason+
+				"; a version's signature needs several windows of its requests over enough CPU utilization buckets"), nil
+		}
 		return nil, err
 	}
 	return data.Frames{comparisonFrame(doc, executed(api.PathCompare, params))}, nil
@@ -479,7 +473,9 @@ func queryPredict(ctx context.Context, client *APIClient, model QueryModel) (dat
 	for i, change := range model.Changes {
 		element := strings.TrimSpace(change.Element)
 		if element == "" {
-			return nil, invalidQuery("what-if change %d has no element; use link:<source>-><target>, frequency:<machine> or capacity:<machine>", i+1)
+			// A dashboard's link variable is empty while the service graph has no link.
+			return noticeFrame("prediction", "POST "+api.PathPredict, fmt.Sprintf("what-if change %d has no element: choose a link:<source>-><target>, "+
+				"frequency:<machine> or capacity:<machine> (the service graph has links once spans of calls between services arrive)", i+1)), nil
 		}
 		if !strings.HasPrefix(element, "link:") && !strings.HasPrefix(element, "frequency:") && !strings.HasPrefix(element, "capacity:") {
 			return nil, invalidQuery("what-if change %d: element %q must start with link:, frequency: or capacity:", i+1, element)
@@ -489,15 +485,21 @@ func queryPredict(ctx context.Context, client *APIClient, model QueryModel) (dat
 	if len(req.Changes) == 0 {
 		return nil, invalidQuery("the what-if prediction needs at least one change, e.g. link:app->db +20 ms")
 	}
-	var doc api.Prediction
-	if err := client.post(ctx, api.PathPredict, req, &doc); err != nil {
-		return nil, err
-	}
 	var described []string
 	for _, c := range req.Changes {
 		described = append(described, fmt.Sprintf("%s %+g", c.Element, c.Delta))
 	}
-	return data.Frames{predictionFrame(doc, "POST "+api.PathPredict+" "+strings.Join(described, ", "))}, nil
+	executedQuery := "POST " + api.PathPredict + " " + strings.Join(described, ", ")
+	var doc api.Prediction
+	if err := client.post(ctx, api.PathPredict, req, &doc); err != nil {
+		if reason, ok := modelNotYetAvailable(err); ok {
+			return noticeFrame("prediction", executedQuery, fmt.Sprintf("%s: no gradient measured on %s yet; start an experiment with "+
+				"`tierscope experiment start --element '%s' --wait` (or POST /api/v1/experiments); the Experiments panel follows its progress",
+				reason, req.Changes[0].Element, req.Changes[0].Element)), nil
+		}
+		return nil, err
+	}
+	return data.Frames{predictionFrame(doc, executedQuery)}, nil
 }
 
 func predictionFrame(doc api.Prediction, executedQuery string) *data.Frame {

@@ -58,6 +58,20 @@ type QueryModel struct {
 	Changes []api.Change `json:"changes,omitempty"`
 }
 
+// allValue is what a dashboard variable set to "All" stands for (its allValue):
+// no filter.
+const allValue = "*"
+
+// withoutAll clears the filters a dashboard variable set to "All".
+func (m QueryModel) withoutAll() QueryModel {
+	for _, f := range []*string{&m.Service, &m.Transaction, &m.Machine, &m.Version, &m.BaseVersion, &m.CandidateVersion, &m.Element} {
+		if strings.TrimSpace(*f) == allValue {
+			*f = ""
+		}
+	}
+	return m
+}
+
 // runQuery answers one query. It never panics: a failure, even a bug, becomes
 // the response's error with a message meant for the operator.
 func runQuery(ctx context.Context, client *APIClient, queryType string, timeRange backend.TimeRange, model QueryModel) (resp backend.DataResponse) {
@@ -75,6 +89,7 @@ func runQuery(ctx context.Context, client *APIClient, queryType string, timeRang
 	if queryType == "" {
 		queryType = QueryTypePaths
 	}
+	model = model.withoutAll()
 	if client == nil {
 		return backend.ErrDataResponseWithSource(backend.StatusBadRequest, backend.ErrorSourceDownstream,
 			"the datasource is not configured: set the Tierscope API URL in its settings")
@@ -106,7 +121,7 @@ func runQuery(ctx context.Context, client *APIClient, queryType string, timeRang
 	if err != nil {
 		return errorResponse(err)
 	}
-	return backend.DataResponse{Frames: frames}
+	return backend.DataResponse{Frames: explainEmpty(queryType, frames)}
 }
 
 // errorResponse maps an error to a response, keeping API errors' HTTP status.
