@@ -55,8 +55,13 @@ export const DEFAULT_QUERY: Partial<TierscopeQuery> = {
 };
 
 /** jsonData of the datasource; the URL is the datasource's own url field. */
+export type TracesDatasourceType = 'tempo' | 'jaeger';
+
 export interface TierscopeOptions extends DataSourceJsonData {
   timeoutSeconds?: number;
+  /** A Tempo or Jaeger datasource the service graph links to. */
+  tracesDatasourceUid?: string;
+  tracesDatasourceType?: TracesDatasourceType;
 }
 
 /** secureJsonData: stored encrypted by Grafana, only ever sent to the backend. */

@@ -36,11 +36,16 @@ var (
 type Settings struct {
 	// TimeoutSeconds bounds each API call; 30 s when 0.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// TracesDatasourceUID names a Tempo or Jaeger datasource the node graph links to.
+	TracesDatasourceUID string `json:"tracesDatasourceUid,omitempty"`
+	// TracesDatasourceType is tempo or jaeger: how its queries are written.
+	TracesDatasourceType string `json:"tracesDatasourceType,omitempty"`
 }
 
 // Datasource is one configured instance of the plugin.
 type Datasource struct {
 	client *APIClient
+	links  graphLinks
 	// configErr is why client is nil; it is reported by every call.
 	configErr error
 }
@@ -54,9 +59,13 @@ func NewDatasource(_ context.Context, settings backend.DataSourceInstanceSetting
 			return &Datasource{configErr: fmt.Errorf("the datasource settings are not valid JSON: %w", err)}, nil
 		}
 	}
+	if err := validTracesType(jsonData.TracesDatasourceType); err != nil {
+		return &Datasource{configErr: err}, nil
+	}
 	timeout := time.Duration(jsonData.TimeoutSeconds) * time.Second
 	client, err := NewAPIClient(settings.URL, settings.DecryptedSecureJSONData[tokenKey], timeout)
-	return &Datasource{client: client, configErr: err}, nil
+	links := graphLinks{selfUID: settings.UID, tracesUID: jsonData.TracesDatasourceUID, tracesType: jsonData.TracesDatasourceType}
+	return &Datasource{client: client, links: links, configErr: err}, nil
 }
 
 // NewDatasourceForURL returns a datasource talking to baseURL, for tests and tools.
@@ -90,7 +99,7 @@ func (d *Datasource) QueryData(ctx context.Context, req *backend.QueryDataReques
 			response.Responses[q.RefID] = errorResponse(err)
 			continue
 		}
-		response.Responses[q.RefID] = runQuery(ctx, d.client, q.QueryType, q.TimeRange, model)
+		response.Responses[q.RefID] = runQuery(ctx, d.client, d.links, q.QueryType, q.TimeRange, model)
 	}
 	return response, nil
 }
@@ -102,7 +111,7 @@ func RunQuery(ctx context.Context, baseURL, token string, timeRange backend.Time
 	if err != nil {
 		return backend.ErrDataResponseWithSource(backend.StatusBadRequest, backend.ErrorSourceDownstream, err.Error())
 	}
-	return runQuery(ctx, client, model.QueryType, timeRange, model)
+	return runQuery(ctx, client, graphLinks{}, model.QueryType, timeRange, model)
 }
 
 // RunEveryQueryType runs template once per query type (QueryTypes), returning

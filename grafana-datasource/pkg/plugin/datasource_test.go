@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -277,9 +278,73 @@ func TestGraphEdgesCarryTheTransactionGradient(t *testing.T) {
 	frames = mustSucceed(t, runOne(t, ds, QueryModel{QueryType: QueryTypeGraph}))
 	edges = frameByName(t, frames, "edges")
 	mainstat, _ = edges.FieldByName("mainstat")
-	if mainstat.Config.DisplayName != "mean latency" || *mainstat.At(0).(*float64) != 31 {
+	if mainstat.Config.DisplayName != "mean latency (caller)" || *mainstat.At(0).(*float64) != 31 {
 		t.Errorf("edge mainstat without transaction: %q %v", mainstat.Config.DisplayName, mainstat.At(0))
 	}
+}
+
+// The service graph reads as Tempo's: rates and error percentages over the
+// range, the caller's latency on edges, databases and async edges told apart,
+// and links to the paths and, when configured, to the traces.
+func TestServiceGraphRatesKindsAndLinks(t *testing.T) {
+	server := startFakeAPI(t, &fakeAPI{})
+	settings := backend.DataSourceInstanceSettings{
+		UID: "tierscope-ds", URL: server.URL,
+		JSONData: []byte(`{"tracesDatasourceUid": "tempo-1", "tracesDatasourceType": "tempo"}`),
+	}
+	instance, err := NewDatasource(context.Background(), settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := mustSucceed(t, runOne(t, instance.(*Datasource), QueryModel{QueryType: QueryTypeGraph}))
+	nodes, edges := frameByName(t, frames, nodesFrameName), frameByName(t, frames, edgesFrameName)
+
+	// The fixture's range is an hour: 1000 requests are 0.278/s, 10 errors 1%.
+	rate := floatAt(t, nodes, "mainstat", 0)
+	if rate < 0.2777 || rate > 0.2778 {
+		t.Errorf("frontend rate %v/s, want 1000/3600", rate)
+	}
+	if pct := floatAt(t, nodes, "secondarystat", 0); pct != 1 {
+		t.Errorf("frontend errors %v%%, want 1", pct)
+	}
+	if got := stringColumn(t, nodes, "subtitle"); !slices.Equal(got, []string{"service", "service", "database", "service"}) {
+		t.Errorf("subtitles %v", got)
+	}
+	// Edges: the caller's mean latency, the rate, async edges dashed.
+	if got := floatAt(t, edges, "mainstat", 0); got != 31 {
+		t.Errorf("frontend->app latency %v, want the CLIENT spans' 31 ms", got)
+	}
+	if pct := floatAt(t, edges, "detail__error_pct", 1); pct != 0.15 {
+		t.Errorf("app->db errors %v%%, want 0.15", pct)
+	}
+	if got := stringColumn(t, edges, "strokeDasharray"); !slices.Equal(got, []string{"", "", "6 4"}) {
+		t.Errorf("dash arrays %v: only the async edge is dashed", got)
+	}
+	// Links: paths through this datasource, traces in Tempo.
+	id, _ := nodes.FieldByName("id")
+	if id.Config == nil || len(id.Config.Links) != 2 {
+		t.Fatalf("node links %+v", id.Config)
+	}
+	paths, traces := id.Config.Links[0], id.Config.Links[1]
+	if paths.Internal.DatasourceUID != "tierscope-ds" || paths.Internal.Query.(map[string]any)["queryType"] != QueryTypePaths {
+		t.Errorf("paths link %+v", paths.Internal)
+	}
+	if traces.Internal.DatasourceUID != "tempo-1" || !strings.Contains(traces.Internal.Query.(map[string]any)["query"].(string), "resource.service.name") {
+		t.Errorf("traces link %+v", traces.Internal)
+	}
+	edgeID, _ := edges.FieldByName("id")
+	if edgeID.Config == nil || len(edgeID.Config.Links) != 2 || !strings.Contains(edgeID.Config.Links[1].Internal.Query.(map[string]any)["query"].(string), "} > {") {
+		t.Errorf("edge links %+v", edgeID.Config)
+	}
+
+	// Without a traces datasource only the paths link remains; a wrong type is a configuration error.
+	instance, _ = NewDatasource(context.Background(), backend.DataSourceInstanceSettings{UID: "x", URL: server.URL})
+	frames = mustSucceed(t, runOne(t, instance.(*Datasource), QueryModel{QueryType: QueryTypeGraph}))
+	if id, _ := frameByName(t, frames, nodesFrameName).FieldByName("id"); len(id.Config.Links) != 1 {
+		t.Errorf("links without a traces datasource: %+v", id.Config.Links)
+	}
+	instance, _ = NewDatasource(context.Background(), backend.DataSourceInstanceSettings{URL: server.URL, JSONData: []byte(`{"tracesDatasourceType": "zipkin"}`)})
+	wantErrorContaining(t, runOne(t, instance.(*Datasource), QueryModel{QueryType: QueryTypeGraph}), "zipkin", "tempo or jaeger")
 }
 
 func TestWorkFactorsAreTimeSeries(t *testing.T) {
@@ -596,7 +661,7 @@ func TestAPanicBecomesAFrameError(t *testing.T) {
 	base, _ := url.Parse("http://127.0.0.1:1")
 	// A client without an HTTP client dereferences nil: the guard must turn that into an error.
 	broken := &APIClient{baseURL: base}
-	r := runQuery(context.Background(), broken, QueryTypeExperiments, testRange, QueryModel{})
+	r := runQuery(context.Background(), broken, graphLinks{}, QueryTypeExperiments, testRange, QueryModel{})
 	wantErrorContaining(t, r, "internal error while running the experiments query")
 	if r.ErrorSource != backend.ErrorSourcePlugin {
 		t.Errorf("error source %v", r.ErrorSource)

@@ -408,7 +408,7 @@ func TestAgainstTheRealExporter(t *testing.T) {
 				t.Errorf("no service node %q among %v", want, ids)
 			}
 		}
-		requests, _ := nodes.FieldByName("secondarystat")
+		requests, _ := nodes.FieldByName("detail__requests")
 		if web := slices.Index(ids, "web"); requests.At(web).(int64) != int64(load.traces) {
 			t.Errorf("web served %v requests, %d were sent", requests.At(web), load.traces)
 		}

@@ -60,10 +60,12 @@ func (f *fakeAPI) documents() map[string]any {
 				{ID: "frontend", Requests: 1000, Errors: 10, LatencyMs: fixtureQuantiles(40)},
 				{ID: "app", Requests: 900, Errors: 0, LatencyMs: fixtureQuantiles(30)},
 				{ID: "db", Requests: 2000},
+				{ID: "worker", Requests: 360, LatencyMs: fixtureQuantiles(8)},
 			},
 			Edges: []api.GraphEdge{
 				{ID: "frontend->app", Source: "frontend", Target: "app", Kind: "sync", Requests: 900, LatencyMs: fixtureQuantiles(31), Gradient: ptr(1.02)},
 				{ID: "app->db", Source: "app", Target: "db", Kind: "database", Requests: 2000, Errors: 3, LatencyMs: fixtureQuantiles(5)},
+				{ID: "app->worker", Source: "app", Target: "worker", Kind: "async", Requests: 360, LatencyMs: fixtureQuantiles(12)},
 			},
 		},
 		api.PathCatalog: api.Catalog{

@@ -74,7 +74,7 @@ func (m QueryModel) withoutAll() QueryModel {
 
 // runQuery answers one query. It never panics: a failure, even a bug, becomes
 // the response's error with a message meant for the operator.
-func runQuery(ctx context.Context, client *APIClient, queryType string, timeRange backend.TimeRange, model QueryModel) (resp backend.DataResponse) {
+func runQuery(ctx context.Context, client *APIClient, links graphLinks, queryType string, timeRange backend.TimeRange, model QueryModel) (resp backend.DataResponse) {
 	defer func() {
 		if r := recover(); r != nil {
 			log.DefaultLogger.Error("query panicked", "queryType", queryType, "panic", r, "stack", string(debug.Stack()))
@@ -101,7 +101,7 @@ func runQuery(ctx context.Context, client *APIClient, queryType string, timeRang
 	case QueryTypePaths:
 		frames, err = queryPaths(ctx, client, timeRange, model)
 	case QueryTypeGraph:
-		frames, err = queryGraph(ctx, client, timeRange, model)
+		frames, err = queryGraph(ctx, client, links, timeRange, model)
 	case QueryTypeWorkFactors:
 		frames, err = queryWorkFactors(ctx, client, timeRange, model)
 	case QueryTypeSignatures:

@@ -70,4 +70,15 @@ describe('ConfigEditor', () => {
     expect(changes.at(-1)?.secureJsonFields).toEqual({ apiToken: false });
     expect(changes.at(-1)?.secureJsonData).toEqual({ apiToken: '' });
   });
+
+  it('keeps a traces datasource for the service graph links, Tempo unless Jaeger is chosen', () => {
+    const changes = renderConfig(settings({ url: 'http://x' }));
+    expect(screen.queryByRole('radio', { name: 'Jaeger' })).toBeNull();
+    fireEvent.change(screen.getByTestId('tierscope-traces-uid'), { target: { value: ' tempo-1 ' } });
+    expect(changes.at(-1)?.jsonData).toEqual({ tracesDatasourceUid: 'tempo-1', tracesDatasourceType: 'tempo' });
+    fireEvent.click(screen.getByRole('radio', { name: 'Jaeger' }));
+    expect(changes.at(-1)?.jsonData).toEqual({ tracesDatasourceUid: 'tempo-1', tracesDatasourceType: 'jaeger' });
+    fireEvent.change(screen.getByTestId('tierscope-traces-uid'), { target: { value: '' } });
+    expect(changes.at(-1)?.jsonData).toEqual({});
+  });
 });
