@@ -49,6 +49,18 @@ func (e *APIError) errorSource() backend.ErrorSource {
 // NewAPIClient checks the base URL and returns a client for it. The token is
 // sent as a bearer token when it is not empty.
 func NewAPIClient(baseURL, token string, timeout time.Duration) (*APIClient, error) {
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	return newAPIClient(baseURL, token, &http.Client{Timeout: timeout})
+}
+
+// defaultTimeout bounds an API call when the settings give none.
+const defaultTimeout = 30 * time.Second
+
+// newAPIClient is NewAPIClient over a given HTTP client (Grafana's, with the
+// datasource's TLS, CA, headers and proxy settings).
+func newAPIClient(baseURL, token string, httpClient *http.Client) (*APIClient, error) {
 	baseURL = strings.TrimSpace(baseURL)
 	if baseURL == "" {
 		return nil, errors.New("the Tierscope API URL is not set: enter it in the datasource settings, e.g. http://localhost:8790")
@@ -59,10 +71,7 @@ func NewAPIClient(baseURL, token string, timeout time.Duration) (*APIClient, err
 	}
 	parsed.Path = api.Root(parsed.Path)
 	parsed.RawPath = ""
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	return &APIClient{baseURL: parsed, token: token, http: &http.Client{Timeout: timeout}}, nil
+	return &APIClient{baseURL: parsed, token: token, http: httpClient}, nil
 }
 
 // get fetches path with query parameters and decodes the JSON answer into out.

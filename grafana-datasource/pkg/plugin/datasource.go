@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grafana/grafana-plugin-sdk-go/backend"
+	"github.com/grafana/grafana-plugin-sdk-go/backend/httpclient"
 	"github.com/grafana/grafana-plugin-sdk-go/backend/instancemgmt"
 
 	"github.com/tierscope/tierscope/internal/api"
@@ -52,7 +53,7 @@ type Datasource struct {
 
 // NewDatasource is the instance factory Grafana calls with each configuration.
 // A bad configuration is not fatal: the error is shown on health checks and queries.
-func NewDatasource(_ context.Context, settings backend.DataSourceInstanceSettings) (instancemgmt.Instance, error) {
+func NewDatasource(ctx context.Context, settings backend.DataSourceInstanceSettings) (instancemgmt.Instance, error) {
 	var jsonData Settings
 	if len(settings.JSONData) > 0 {
 		if err := json.Unmarshal(settings.JSONData, &jsonData); err != nil {
@@ -62,8 +63,25 @@ func NewDatasource(_ context.Context, settings backend.DataSourceInstanceSetting
 	if err := validTracesType(jsonData.TracesDatasourceType); err != nil {
 		return &Datasource{configErr: err}, nil
 	}
+	// Grafana's HTTP client: the TLS (client certificate, CA, skip verify,
+	// server name), custom header and proxy settings of the datasource.
+	opts, err := settings.HTTPClientOptions(ctx)
+	if err != nil {
+		return &Datasource{configErr: fmt.Errorf("the datasource's HTTP settings: %w", err)}, nil
+	}
 	timeout := time.Duration(jsonData.TimeoutSeconds) * time.Second
-	client, err := NewAPIClient(settings.URL, settings.DecryptedSecureJSONData[tokenKey], timeout)
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	if opts.Timeouts == nil {
+		opts.Timeouts = &httpclient.TimeoutOptions{}
+	}
+	opts.Timeouts.Timeout = timeout
+	httpClient, err := httpclient.New(opts)
+	if err != nil {
+		return &Datasource{configErr: fmt.Errorf("the datasource's HTTP client: %w", err)}, nil
+	}
+	client, err := newAPIClient(settings.URL, settings.DecryptedSecureJSONData[tokenKey], httpClient)
 	links := graphLinks{selfUID: settings.UID, tracesUID: jsonData.TracesDatasourceUID, tracesType: jsonData.TracesDatasourceType}
 	return &Datasource{client: client, links: links, configErr: err}, nil
 }

@@ -3,7 +3,9 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -682,5 +684,37 @@ func TestURLWithOrWithoutTheAPIVersion(t *testing.T) {
 	}
 	if got := fake.lastRequest(t, api.PathHealth).URL.Path; got != api.PathHealth {
 		t.Errorf("health requested at %q, want %q", got, api.PathHealth)
+	}
+}
+
+// The datasource's HTTP client is Grafana's: an HTTPS exporter whose CA is
+// given in the settings is trusted, and custom headers are sent.
+func TestTLSCAAndHeadersFromTheSettings(t *testing.T) {
+	fake := &fakeAPI{}
+	server := httptest.NewTLSServer(fake)
+	t.Cleanup(server.Close)
+	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}))
+
+	check := func(jsonData string, secure map[string]string) *backend.CheckHealthResult {
+		t.Helper()
+		instance, err := NewDatasource(context.Background(), backend.DataSourceInstanceSettings{
+			URL: server.URL + "/api/v1/", JSONData: []byte(jsonData), DecryptedSecureJSONData: secure,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := instance.(*Datasource).CheckHealth(context.Background(), &backend.CheckHealthRequest{})
+		return res
+	}
+	if res := check(`{}`, nil); res.Status != backend.HealthStatusError || !strings.Contains(res.Message, "certificate") {
+		t.Errorf("without the CA: %v %q", res.Status, res.Message)
+	}
+	res := check(`{"tlsAuthWithCACert": true, "httpHeaderName1": "X-Scope-OrgID", "timeoutSeconds": 5}`,
+		map[string]string{"tlsCACert": caPEM, "httpHeaderValue1": "tenant-7"})
+	if res.Status != backend.HealthStatusOk {
+		t.Fatalf("with the CA: %v %q", res.Status, res.Message)
+	}
+	if got := fake.lastRequest(t, api.PathHealth).Header.Get("X-Scope-OrgID"); got != "tenant-7" {
+		t.Errorf("custom header %q", got)
 	}
 }
