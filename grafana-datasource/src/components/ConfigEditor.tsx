@@ -6,7 +6,7 @@ import { TierscopeOptions, TierscopeSecureJsonData, TracesDatasourceType } from 
 
 type Props = DataSourcePluginOptionsEditorProps<TierscopeOptions, TierscopeSecureJsonData>;
 
-const LABEL_WIDTH = 20;
+const LABEL_WIDTH = 16;
 
 const TRACES_TYPES: Array<{ label: string; value: TracesDatasourceType }> = [
   { label: 'Tempo', value: 'tempo' },
@@ -30,7 +30,7 @@ export function ConfigEditor({ options, onOptionsChange }: Props) {
         <Input
           id="tierscope-url"
           data-testid="tierscope-url"
-          width={40}
+          width={30}
           placeholder="http://localhost:8790"
           value={options.url ?? ''}
           onChange={(e: ChangeEvent<HTMLInputElement>) => onOptionsChange({ ...options, url: e.currentTarget.value })}
@@ -45,7 +45,7 @@ export function ConfigEditor({ options, onOptionsChange }: Props) {
         <SecretInput
           id="tierscope-token"
           data-testid="tierscope-token"
-          width={40}
+          width={30}
           placeholder="bearer token"
           isConfigured={Boolean(secureJsonFields?.apiToken)}
           value={secureJsonData.apiToken ?? ''}
@@ -80,7 +80,7 @@ export function ConfigEditor({ options, onOptionsChange }: Props) {
         />
       </InlineField>
       <InlineField
-        label="Traces datasource"
+        label="Trace links"
         labelWidth={LABEL_WIDTH}
         tooltip="UID of a Tempo or Jaeger datasource: the service graph's nodes and edges link to their traces there"
         htmlFor="tierscope-traces-uid"
