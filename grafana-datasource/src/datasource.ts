@@ -25,6 +25,7 @@ const TEMPLATED_FIELDS = [
   'baseVersion',
   'candidateVersion',
   'element',
+  'experiment',
 ] as const;
 
 export class DataSource extends DataSourceWithBackend<TierscopeQuery, TierscopeOptions> {

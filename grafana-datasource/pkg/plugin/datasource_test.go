@@ -349,6 +349,50 @@ func TestServiceGraphRatesKindsAndLinks(t *testing.T) {
 	wantErrorContaining(t, runOne(t, instance.(*Datasource), QueryModel{QueryType: QueryTypeGraph}), "zipkin", "tempo or jaeger")
 }
 
+// A transaction's signature profile is latency against utilization, ascending;
+// an experiment's spectrum is its baseline noise by frequency, the injection
+// frequency marked.
+func TestProfilesAndSpectrum(t *testing.T) {
+	fake := &fakeAPI{}
+	ds := newTestDatasource(t, startFakeAPI(t, fake).URL, "")
+
+	frames := mustSucceed(t, runOne(t, ds, QueryModel{QueryType: QueryTypeProfile, Service: "frontend"}))
+	if len(frames) != 1 {
+		t.Fatalf("%d profile frames: one transaction of the fixture has a profile", len(frames))
+	}
+	util, _ := frames[0].FieldByName("utilization")
+	lat, _ := frames[0].FieldByName("front_latency_ms")
+	if util.Len() != 3 || util.At(0).(float64) != 0.1 || util.At(2).(float64) != 0.3 || lat.At(0).(float64) != 13 || lat.At(2).(float64) != 17 {
+		t.Errorf("profile %v / %v", util, lat)
+	}
+	if lat.Labels["transaction"] != "GET /checkout" || lat.Labels["version"] != "v2" {
+		t.Errorf("labels %v", lat.Labels)
+	}
+	wantNotice(t, runOne(t, ds, QueryModel{QueryType: QueryTypeProfile, Transaction: "GET /none"}), "no signature profile")
+
+	frames = mustSucceed(t, runOne(t, ds, QueryModel{QueryType: QueryTypeSpectrum}))
+	if got := fake.lastRequest(t, api.PathExperiments+"/exp-1"); got == nil {
+		t.Fatal("the newest experiment was not read")
+	}
+	spectrum := frameByName(t, frames, "spectrum")
+	if spectrum.Rows() != 4 {
+		t.Fatalf("spectrum of N = 8: want k = 1..4, got %d rows", spectrum.Rows())
+	}
+	if f := floatAt(t, spectrum, "frequency_hz", 1); f != 0.5 {
+		t.Errorf("k = 2 at %v Hz, want 2/(8·0.5 s) = 0.5", f)
+	}
+	if n := floatAt(t, spectrum, "noise_ms", 0); n != 10 {
+		t.Errorf("noise at k = 1: %v, want |6+8i| = 10", n)
+	}
+	chosen, _ := spectrum.FieldByName("chosen_ms")
+	if chosen.At(0).(*float64) != nil || chosen.At(1).(*float64) == nil || *chosen.At(1).(*float64) != 0.5 {
+		t.Errorf("the injection frequency is not marked at k_d = 2: %v %v", chosen.At(0), chosen.At(1))
+	}
+	if n := spectrum.Meta.Notices; len(n) != 1 || !strings.Contains(n[0].Text, "42%") && !strings.Contains(n[0].Text, "43%") {
+		t.Errorf("progress notice %v", n)
+	}
+}
+
 func TestWorkFactorsAreTimeSeries(t *testing.T) {
 	server := startFakeAPI(t, &fakeAPI{})
 	frames := mustSucceed(t, runOne(t, newTestDatasource(t, server.URL, ""), QueryModel{QueryType: QueryTypeWorkFactors, Machine: "host-a"}))

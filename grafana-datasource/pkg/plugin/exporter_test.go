@@ -550,7 +550,8 @@ func TestAgainstTheRealExporter(t *testing.T) {
 			t.Logf("%s: %s", title, o)
 		}
 		for _, title := range []string{"Causal paths", "Path patterns", "Work factors", "Signatures", "Gradients", "Experiments",
-			"Signature comparison · $compared $base → $candidate"} {
+			"Signature comparison · $compared $base → $candidate", "Signature profiles · latency against CPU utilization",
+			"Experiment progress"} {
 			if outcome[title] != "data" {
 				t.Errorf("panel %q: %s", title, outcome[title])
 			}

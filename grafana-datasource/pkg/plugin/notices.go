@@ -30,6 +30,9 @@ var emptyReasons = map[string]string{
 	QueryTypeGradients:   "no gradients measured yet: " + startExperimentHint,
 	QueryTypeExperiments: "no experiments yet: " + startExperimentHint,
 	QueryTypePredict:     "no prediction: the what-if needs a gradient measured on the changed element; " + startExperimentHint,
+	QueryTypeProfile: "no signature profile in this time range: a profile needs requests at the front service over several windows " +
+		"whose CPU utilization (hostmetrics) spreads over utilization buckets",
+	QueryTypeSpectrum: "no experiment yet, so no spectrum: " + startExperimentHint,
 }
 
 // addNotice attaches an informational notice to frame, which Grafana shows

@@ -28,12 +28,15 @@ const (
 	QueryTypeGradients   = "gradients"
 	QueryTypeExperiments = "experiments"
 	QueryTypePredict     = "predict"
+	QueryTypeProfile     = "profile"
+	QueryTypeSpectrum    = "spectrum"
 )
 
 // QueryTypes lists every query type in the order the editor shows them.
 var QueryTypes = []string{
 	QueryTypePaths, QueryTypeGraph, QueryTypeWorkFactors, QueryTypeSignatures,
 	QueryTypeCompare, QueryTypeGradients, QueryTypeExperiments, QueryTypePredict,
+	QueryTypeProfile, QueryTypeSpectrum,
 }
 
 // QueryModel is the JSON the query editor saves; which fields matter depends on QueryType.
@@ -56,6 +59,8 @@ type QueryModel struct {
 	Element string `json:"element,omitempty"`
 	// Changes are the what-if changes of predict.
 	Changes []api.Change `json:"changes,omitempty"`
+	// Experiment is the id whose spectrum is shown; the newest when empty.
+	Experiment string `json:"experiment,omitempty"`
 }
 
 // allValue is what a dashboard variable set to "All" stands for (its allValue):
@@ -64,7 +69,7 @@ const allValue = "*"
 
 // withoutAll clears the filters a dashboard variable set to "All".
 func (m QueryModel) withoutAll() QueryModel {
-	for _, f := range []*string{&m.Service, &m.Transaction, &m.Machine, &m.Version, &m.BaseVersion, &m.CandidateVersion, &m.Element} {
+	for _, f := range []*string{&m.Service, &m.Transaction, &m.Machine, &m.Version, &m.BaseVersion, &m.CandidateVersion, &m.Element, &m.Experiment} {
 		if strings.TrimSpace(*f) == allValue {
 			*f = ""
 		}
@@ -114,6 +119,10 @@ func runQuery(ctx context.Context, client *APIClient, links graphLinks, queryTyp
 		frames, err = queryExperiments(ctx, client)
 	case QueryTypePredict:
 		frames, err = queryPredict(ctx, client, model)
+	case QueryTypeProfile:
+		frames, err = queryProfiles(ctx, client, timeRange, model)
+	case QueryTypeSpectrum:
+		frames, err = querySpectrum(ctx, client, model)
 	default:
 		return backend.ErrDataResponseWithSource(backend.StatusBadRequest, backend.ErrorSourceDownstream,
 			fmt.Sprintf("unknown query type %q; choose one of %s", queryType, strings.Join(QueryTypes, ", ")))

@@ -209,7 +209,9 @@ export function QueryEditor({ query, onChange, onRunQuery, datasource }: Props) 
             tooltip={
               queryType === QueryType.Graph
                 ? 'Show this transaction’s link gradients on the edges'
-                : 'Only gradients of this transaction'
+                : queryType === QueryType.Profile
+                  ? 'Only this transaction’s profile'
+                  : 'Only gradients of this transaction'
             }
             field="transaction"
             value={query.transaction}
@@ -237,6 +239,17 @@ export function QueryEditor({ query, onChange, onRunQuery, datasource }: Props) 
             value={query.version}
             options={catalog.versions}
             placeholder="all versions"
+            onChange={setField}
+          />
+        )}
+        {fields.includes('experiment') && (
+          <TextChoice
+            label="Experiment"
+            tooltip="The experiment's id, e.g. from the Experiments table (the newest when empty)"
+            field="experiment"
+            value={query.experiment}
+            options={[]}
+            placeholder="newest"
             onChange={setField}
           />
         )}
