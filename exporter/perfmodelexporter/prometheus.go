@@ -41,6 +41,13 @@ var (
 	descServiceTime = prometheus.NewDesc("tierscope_service_time_seconds",
 		"Load-independent service time of each transaction over the last hour (paper 004).",
 		[]string{"service_name", "service_version", "transaction"}, nil)
+	gradientLabels = []string{"element", "transaction", "side"}
+	descGradient   = prometheus.NewDesc("tierscope_gradient",
+		"Newest measured d(response time of transaction)/d(element) (papers 000, 003); side is below or above the operating point of a capacity measured on both.",
+		gradientLabels, nil)
+	descGradientLower = prometheus.NewDesc("tierscope_gradient_ci95_lower", "Lower end of the gradient's 95% confidence interval.", gradientLabels, nil)
+	descGradientUpper = prometheus.NewDesc("tierscope_gradient_ci95_upper", "Upper end of the gradient's 95% confidence interval.", gradientLabels, nil)
+	descGradientSNR   = prometheus.NewDesc("tierscope_gradient_snr", "The gradient's spectral peak over the noise.", gradientLabels, nil)
 )
 
 // metricsTimeout bounds the store queries of one scrape.
@@ -63,7 +70,8 @@ type modelCollector struct{ e *engine }
 
 func (c modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descWindowStart, descServiceRequests, descServiceErrors, descServiceLatency,
-		descEdgeRequests, descEdgeLatency, descPathInstances, descWorkFactor, descServiceTime} {
+		descEdgeRequests, descEdgeLatency, descPathInstances, descWorkFactor, descServiceTime,
+		descGradient, descGradientLower, descGradientUpper, descGradientSNR} {
 		ch <- d
 	}
 }
@@ -112,6 +120,31 @@ func (c modelCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.collectModels(ctx, ch)
+	c.collectGradients(ctx, ch)
+}
+
+// collectGradients adds the newest gradient of each element, transaction and side.
+func (c modelCollector) collectGradients(ctx context.Context, ch chan<- prometheus.Metric) {
+	gradients, err := c.e.storedGradients(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descGradient, err)
+		return
+	}
+	seen := map[[3]string]bool{}
+	for _, g := range gradients {
+		side := ""
+		if g.Basis != nil {
+			side = g.Basis.Side
+		}
+		labels := []string{g.Element, g.Transaction, side}
+		if key := [3]string(labels); !seen[key] {
+			seen[key] = true
+			ch <- prometheus.MustNewConstMetric(descGradient, prometheus.GaugeValue, g.Gradient, labels...)
+			ch <- prometheus.MustNewConstMetric(descGradientLower, prometheus.GaugeValue, g.CI95[0], labels...)
+			ch <- prometheus.MustNewConstMetric(descGradientUpper, prometheus.GaugeValue, g.CI95[1], labels...)
+			ch <- prometheus.MustNewConstMetric(descGradientSNR, prometheus.GaugeValue, g.SNR, labels...)
+		}
+	}
 }
 
 // collectModels adds the work factors and service times of the last hour.
