@@ -10,6 +10,7 @@ EXAMPLES  := $(wildcard examples/*.yaml)
 
 
 .PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
+.PHONY: self-contained
 .PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e e2e-faults validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long eval-causal fuzz clean
 
@@ -42,7 +43,14 @@ run-paths: build-cli
 	$(TIERSCOPE) maketrace --config testdata/multitier.yaml --seed 1 --out $(OUT)/multitier.tsv
 	$(TIERSCOPE) paths --in $(OUT)/multitier.tsv --format text --sort latency --top 5 --truth
 
-test: fmt-check vet unit e2e e2e-faults validate-examples test-plugin test-timing
+test: self-contained fmt-check vet unit e2e e2e-faults validate-examples test-plugin test-timing
+
+# The repository stands on its own: no tracked file may need or cite documents,
+# papers or data outside it (docs/ and testdata/ hold what they need).
+self-contained:
+	@found=$$(grep -rnIE '\.\.[/]shared|/work[/]shared|papers[/][0-9]{3}_' --exclude-dir=node_modules --exclude-dir=build \
+		--exclude-dir=dist --exclude-dir=.git --exclude-dir=bin --exclude-dir=out . || true); \
+	if [ -n "$$found" ]; then echo "references outside the repository:"; echo "$$found"; exit 1; fi
 
 fmt-check:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './grafana-datasource/node_modules/*' -not -path './build/*')); \

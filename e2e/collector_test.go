@@ -139,6 +139,13 @@ func configFor(port int, outFile string, procs []Processor) map[string]any {
 // waits until its OTLP port accepts connections. It is stopped at cleanup.
 func StartCollector(t *testing.T, procs ...Processor) *Collector {
 	t.Helper()
+	return StartCollectorExtended(t, procs, nil)
+}
+
+// StartCollectorExtended is StartCollector with extend, when not nil, adding
+// components and pipelines to the configuration before it is written.
+func StartCollectorExtended(t *testing.T, procs []Processor, extend func(cfg map[string]any)) *Collector {
+	t.Helper()
 	bin := collectorBinary(t)
 	dir := t.TempDir()
 	port := freePort(t)
@@ -148,7 +155,11 @@ func StartCollector(t *testing.T, procs ...Processor) *Collector {
 		LogFile:  filepath.Join(dir, "collector.log"),
 		exited:   make(chan struct{}),
 	}
-	cfgYAML, err := yaml.Marshal(configFor(port, c.OutFile, procs))
+	cfg := configFor(port, c.OutFile, procs)
+	if extend != nil {
+		extend(cfg)
+	}
+	cfgYAML, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

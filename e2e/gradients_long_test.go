@@ -479,7 +479,7 @@ func clientView(t *testing.T, element string, detail json.RawMessage, l *gradLoa
 }
 
 // writeSamples writes every client response time in the sample format of
-// FORMATS.md §7 (timestamp in Unix seconds, transaction, milliseconds), the
+// docs/formats.md §7 (timestamp in Unix seconds, transaction, milliseconds), the
 // input of scripts/noise-study.sh and of `tierscope gradient train`.
 func writeSamples(t *testing.T, path string, l *gradLoad) {
 	l.mu.Lock()

@@ -94,7 +94,7 @@ func firstFrom(samples []spectral.Sample, t float64) int {
 func TestTestbedNoise(t *testing.T) {
 	path := os.Getenv("GRADIENTS_SAMPLES")
 	if path == "" {
-		t.Fatal("GRADIENTS_SAMPLES must name a sample file (FORMATS.md §7); scripts/noise-study.sh records one")
+		t.Fatal("GRADIENTS_SAMPLES must name a sample file (docs/formats.md §7); scripts/noise-study.sh records one")
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/tierscope/tierscope/internal/loadgen"
 )
 
-// The attributes FORMATS.md §4 puts on a span whose parent was inferred.
+// The attributes docs/formats.md §4 puts on a span whose parent was inferred.
 const (
 	attrInferredParent     = "tierscope.inferred.parent_span_id"
 	attrInferredConfidence = "tierscope.inferred.confidence"
@@ -21,7 +21,7 @@ const (
 	requests = 200
 	// dropFraction of the requests lose their context on the web → app hop; the
 	// others still carry it, which is where the processor can learn that
-	// app:8080 is served by service "app" (DESIGN.md, endpoint resolution).
+	// app:8080 is served by service "app" (docs/design.md, endpoint resolution).
 	dropFraction = 0.8
 )
 
@@ -154,7 +154,7 @@ func TestHarnessWithoutStitching(t *testing.T) {
 }
 
 // TestCausalpathStitching runs the causalpath processor in each mode and
-// compares the output with the truth (FORMATS.md §4):
+// compares the output with the truth (docs/formats.md §4):
 //   - every span appears exactly once;
 //   - every app SERVER span that lost its context carries
 //     tierscope.inferred.parent_span_id = its web CLIENT span and

@@ -37,62 +37,7 @@ func TestTestbedBrokenHopRepaired(t *testing.T) {
 	requireComponent(t, bin, "processors", "causalpath")
 	c := StartCollector(t, Causalpath("reparent"), Batch())
 
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.SetDropContext([]string{"web->app"}); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	var (
-		mu       sync.Mutex
-		counter  spanCounter
-		provides []*sdktrace.TracerProvider
-	)
-	st, err := services.StartStack(services.StackOptions{
-		Config: cfg, Version: "v1",
-		TracerProvider: func(service, instance string) trace.TracerProvider {
-			exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(c.Endpoint), otlptracegrpc.WithInsecure())
-			if err != nil {
-				t.Errorf("otlptracegrpc: %v", err)
-				return nil
-			}
-			res := resource.NewSchemaless(attribute.String("service.name", service), attribute.String("service.instance.id", instance))
-			tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res),
-				sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(200*time.Millisecond), sdktrace.WithMaxQueueSize(50000)),
-				sdktrace.WithSpanProcessor(&counter))
-			mu.Lock()
-			provides = append(provides, tp)
-			mu.Unlock()
-			return tp
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stats, err := load.Run(ctx, load.Options{
-		Target: st.WebURL, Mode: "closed", Mix: "shopping", Users: 8, Duration: 6 * time.Second,
-		Seed: 1, Classes: cfg.Classes(), ThinkMean: 20 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := st.Close(closeCtx); err != nil {
-		t.Fatalf("stopping the testbed: %v", err)
-	}
-	for _, tp := range provides {
-		if err := tp.Shutdown(closeCtx); err != nil {
-			t.Fatalf("flushing spans: %v", err)
-		}
-	}
-	sent := int(counter.n.Load())
-	t.Logf("load: %d requests, %d errors; %d spans sent", stats.Requests, stats.Errors, sent)
-	if stats.Requests < 100 || stats.Errors > 0 {
-		t.Fatalf("the load did not run cleanly: %+v", stats)
-	}
+	sent := runTestbedLoad(t, c.Endpoint, []string{"web->app"}, 6*time.Second)
 
 	out := c.WaitForSpans(t, sent, 60*time.Second)
 	seen := map[string]int{}
@@ -130,4 +75,69 @@ func TestTestbedBrokenHopRepaired(t *testing.T) {
 	if links == 0 || float64(right) < 0.97*float64(links) {
 		t.Fatalf("%d of %d dropped hops repaired, want ≥ 97%%", right, links)
 	}
+}
+
+// runTestbedLoad runs the testbed (web → app ×2 → db, a queue and a worker)
+// with the given hops losing their trace context, under 8 closed-loop users
+// for duration, its SDKs exporting to the collector at endpoint; it returns the
+// number of spans the tiers ended, all flushed by then.
+func runTestbedLoad(t *testing.T, endpoint string, dropContext []string, duration time.Duration) int {
+	t.Helper()
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.SetDropContext(dropContext); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var (
+		mu       sync.Mutex
+		counter  spanCounter
+		provides []*sdktrace.TracerProvider
+	)
+	st, err := services.StartStack(services.StackOptions{
+		Config: cfg, Version: "v1",
+		TracerProvider: func(service, instance string) trace.TracerProvider {
+			exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
+			if err != nil {
+				t.Errorf("otlptracegrpc: %v", err)
+				return nil
+			}
+			res := resource.NewSchemaless(attribute.String("service.name", service), attribute.String("service.instance.id", instance))
+			tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res),
+				sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(200*time.Millisecond), sdktrace.WithMaxQueueSize(50000)),
+				sdktrace.WithSpanProcessor(&counter))
+			mu.Lock()
+			provides = append(provides, tp)
+			mu.Unlock()
+			return tp
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := load.Run(ctx, load.Options{
+		Target: st.WebURL, Mode: "closed", Mix: "shopping", Users: 8, Duration: duration,
+		Seed: 1, Classes: cfg.Classes(), ThinkMean: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := st.Close(closeCtx); err != nil {
+		t.Fatalf("stopping the testbed: %v", err)
+	}
+	for _, tp := range provides {
+		if err := tp.Shutdown(closeCtx); err != nil {
+			t.Fatalf("flushing spans: %v", err)
+		}
+	}
+	sent := int(counter.n.Load())
+	t.Logf("load: %d requests, %d errors; %d spans sent", stats.Requests, stats.Errors, sent)
+	if stats.Requests < 100 || stats.Errors > 0 {
+		t.Fatalf("the load did not run cleanly: %+v", stats)
+	}
+	return sent
 }

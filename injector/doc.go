@@ -6,7 +6,7 @@
 // leases, controlled over an authenticated HTTP API. It is the actuator side
 // of the gradient experiments of papers 000 and 003.
 //
-// Safety (DESIGN.md): every target must be allowlisted, every amplitude and
+// Safety (docs/design.md): every target must be allowlisted, every amplitude and
 // lease duration is capped, a lease stops by itself at expiry, and stopping
 // a lease or the extension restores the backend (delay rule removed,
 // frequency and quota put back). Beyond a clean stop: quotas and frequencies

@@ -8,7 +8,7 @@
 # noise spectrum's shape and the transactions' coherence.
 #   scripts/noise-study.sh                      # records /tmp/tierscope-noise.csv first
 #   GRADIENTS_NOISE_SECONDS=2700 scripts/noise-study.sh   # a longer recording (N 512 needs ~45 min)
-#   GRADIENTS_SAMPLES=run.csv scripts/noise-study.sh   # any FORMATS.md §7 sample file
+#   GRADIENTS_SAMPLES=run.csv scripts/noise-study.sh   # any docs/formats.md §7 sample file
 #   NOISE_KD=16 NOISE_PERTURBATION_PCT=80 GRADIENTS_K=32 GRADIENTS_N=128 scripts/noise-study.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

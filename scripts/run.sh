@@ -9,7 +9,8 @@
 #   5. prints the costliest causal paths and the service graph (`tierscope summary`).
 #
 # RUN_FOREVER=1 leaves the tiers, the load and the collector running until Ctrl-C.
-# Ports: OTLP_PORT (14317) and BASE_PORT (18080 and up), on 127.0.0.1 only.
+# Ports: OTLP_PORT (14317), BASE_PORT (18080 and up), API (127.0.0.1:8790, the
+# perfmodel API) and PROMETHEUS (127.0.0.1:8889, the service-graph metrics).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +18,7 @@ OUT=${OUT:-out/run}
 DURATION=${DURATION:-90s}
 OTLP_PORT=${OTLP_PORT:-14317}
 API=${API:-127.0.0.1:8790}
+PROMETHEUS=${PROMETHEUS:-127.0.0.1:8889}
 BASE_PORT=${BASE_PORT:-18080}
 USERS=${USERS:-20}
 MIX=${MIX:-nonstationary}
@@ -59,7 +61,7 @@ trap 'exit 130' INT TERM
 
 log "starting the collector (OTLP on 127.0.0.1:$OTLP_PORT, spans to $OUT/spans.jsonl)"
 TIERSCOPE_OTLP_PORT=$OTLP_PORT TIERSCOPE_SPANS_FILE=$OUT/spans.jsonl TIERSCOPE_API=$API TIERSCOPE_DB=$OUT/perfmodel.db \
-  "$COLLECTOR" --config examples/testbed.yaml >"$OUT/collector.log" 2>&1 &
+  TIERSCOPE_PROMETHEUS=$PROMETHEUS "$COLLECTOR" --config examples/testbed.yaml >"$OUT/collector.log" 2>&1 &
 collector_pid=$!
 wait_port "$OTLP_PORT" collector
 log "perfmodel API on http://$API (curl -s http://$API/api/v1/graph)"
@@ -72,6 +74,8 @@ wait_port "$BASE_PORT" "testbed web tier"
 
 if [ "${RUN_FOREVER:-0}" = 1 ]; then
   log "perfmodel API: curl -s http://$API/api/v1/graph ; curl -s 'http://$API/api/v1/paths?top=5'"
+  log "Grafana: datasource tierscope-perfmodel-datasource at http://$API (grafana-datasource/README.md);"
+  log "service-graph metrics for Prometheus at http://$PROMETHEUS/metrics"
   log "load running until Ctrl-C"
   bin/testbed load --target "http://127.0.0.1:$BASE_PORT" --mode closed --mix "$MIX" --users "$USERS" --duration 8760h
   exit 0
@@ -89,6 +93,13 @@ log "the service graph from the perfmodel API:"
 echo "  curl -s http://$API/api/v1/graph"
 curl -s "http://$API/api/v1/graph" || log "(the API did not answer; see $OUT/collector.log)"
 echo
+log "the same graph as standard service-graph metrics (servicegraph connector, seconds):"
+echo "  curl -s http://$PROMETHEUS/metrics | grep traces_service_graph_request_total"
+curl -s "http://$PROMETHEUS/metrics" | grep '^traces_service_graph_request_total' || log "(no service-graph metrics; see $OUT/collector.log)"
+echo
+log "to see it in Grafana: RUN_FOREVER=1 make run, install grafana-datasource/dist as the plugin"
+echo "  tierscope-perfmodel-datasource with URL http://$API (grafana-datasource/README.md), and"
+echo "  a Prometheus scraping http://$PROMETHEUS/metrics for Grafana's service-graph views"
 stop "$collector_pid"
 collector_pid=""
 

@@ -13,7 +13,7 @@ import (
 	"github.com/tierscope/tierscope/internal/otlpjsonl"
 )
 
-// convert turns third-party trace datasets into OTLP/JSON lines (FORMATS.md §4) so
+// convert turns third-party trace datasets into OTLP/JSON lines (docs/formats.md §4) so
 // that stitch can be run and scored on real traces. Package nezha reads the
 // Nezha CSVs and rebuilds their spans; convert removes context (--strip) and
 // writes them.

@@ -15,7 +15,7 @@ const gradientSynopsis = `gradient train|measure [flags]
   gradient measure --in perturbed.csv --plan plan.json --injection injection.json [--out gradient.json]
 
 The sample files have one request per row: timestamp,transaction,response_time_ms
-(FORMATS.md §7).`
+(docs/formats.md §7).`
 
 // runGradient dispatches gradient train and gradient measure.
 func runGradient(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -39,7 +39,7 @@ func runGradientTrain(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 	fs := newFlagSet("gradient train", "gradient train --in baseline.csv --transaction T [--k 8] [--n 128] [--scale 30] [--out plan.json]", stderr)
 	def := spectral.DefaultTrainConfig()
 	var (
-		in     = fs.String("in", "", "unperturbed samples (FORMATS.md §7); - for standard input")
+		in     = fs.String("in", "", "unperturbed samples (docs/formats.md §7); - for standard input")
 		out    = fs.String("out", "", "plan file (default standard output)")
 		tx     = fs.String("transaction", "", "transaction whose baseline chooses the plan (required)")
 		k      = fs.Int("k", def.K, "minimum requests per bin: ΔTs = mean + 3σ of the time k requests span")
@@ -73,7 +73,7 @@ func runGradientTrain(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 func runGradientMeasure(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gradient measure", "gradient measure --in perturbed.csv --plan plan.json --injection injection.json [--out gradient.json]", stderr)
 	var (
-		in        = fs.String("in", "", "samples of the active phase (FORMATS.md §7); - for standard input")
+		in        = fs.String("in", "", "samples of the active phase (docs/formats.md §7); - for standard input")
 		out       = fs.String("out", "", "gradient file (default standard output)")
 		planPath  = fs.String("plan", "", "plan from gradient train (required)")
 		injPath   = fs.String("injection", "", "injection.json: start, frequency_hz, amplitude_ms, actual_mean_delay_ms (required)")
@@ -122,7 +122,7 @@ func runGradientMeasure(args []string, stdin io.Reader, stdout, stderr io.Writer
 	return writeGradientJSON(*out, stdout, m)
 }
 
-// readGradientSamples reads a FORMATS.md §7 sample file named by --in.
+// readGradientSamples reads a docs/formats.md §7 sample file named by --in.
 func readGradientSamples(path string, stdin io.Reader) ([]spectral.Sample, string, error) {
 	r, name, closeIn, err := input(path, stdin)
 	if err != nil {

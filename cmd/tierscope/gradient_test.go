@@ -107,7 +107,7 @@ func writeSampleCSV(path string, samples []spectral.Sample) error {
 }
 
 // gradient train, gradient measure and predict on the example, through the
-// command line, with the fields of FORMATS.md §7.
+// command line, with the fields of docs/formats.md §7.
 func TestGradientCLI(t *testing.T) {
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "plan.json")

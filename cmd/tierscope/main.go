@@ -1,5 +1,5 @@
 // Command tierscope runs Tierscope's performance-model algorithms over files.
-// FORMATS.md is its contract: every command reads --in (or standard input with
+// docs/formats.md is its contract: every command reads --in (or standard input with
 // "--in -"), writes --out (or standard output), and exits 0 on success, 1 on bad
 // input and 2 on bad usage, with one error line on standard error.
 package main
@@ -19,16 +19,17 @@ const (
 	programName    = "tierscope"
 	usageHeadline  = "usage: tierscope <command> [flags]"
 	commandSummary = `commands:
-  paths      infer causal path patterns from a message trace (FORMATS.md §2)
-  maketrace  generate a message trace from tracelets (FORMATS.md §3)
-  convert    convert a trace dataset (Nezha CSV) to OTLP/JSON lines (FORMATS.md §4)
-  stitch     infer lost parents of OTLP spans and tag their causal paths (FORMATS.md §4)
+  paths      infer causal path patterns from a message trace (docs/formats.md §2)
+  maketrace  generate a message trace from tracelets (docs/formats.md §3)
+  convert    convert a trace dataset (Nezha CSV) to OTLP/JSON lines (docs/formats.md §4)
+  stitch     infer lost parents of OTLP spans and tag their causal paths (docs/formats.md §4)
   summary    print the costliest causal paths and the service graph of OTLP spans
   inject     start, inspect, renew or stop a perturbation lease on an injector
-  workfactor estimate the CPU work factor of each request flow (FORMATS.md §5)
-  signature  compute or compare application signatures (FORMATS.md §6)
-  gradient   plan (train) or measure a spectral resource gradient (FORMATS.md §7)
-  predict    predict response times after changes from gradients (FORMATS.md §7)
+  experiment start, follow or abort a gradient experiment of the perfmodel exporter
+  workfactor estimate the CPU work factor of each request flow (docs/formats.md §5)
+  signature  compute or compare application signatures (docs/formats.md §6)
+  gradient   plan (train) or measure a spectral resource gradient (docs/formats.md §7)
+  predict    predict response times after changes from gradients (docs/formats.md §7)
 
 Run 'tierscope <command> -h' for the flags of a command.`
 )
@@ -52,6 +53,7 @@ var commands = []command{
 	{"stitch", runStitch},
 	{"summary", runSummary},
 	{"inject", runInject},
+	{"experiment", runExperiment},
 	{"workfactor", runWorkfactor},
 	{"signature", runSignature},
 	{"gradient", runGradient},

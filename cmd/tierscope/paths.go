@@ -24,11 +24,11 @@ func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	def := causal.DefaultNestingConfig()
 	var (
 		algorithm  = fs.String("algorithm", "nesting", "inference algorithm: nesting (RPC traces, §5.1) or convolution (any messages, §5.2)")
-		in         = fs.String("in", "", "message trace (FORMATS.md §1); - for standard input")
+		in         = fs.String("in", "", "message trace (docs/formats.md §1); - for standard input")
 		out        = fs.String("out", "", "output file (default standard output)")
 		format     = fs.String("format", "json", "output format: json, dot or text")
 		top        = fs.Int("top", 0, "write only the first N patterns (0 = all)")
-		sortBy     = fs.String("sort", "count", "pattern order: count (FORMATS.md §2) or latency (total latency, as in figure 11)")
+		sortBy     = fs.String("sort", "count", "pattern order: count (docs/formats.md §2) or latency (total latency, as in figure 11)")
 		quantum    = fs.Duration("quantum", 10*time.Millisecond, "convolution time quantum μ (nesting ignores it)")
 		truth      = fs.Bool("truth", false, "score against the path column (paper 001 §7.5.1)")
 		skew       = fs.Duration("skew-window", 0, "skew window tolerance (§7.5.6): for nesting comparisons, and the negative delays convolution admits")
@@ -329,7 +329,7 @@ func (c *convFlags) config(quantum, skew time.Duration) (causal.ConvolutionConfi
 	return cfg, nil
 }
 
-// convolutionReport is FORMATS.md §2 for the convolution algorithm: the common
+// convolutionReport is docs/formats.md §2 for the convolution algorithm: the common
 // fields, what the run was (quantum, quanta, roots, filter counts), and a truth
 // object that adds the frequent-path view of §7.5.7 to the common one.
 type convolutionReport struct {
@@ -414,7 +414,7 @@ func runConvolution(tr *causal.Trace, cfg causal.ConvolutionConfig, flags *convF
 	return nil
 }
 
-// convolutionAPIReport converts a result into FORMATS.md §2: each pattern's root
+// convolutionAPIReport converts a result into docs/formats.md §2: each pattern's root
 // is a chain, each node after the root carrying delays_ms (spike positions by
 // declining frequency) and messages (the count with those delays) for the edge
 // into it, as in figure 9. The root's own edge has no delay.

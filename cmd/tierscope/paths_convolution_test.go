@@ -19,7 +19,7 @@ func emailTrace(t *testing.T) string {
 	return trace
 }
 
-// FORMATS.md §2 for the convolution: patterns are chains, each node after the
+// docs/formats.md §2 for the convolution: patterns are chains, each node after the
 // root with delays_ms and messages; --truth adds the common fields and the
 // frequent-path view.
 func TestPathsConvolutionJSON(t *testing.T) {

@@ -26,7 +26,7 @@ type predictReport struct {
 }
 
 // runPredict predicts response times after changes from measured gradients
-// (FORMATS.md §7, paper 000 §5.3), and with --option routes each transaction
+// (docs/formats.md §7, paper 000 §5.3), and with --option routes each transaction
 // to its fastest option (§5.5).
 func runPredict(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("predict", `predict --gradients gradients.json --baseline-ms T1=120,T2=80 --change "app->db=+20ms" [--change ...] [--option NAME:CHANGE,CHANGE ...] [--format text|json] [--out FILE]`, stderr)

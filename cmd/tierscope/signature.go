@@ -11,7 +11,7 @@ import (
 	"github.com/tierscope/tierscope/internal/signature"
 )
 
-// signatureDoc is the output of `tierscope signature` (FORMATS.md §6): the
+// signatureDoc is the output of `tierscope signature` (docs/formats.md §6): the
 // options used, what was read, and one signature per (service, version).
 type signatureDoc struct {
 	Options        signature.Options        `json:"options"`
@@ -34,7 +34,7 @@ func runSignature(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	fs := newFlagSet("signature", "signature --in windows.csv [--out signature.json] [--max-utilization 0.8]\n       tierscope signature compare --base a.json --candidate b.json [--out changes.json]", stderr)
 	def := signature.DefaultOptions()
 	var (
-		in        = fs.String("in", "", "monitoring windows (FORMATS.md §6 CSV); - for standard input")
+		in        = fs.String("in", "", "monitoring windows (docs/formats.md §6 CSV); - for standard input")
 		out       = fs.String("out", "", "output file (default standard output)")
 		maxU      = fs.Float64("max-utilization", def.MaxUtilization, "use only utilization buckets at or below this fraction (guard against high-utilization false alarms, paper 004 §IX)")
 		minU      = fs.Float64("min-utilization", def.MinUtilization, "use only utilization buckets at or above this fraction")
@@ -166,7 +166,7 @@ func readSignatureDoc(path string, stdin io.Reader) (*signatureDoc, error) {
 }
 
 // completeTransaction checks a transaction read from a file and, when it
-// carries only the FORMATS.md §6 profile triples and no "buckets", rebuilds
+// carries only the docs/formats.md §6 profile triples and no "buckets", rebuilds
 // the per-bucket solutions from them at each bucket's midpoint utilization.
 func completeTransaction(t *signature.TransactionSignature, opts signature.Options) error {
 	if t.Transaction == "" {

@@ -49,7 +49,7 @@ func TestSignatureContract(t *testing.T) {
 	}
 	for _, x := range txs {
 		tx := x.(map[string]any)
-		// FORMATS.md §6 fields.
+		// docs/formats.md §6 fields.
 		for _, f := range []string{"transaction", "service_time_ms", "buckets_used", "spread", "profile"} {
 			if _, ok := tx[f]; !ok {
 				t.Fatalf("%v lacks %q", tx["transaction"], f)

@@ -17,12 +17,12 @@ import (
 	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
-// runWorkfactor estimates work factors from a samples CSV (FORMATS.md §5).
+// runWorkfactor estimates work factors from a samples CSV (docs/formats.md §5).
 func runWorkfactor(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("workfactor", "workfactor --in samples.csv [--half-life 10] [--every-period] [--out estimates.json]", stderr)
 	def := workfactor.DefaultConfig()
 	var (
-		in          = fs.String("in", "", "work-factor samples CSV (FORMATS.md §5); - for standard input")
+		in          = fs.String("in", "", "work-factor samples CSV (docs/formats.md §5); - for standard input")
 		out         = fs.String("out", "", "output file (default standard output)")
 		halfLife    = fs.Float64("half-life", def.HalfLife, "aging half-life h, in periods (paper §3.4)")
 		everyPeriod = fs.Bool("every-period", false, "write one document per period as JSON lines")
@@ -153,7 +153,7 @@ type workfactorSamples struct {
 	hasProcess bool
 }
 
-// readWorkfactorSamples parses FORMATS.md §5. Columns are found by their header
+// readWorkfactorSamples parses docs/formats.md §5. Columns are found by their header
 // names; a malformed field, a utilization or capacity that disagrees between rows
 // of the same machine (process) and period, or a flow given twice for one of
 // them, is an error naming the line. Values that parse but are invalid (NaN,

@@ -15,7 +15,7 @@ const (
 	wfProcessCSV = "../../testdata/workfactor/paper-phase1-process.csv"
 )
 
-// wfDoc is the FORMATS.md §5 document, decoded independently of the package.
+// wfDoc is the docs/formats.md §5 document, decoded independently of the package.
 type wfDoc struct {
 	Period int64    `json:"period"`
 	Mode   string   `json:"mode"`

@@ -160,7 +160,7 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 		fw.Goodness = deref(f.Goodness)
 		fw.AlphaRaw = deref(f.AlphaRaw)
 		fw.AlphaSmoothed = deref(f.AlphaSmoothed)
-		// Cross-check (DESIGN.md): the regression's demand, as milliseconds on
+		// Cross-check (docs/design.md): the regression's demand, as milliseconds on
 		// one core of core_mhz, against the signature's service time.
 		if st, ok := services[f.Flow]; ok {
 			v := st
@@ -239,7 +239,7 @@ func (e *engine) workFactorPeriods(ctx context.Context, tr api.TimeRange, only s
 }
 
 // workFactorSamples answers GET /api/v1/workfactors/samples: the regression's
-// inputs over the range as FORMATS.md §5 CSV, so that a model can be replayed
+// inputs over the range as docs/formats.md §5 CSV, so that a model can be replayed
 // and tuned offline with tierscope workfactor. period is the window's number
 // in the range, from 1, as the API's model numbers it: the estimator ages
 // its data over the gaps of windows without readings.

@@ -168,8 +168,8 @@ func TestWorkFactorsAndSignaturesFromTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Contains(t, string(body), `tierscope_work_factor_megacycles{flow="web GET /a"}`)
-	require.Contains(t, string(body), `tierscope_service_time_ms{service="web",version="v2",transaction="GET /a"}`)
+	require.Contains(t, string(body), `tierscope_work_factor_megacycles{flow="web GET /a",host_name=`)
+	require.Contains(t, string(body), `tierscope_service_time_seconds{service_name="web",service_version="v2",transaction="GET /a"}`)
 }
 
 // Per-process readings (paper 002 §4.6) recover the work factors although the

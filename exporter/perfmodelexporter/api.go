@@ -87,7 +87,7 @@ func (e *engine) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(openapiDoc)
 	})
-	mux.HandleFunc("GET "+api.PathMetrics, e.prometheus)
+	mux.Handle("GET "+api.PathMetrics, e.prometheusHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s; see %s", r.Method, r.URL.Path, api.PathOpenAPI))
 	})

@@ -336,7 +336,7 @@ func (e *engine) machineOf(res pcommon.Map) string {
 
 // resolvePeers learns, from CLIENT spans answered by a SERVER span of the
 // trace, which service answers at each address, and names the callee of
-// unanswered CLIENT spans by it (DESIGN.md, "Who is the peer?"), so an
+// unanswered CLIENT spans by it (docs/design.md, "Who is the peer?"), so an
 // uninstrumented hop or a lost context does not turn a known service into an
 // address node (e.mu held).
 func (e *engine) resolvePeers(spans []model.Span) {

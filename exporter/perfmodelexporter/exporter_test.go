@@ -190,8 +190,14 @@ func TestGraphAndPathsFromSpans(t *testing.T) {
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Contains(t, string(body), `tierscope_service_requests{service="web"}`)
-	require.Contains(t, string(body), `tierscope_edge_latency_ms{source="web",target="app",kind="sync",quantile="0.99"}`)
+	// Written by client_golang: typed families, latencies as summaries in
+	// seconds, edges under the servicegraph connector's label names.
+	require.Contains(t, string(body), `tierscope_service_window_requests{service="web"}`)
+	require.Contains(t, string(body), "# TYPE tierscope_edge_latency_seconds summary")
+	require.Contains(t, string(body), `tierscope_edge_latency_seconds{client="web",connection_type="",server="app",quantile="0.99"}`)
+	require.Contains(t, string(body), `tierscope_edge_latency_seconds_count{client="web",connection_type="",server="app"}`)
+	require.Regexp(t, `(?m)^tierscope_service_latency_seconds\{service="web",quantile="0.5"\} 0\.\d+`, string(body),
+		"web's median latency, in seconds")
 }
 
 func TestBadRequests(t *testing.T) {

@@ -31,7 +31,7 @@ func startPostgres(t *testing.T) *pgtest.Server {
 	return srv
 }
 
-// Mergeability (DESIGN.md, "beyond one machine"): one stream split by trace
+// Mergeability (docs/design.md, "beyond one machine"): one stream split by trace
 // over two exporter instances writing to one PostgreSQL gives, through either
 // instance's API, exactly the paths and graph of one instance that saw it all.
 func TestSplitOverTwoInstancesMergesExactly(t *testing.T) {

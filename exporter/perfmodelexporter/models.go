@@ -1,6 +1,7 @@
 package perfmodelexporter
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -17,8 +18,8 @@ import (
 
 // storedGradients returns every stored gradient, newest per element and
 // transaction, and per side for a capacity (gradientKey).
-func (e *engine) storedGradients(r *http.Request) ([]api.Gradient, error) {
-	all, err := store.MergeScan(r.Context(), e.st, store.Query{Kind: model.KindGradient, From: 0, To: 1 << 40}, model.Merge)
+func (e *engine) storedGradients(ctx context.Context) ([]api.Gradient, error) {
+	all, err := store.MergeScan(ctx, e.st, store.Query{Kind: model.KindGradient, From: 0, To: 1 << 40}, model.Merge)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +35,7 @@ func (e *engine) storedGradients(r *http.Request) ([]api.Gradient, error) {
 }
 
 func (e *engine) gradients(r *http.Request, q url.Values) (any, error) {
-	all, err := e.storedGradients(r)
+	all, err := e.storedGradients(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func (e *engine) gradients(r *http.Request, q url.Values) (any, error) {
 
 // linkGradients maps "source->target" to the transaction's link gradient.
 func (e *engine) linkGradients(r *http.Request, transaction string) (map[string]float64, error) {
-	all, err := e.storedGradients(r)
+	all, err := e.storedGradients(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
 	if len(req.Changes) == 0 {
 		return nil, badf("changes: at least one change is required")
 	}
-	stored, err := e.storedGradients(r)
+	stored, err := e.storedGradients(r.Context())
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package perfmodelexporter
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -43,6 +44,21 @@ func TestPredictFromStoredGradients(t *testing.T) {
 	var gs api.Gradients
 	require.Equal(t, 200, te.get(api.PathGradients+"?transaction=Home", &gs))
 	require.Len(t, gs.Gradients, 1)
+	metrics := scrapeMetrics(t, te.url)
+	require.Contains(t, metrics, `tierscope_gradient{element="link:app->db",side="",transaction="Home"} 3`)
+	require.Contains(t, metrics, `tierscope_gradient_ci95_lower{element="link:app->db",side="",transaction="Home"} 2.8`)
+}
+
+// scrapeMetrics reads the exporter's /metrics.
+func scrapeMetrics(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + api.PathMetrics)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
 }
 
 // A capacity measured below and above its operating point keeps both
@@ -66,6 +82,11 @@ func TestPredictCapacityFromBothSides(t *testing.T) {
 	var gs api.Gradients
 	require.Equal(t, 200, te.get(api.PathGradients+"?element=capacity:db", &gs))
 	require.Len(t, gs.Gradients, 2, "one gradient per side")
+	// Both sides are metrics of their own.
+	metrics := scrapeMetrics(t, te.url)
+	require.Contains(t, metrics, `tierscope_gradient{element="capacity:db",side="below",transaction="Cap"} 10000`)
+	require.Contains(t, metrics, `tierscope_gradient{element="capacity:db",side="above",transaction="Cap"} 6000`)
+	require.Contains(t, metrics, `tierscope_gradient_ci95_upper{element="capacity:db",side="above",transaction="Cap"} 7000`)
 
 	for _, tc := range []struct {
 		delta, want float64

@@ -61,4 +61,27 @@ describe('DataSource', () => {
     await expect(ds.listOptions('services')).resolves.toEqual([]);
     expect(getResource).toHaveBeenLastCalledWith('services', {});
   });
+
+  it('feeds dashboard variables from the catalog, with a service and the time range', async () => {
+    const ds = newDataSource();
+    const getResource = jest
+      .spyOn(ds, 'getResource')
+      .mockResolvedValue([{ label: 'v1', value: 'v1' }, { label: 'v2', value: 'v2' }]);
+    const range = { from: { valueOf: () => 1700000000000 }, to: { valueOf: () => 1700003600500 } };
+    await expect(ds.metricFindQuery('versions $svc', { range } as never)).resolves.toEqual([
+      { text: 'v1', value: 'v1' },
+      { text: 'v2', value: 'v2' },
+    ]);
+    expect(getResource).toHaveBeenCalledWith('versions', { service: 'checkout', from: '1700000000', to: '1700003601' });
+
+    getResource.mockResolvedValue([{ label: 'app → db', value: 'link:app->db' }]);
+    await expect(ds.metricFindQuery('links')).resolves.toEqual([{ text: 'link:app->db', value: 'link:app->db' }]);
+    expect(getResource).toHaveBeenLastCalledWith('links', {});
+
+    await ds.metricFindQuery('services versioned');
+    expect(getResource).toHaveBeenLastCalledWith('services', { versioned: 'true' });
+    await expect(ds.metricFindQuery('services web')).rejects.toThrow('"services" takes only "versioned"');
+    await expect(ds.metricFindQuery('hosts')).rejects.toThrow('unknown Tierscope variable query "hosts"');
+    await expect(ds.metricFindQuery('versions')).rejects.toThrow('"versions" needs a service');
+  });
 });

@@ -11,6 +11,8 @@ export enum QueryType {
   Gradients = 'gradients',
   Experiments = 'experiments',
   Predict = 'predict',
+  Profile = 'profile',
+  Spectrum = 'spectrum',
 }
 
 export interface QueryTypeInfo {
@@ -28,6 +30,8 @@ export const QUERY_TYPES: QueryTypeInfo[] = [
   { value: QueryType.Gradients, label: 'Gradients', description: 'Measured response-time gradients with confidence intervals' },
   { value: QueryType.Experiments, label: 'Experiments', description: 'Gradient experiments and their progress' },
   { value: QueryType.Predict, label: 'What-if', description: 'Predicted response times after latency, frequency or capacity changes' },
+  { value: QueryType.Profile, label: 'Profiles', description: 'Signature profiles: front latency against CPU utilization' },
+  { value: QueryType.Spectrum, label: 'Spectrum', description: 'An experiment’s baseline spectrum, injection frequency and progress' },
 ];
 
 /** One what-if change: +delta to a link's latency (ms), a machine's frequency (MHz) or capacity (cores). */
@@ -47,6 +51,8 @@ export interface TierscopeQuery extends DataQuery {
   candidateVersion?: string;
   element?: string;
   changes?: WhatIfChange[];
+  /** The experiment whose spectrum is shown; the newest when empty. */
+  experiment?: string;
 }
 
 export const DEFAULT_QUERY: Partial<TierscopeQuery> = {
@@ -55,8 +61,13 @@ export const DEFAULT_QUERY: Partial<TierscopeQuery> = {
 };
 
 /** jsonData of the datasource; the URL is the datasource's own url field. */
+export type TracesDatasourceType = 'tempo' | 'jaeger';
+
 export interface TierscopeOptions extends DataSourceJsonData {
   timeoutSeconds?: number;
+  /** A Tempo or Jaeger datasource the service graph links to. */
+  tracesDatasourceUid?: string;
+  tracesDatasourceType?: TracesDatasourceType;
 }
 
 /** secureJsonData: stored encrypted by Grafana, only ever sent to the backend. */
@@ -92,4 +103,6 @@ export const FIELDS_BY_TYPE: Record<QueryType, Array<keyof TierscopeQuery>> = {
   [QueryType.Gradients]: ['transaction', 'element'],
   [QueryType.Experiments]: [],
   [QueryType.Predict]: ['changes'],
+  [QueryType.Profile]: ['service', 'version', 'transaction'],
+  [QueryType.Spectrum]: ['experiment'],
 };

@@ -15,7 +15,7 @@ const (
 	PathCatalog     = "/api/v1/catalog"
 	PathWorkFactors = "/api/v1/workfactors"
 	// PathWorkFactorSamples serves the work-factor regression's inputs as
-	// FORMATS.md §5 CSV, for replaying a model offline.
+	// docs/formats.md §5 CSV, for replaying a model offline.
 	PathWorkFactorSamples = "/api/v1/workfactors/samples"
 	PathSignatures        = "/api/v1/signatures"
 	PathCompare           = "/api/v1/signatures/compare"
@@ -51,7 +51,7 @@ type Health struct {
 }
 
 // PathsResponse is GET /api/v1/paths?from&to&service&top: the causal path
-// patterns of trace trees, merged over the range (FORMATS.md §2 patterns).
+// patterns of trace trees, merged over the range (docs/formats.md §2 patterns).
 type PathsResponse struct {
 	TimeRange
 	Traces   int64         `json:"traces"`
@@ -109,7 +109,7 @@ type Link struct {
 }
 
 // WorkFactors is GET /api/v1/workfactors?from&to[&machine]: per machine, the
-// latest model and, per flow, the series of estimates (FORMATS.md §5 fields).
+// latest model and, per flow, the series of estimates (docs/formats.md §5 fields).
 type WorkFactors struct {
 	TimeRange
 	Machines []MachineWorkFactors `json:"machines"`
@@ -124,7 +124,7 @@ type MachineWorkFactors struct {
 	Series  []WorkFactorSeries `json:"series,omitempty"`
 }
 
-// FlowWorkFactor is one flow's estimate (FORMATS.md §5).
+// FlowWorkFactor is one flow's estimate (docs/formats.md §5).
 type FlowWorkFactor struct {
 	Flow          string  `json:"flow"`
 	WorkFactor    float64 `json:"work_factor"` // standard megacycles per request
@@ -146,7 +146,7 @@ type WorkFactorSeries struct {
 }
 
 // Signatures is GET /api/v1/signatures?from&to[&service][&version]
-// (FORMATS.md §6, one entry per service and version).
+// (docs/formats.md §6, one entry per service and version).
 type Signatures struct {
 	TimeRange
 	Signatures []Signature `json:"signatures"`
@@ -178,7 +178,7 @@ type Comparison struct {
 	Transactions []TransactionComparison `json:"transactions"`
 }
 
-// TransactionComparison is the verdict for one transaction (FORMATS.md §6).
+// TransactionComparison is the verdict for one transaction (docs/formats.md §6).
 type TransactionComparison struct {
 	Transaction string   `json:"transaction"`
 	BaseMs      *float64 `json:"base_ms"`
@@ -239,7 +239,7 @@ type Gradients struct {
 	Gradients []Gradient `json:"gradients"`
 }
 
-// Gradient is d(response time of Transaction)/d(Element) (FORMATS.md §7).
+// Gradient is d(response time of Transaction)/d(Element) (docs/formats.md §7).
 type Gradient struct {
 	Element        string     `json:"element"`
 	Transaction    string     `json:"transaction"`

@@ -1,9 +1,9 @@
 // Package api holds the JSON documents that the command-line tool, the perfmodel
 // exporter's HTTP API and the Grafana datasource exchange. Field names are the
-// public contract of FORMATS.md; add fields, never rename them.
+// public contract of docs/formats.md; add fields, never rename them.
 package api
 
-// PathsReport is the causal path pattern document of FORMATS.md §2.
+// PathsReport is the causal path pattern document of docs/formats.md §2.
 type PathsReport struct {
 	Algorithm         string        `json:"algorithm"`
 	Messages          int           `json:"messages"`
@@ -61,7 +61,7 @@ type PathsTruth struct {
 	FalseNegativeInstanceRate float64 `json:"false_negative_instance_rate"`
 }
 
-// StitchReport is the report of `tierscope stitch` (FORMATS.md §4).
+// StitchReport is the report of `tierscope stitch` (docs/formats.md §4).
 type StitchReport struct {
 	Spans          int           `json:"spans"`
 	Orphans        int           `json:"orphans"`

@@ -9,7 +9,7 @@ import (
 // ConvPattern is a causal path pattern of the convolution algorithm: a chain of
 // nodes (§5.4, figure 9), each edge labelled with its delays and message count.
 type ConvPattern struct {
-	// Signature is the chain in the canonical form of FORMATS.md §2: each node's
+	// Signature is the chain in the canonical form of docs/formats.md §2: each node's
 	// name followed by its single child in parentheses, as in A(B(C)).
 	Signature string
 	Nodes     []string

@@ -30,7 +30,7 @@
 //     delay t1−t_parent as log-binned histograms (mean exact; p50, p90 and p99
 //     within 2.5%). A pattern's signature is canonical: a node's name followed,
 //     when it has children, by their signatures sorted as byte strings in
-//     parentheses (FORMATS.md §2).
+//     parentheses (docs/formats.md §2).
 //
 // Compare scores an inference against the truth (§7.5.1): the nesting computed with
 // UsePathIDs, which only admits candidates from the child's own path instance (the
@@ -204,7 +204,7 @@
 //     quantum, ordered by declining message count) and its total message count;
 //     the root's edge has no delay. Count is the pattern's instances,
 //     TotalLatency that times the sum of the edges' mean delays. The signature
-//     follows FORMATS.md §2, A(B(C)).
+//     follows docs/formats.md §2, A(B(C)).
 //
 // # Filters (§5.2.3, §5.3.1)
 //

@@ -60,7 +60,7 @@ type callTree interface {
 
 // Patterns coalesces the nesting into causal path patterns, step 4 of the
 // algorithm. Every pair that has no parent starts a path whose root is the pair's
-// caller. Signatures are canonical (FORMATS.md §2): a node's name, followed, when it
+// caller. Signatures are canonical (docs/formats.md §2): a node's name, followed, when it
 // has children, by their signatures sorted as byte strings in parentheses. Children
 // with equal signatures are matched to pattern nodes in call order, so repeated
 // calls keep their own statistics. Patterns are sorted by SortPatterns.

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// SpanPaths builds the causal path patterns of stitched spans (FORMATS.md §4: the
+// SpanPaths builds the causal path patterns of stitched spans (docs/formats.md §4: the
 // same form as §2, with service names as node names). Spans are the nodes of the
 // path where label[i] ≥ 0: labels[label[i]] names the node, normally the span's
 // service for SERVER/CONSUMER spans and the callee for CLIENT/PRODUCER spans that

@@ -2,7 +2,7 @@ package causal
 
 import "fmt"
 
-// Op is the operation of one traced message (FORMATS.md §1).
+// Op is the operation of one traced message (docs/formats.md §1).
 type Op uint8
 
 const (

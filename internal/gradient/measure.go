@@ -8,7 +8,7 @@ import (
 )
 
 // Injection describes what was injected during a measurement
-// (FORMATS.md §7, injection.json). For a link the amplitudes are ms of
+// (docs/formats.md §7, injection.json). For a link the amplitudes are ms of
 // delay; with a Basis of another kind they are in the injector's unit for
 // that kind (kHz below the base frequency, the fraction of capacity
 // withheld).

@@ -1,7 +1,7 @@
 // Package model is the perfmodel exporter's engine state: per time window, the
 // service graph and the causal path patterns of complete traces, and the inputs
 // of the work-factor and signature models, all as mergeable sufficient
-// statistics (DESIGN.md, principles).
+// statistics (docs/design.md, principles).
 //
 // Exactness. Every statistic merges by integer addition (counts, log-bin counts,
 // nanosecond sums, min/max), so splitting a stream over shards or windows and
@@ -12,7 +12,7 @@
 // CONSUMER spans, and roots, are nodes named by their service; a CLIENT or
 // PRODUCER span that no SERVER/CONSUMER span of the trace answers is a node
 // named by its peer (a database or an uninstrumented back end); other spans are
-// transparent. The signature is FORMATS.md §2's canonical form. A node's latency
+// transparent. The signature is docs/formats.md §2's canonical form. A node's latency
 // is its span's duration; its call delay is its start minus its parent node's
 // start (paper 001 §5.1.1.4). Node statistics are kept in canonical pre-order
 // (children by signature, equal siblings by start), so equal signatures align.

@@ -46,7 +46,7 @@ func (f *FlowCounts) Merge(o *FlowCounts) {
 }
 
 // SignatureWindow is one transaction's monitoring window at a front service
-// (FORMATS.md §6, one CSV row): exact sums in nanoseconds.
+// (docs/formats.md §6, one CSV row): exact sums in nanoseconds.
 type SignatureWindow struct {
 	Machine       string `json:"machine"`
 	Count         int64  `json:"count"`

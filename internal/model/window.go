@@ -80,7 +80,7 @@ func (c *CallStats) Merge(o *CallStats) {
 	c.Latency.Merge(&o.Latency)
 }
 
-// PatternStats is one causal path pattern of a window (FORMATS.md §2). Nodes are
+// PatternStats is one causal path pattern of a window (docs/formats.md §2). Nodes are
 // in canonical pre-order: children sorted by signature, equal siblings by start,
 // so two windows' or shards' statistics of one signature align node by node.
 type PatternStats struct {
@@ -451,7 +451,7 @@ func (w *Window) edge(k EdgeKey, of *Overflow) *CallStats {
 	return cs
 }
 
-// signature computes the canonical signatures of i's subtree (FORMATS.md §2) and
+// signature computes the canonical signatures of i's subtree (docs/formats.md §2) and
 // sorts every children list canonically: by signature, then by start.
 func (t *treeScratch) signature(i int32) string {
 	ch := t.children[i]

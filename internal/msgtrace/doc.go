@@ -1,5 +1,5 @@
 // Package msgtrace reads and writes message traces, the text format in which
-// tierscope takes its input (FORMATS.md §1). The format follows the message traces
+// tierscope takes its input (docs/formats.md §1). The format follows the message traces
 // of paper 001, Aguilera et al., "Performance debugging for distributed systems of
 // black boxes" (SOSP 2003), §6.5: one line per message with a timestamp, sender,
 // receiver and call id, extended here with the operation and an optional

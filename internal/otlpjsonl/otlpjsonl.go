@@ -1,6 +1,6 @@
 // Package otlpjsonl reads and writes OTLP/JSON lines: one ExportTraceServiceRequest
 // in OTLP/JSON per line, the format of the collector's file exporter and of its
-// otlpjsonfile receiver (FORMATS.md §4).
+// otlpjsonfile receiver (docs/formats.md §4).
 package otlpjsonl
 
 import (

@@ -15,7 +15,7 @@ import (
 	"github.com/tierscope/tierscope/internal/inputlimit"
 )
 
-// Columns of the window CSV (FORMATS.md §6), in the order written.
+// Columns of the window CSV (docs/formats.md §6), in the order written.
 var Columns = []string{"window_start", "service", "version", "transaction", "count", "latency_ms",
 	"outbound_calls", "outbound_latency_ms", "cpu_utilization"}
 
@@ -46,7 +46,7 @@ type LineError struct {
 func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.Name, e.Line, e.Err) }
 func (e *LineError) Unwrap() error { return e.Err }
 
-// ReadCSV reads the window CSV of FORMATS.md §6 and calls fn for every row.
+// ReadCSV reads the window CSV of docs/formats.md §6 and calls fn for every row.
 // The header names the columns, in any order; extra columns are ignored. Lines
 // starting with '#' are comments. name is used in errors, which are
 // *LineError for a malformed line.

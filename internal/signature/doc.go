@@ -57,7 +57,7 @@
 //     in both directions (a closed system near saturation under-reads it, a
 //     non-CPU bottleneck over-reads it), and a limit of 0.7 was the highest
 //     that flagged nothing under heavy load while detecting as much as any
-//     other. FORMATS.md §6 shows 0.8: over ten seeds 0.8 let Admin Confirm
+//     other. docs/formats.md §6 shows 0.8: over ten seeds 0.8 let Admin Confirm
 //     be flagged once under heavy load, 0.9 flagged Execute Search five
 //     times, and 0.6 lost power (Home +1 ms found in 78/90 comparisons).
 //     Count weighting makes the minimum count a minor guard: 1, 5 and 20 gave

@@ -29,7 +29,7 @@ const (
 
 // Window is one monitoring window (paper 004 §IV-B: one minute) of one
 // transaction type at one front server: what the exporter, or one row of the
-// FORMATS.md §6 CSV, holds.
+// docs/formats.md §6 CSV, holds.
 type Window struct {
 	// Count is N_i, the number of transactions that completed in the window.
 	Count int64

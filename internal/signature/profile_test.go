@@ -9,7 +9,7 @@ import (
 )
 
 func TestFrontLatencyEquation1(t *testing.T) {
-	// The FORMATS.md §6 example row: 35.2 − 240·4.1/120 = 27.0 ms.
+	// The docs/formats.md §6 example row: 35.2 − 240·4.1/120 = 27.0 ms.
 	w := Window{Count: 120, LatencyMs: 35.2, OutboundCalls: 240, OutboundLatencyMs: 4.1, CPUUtilization: 0.31}
 	if got := w.FrontLatencyMs(); math.Abs(got-27.0) > 1e-12 {
 		t.Fatalf("front latency %v, want 27.0", got)

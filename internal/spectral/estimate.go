@@ -17,7 +17,7 @@ const z95 = 1.959963984540054
 // probability exp(−r²/σ²), so r = σ·√(−ln 0.05) ≈ 1.73σ.
 var SignificantSNR = math.Sqrt(-math.Log(0.05))
 
-// Estimate is the spectral gradient of one transaction (FORMATS.md §7,
+// Estimate is the spectral gradient of one transaction (docs/formats.md §7,
 // gradient.json): paper 000 equation 5 with the delay actually injected,
 // and its confidence interval.
 type Estimate struct {

@@ -27,7 +27,7 @@ const (
 	maxSampleMs   = 1e9
 )
 
-// ReadSamples reads the sample file of FORMATS.md §7:
+// ReadSamples reads the sample file of docs/formats.md §7:
 //
 //	timestamp,transaction,response_time_ms
 //	1661140374.351773,PutBid,229.4

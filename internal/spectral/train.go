@@ -261,7 +261,7 @@ func (p *Plan) AdjustedBaseline(b *Bins, covariates [][]float64) TransactionBase
 	return transactionBaseline(b, covariates, p, p.Chunks)
 }
 
-// Plan is everything the training phase chooses (FORMATS.md §7, plan.json).
+// Plan is everything the training phase chooses (docs/formats.md §7, plan.json).
 // Coefficients are normalized by 1/N and in milliseconds.
 type Plan struct {
 	Transaction string  `json:"transaction"`

@@ -19,7 +19,7 @@ import (
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
-// Attribute names written on spans (FORMATS.md §4).
+// Attribute names written on spans (docs/formats.md §4).
 const (
 	AttrInferredParent     = "tierscope.inferred.parent_span_id"
 	AttrInferredConfidence = "tierscope.inferred.confidence"

@@ -14,7 +14,7 @@
 //	})
 //	alpha, ok := est.WorkFactorOf("A")
 //
-// Every period gets an Estimate (the document of FORMATS.md §5). e.State() is
+// Every period gets an Estimate (the document of docs/formats.md §5). e.State() is
 // the persistent state (exported fields, JSON or MarshalBinary); Restore resumes
 // from it; Merge combines two shards' states (see State); Current solves a
 // restored or merged state without changing it.

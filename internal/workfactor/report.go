@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Estimate is the result of one period: the document of FORMATS.md §5 (one
+// Estimate is the result of one period: the document of docs/formats.md §5 (one
 // object per flow, the model's r2 and mse), with the blocks, the background
 // estimates and the counters added. Numbers that are undefined are null, never
 // NaN.

@@ -11,7 +11,7 @@ import (
 // Config is the configuration of the causalpath processor.
 type Config struct {
 	// Mode is how an inferred parent is written: reparent (default), link or
-	// annotate (FORMATS.md §4).
+	// annotate (docs/formats.md §4).
 	Mode string `mapstructure:"mode"`
 	// Wait is how long a span is held for its parent and siblings to arrive.
 	Wait time.Duration `mapstructure:"wait"`

@@ -5,5 +5,5 @@
 // wait in a bounded buffer for `wait`, so that the spans that might be their
 // parents arrive; then the orphans among them (spans with no parent) get the parent
 // the nesting algorithm of paper 001 infers (see package internal/causal), written
-// back as `reparent`, `link` or `annotate` (FORMATS.md §4).
+// back as `reparent`, `link` or `annotate` (docs/formats.md §4).
 package causalpathprocessor // import "github.com/tierscope/tierscope/processor/causalpathprocessor"

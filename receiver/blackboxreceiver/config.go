@@ -98,7 +98,7 @@ type CaptureConfig struct {
 	ReorderWindow time.Duration `mapstructure:"reorder_window"`
 }
 
-// TraceFileConfig configures the replay of a message trace (FORMATS.md §1).
+// TraceFileConfig configures the replay of a message trace (docs/formats.md §1).
 type TraceFileConfig struct {
 	Path string `mapstructure:"path"`
 	// Speed is the replay speed: 1 is the original pace, 10 ten times faster,

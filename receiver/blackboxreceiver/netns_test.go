@@ -161,7 +161,7 @@ func (l *testbedLab) captureConfig() *Config {
 	return cfg
 }
 
-// truthSignature is the path signature (FORMATS.md §2) of a testbed call tree:
+// truthSignature is the path signature (docs/formats.md §2) of a testbed call tree:
 // every synchronous call repeated Count times.
 func truthSignature(n config.Node) string {
 	var kids []string
@@ -477,7 +477,7 @@ func (f *forest) roots() []*fspan {
 	return out
 }
 
-// signature is the path signature of the tree under s (FORMATS.md §2), nodes
+// signature is the path signature of the tree under s (docs/formats.md §2), nodes
 // labelled as causalpath labels them: SERVER spans and the root by their
 // service, a CLIENT span without a SERVER child by its callee, other spans
 // transparent.

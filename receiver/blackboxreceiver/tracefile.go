@@ -16,7 +16,7 @@ import (
 	"github.com/tierscope/tierscope/receiver/blackboxreceiver/internal/metadata"
 )
 
-// traceFileSource replays a message trace (FORMATS.md §1): every call pair
+// traceFileSource replays a message trace (docs/formats.md §1): every call pair
 // (paper 001 §5.1.1.1) becomes a CLIENT span of the caller and a SERVER span
 // of the callee over [call, return], sent when the return is due.
 type traceFileSource struct {

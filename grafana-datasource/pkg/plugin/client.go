@@ -49,19 +49,29 @@ func (e *APIError) errorSource() backend.ErrorSource {
 // NewAPIClient checks the base URL and returns a client for it. The token is
 // sent as a bearer token when it is not empty.
 func NewAPIClient(baseURL, token string, timeout time.Duration) (*APIClient, error) {
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	return newAPIClient(baseURL, token, &http.Client{Timeout: timeout})
+}
+
+// defaultTimeout bounds an API call when the settings give none.
+const defaultTimeout = 30 * time.Second
+
+// newAPIClient is NewAPIClient over a given HTTP client (Grafana's, with the
+// datasource's TLS, CA, headers and proxy settings).
+func newAPIClient(baseURL, token string, httpClient *http.Client) (*APIClient, error) {
 	baseURL = strings.TrimSpace(baseURL)
 	if baseURL == "" {
-		return nil, errors.New("the Tierscope API URL is not set: enter it in the datasource settings, e.g. http://localhost:8890")
+		return nil, errors.New("the Tierscope API URL is not set: enter it in the datasource settings, e.g. http://localhost:8790")
 	}
 	parsed, err := url.Parse(baseURL)
 	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
 		return nil, fmt.Errorf("the Tierscope API URL %q is not an http(s) URL", baseURL)
 	}
-	parsed.Path = strings.TrimRight(parsed.Path, "/")
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	return &APIClient{baseURL: parsed, token: token, http: &http.Client{Timeout: timeout}}, nil
+	parsed.Path = api.Root(parsed.Path)
+	parsed.RawPath = ""
+	return &APIClient{baseURL: parsed, token: token, http: httpClient}, nil
 }
 
 // get fetches path with query parameters and decodes the JSON answer into out.

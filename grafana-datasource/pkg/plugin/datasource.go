@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grafana/grafana-plugin-sdk-go/backend"
+	"github.com/grafana/grafana-plugin-sdk-go/backend/httpclient"
 	"github.com/grafana/grafana-plugin-sdk-go/backend/instancemgmt"
 
 	"github.com/tierscope/tierscope/internal/api"
@@ -36,27 +37,53 @@ var (
 type Settings struct {
 	// TimeoutSeconds bounds each API call; 30 s when 0.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// TracesDatasourceUID names a Tempo or Jaeger datasource the node graph links to.
+	TracesDatasourceUID string `json:"tracesDatasourceUid,omitempty"`
+	// TracesDatasourceType is tempo or jaeger: how its queries are written.
+	TracesDatasourceType string `json:"tracesDatasourceType,omitempty"`
 }
 
 // Datasource is one configured instance of the plugin.
 type Datasource struct {
 	client *APIClient
+	links  graphLinks
 	// configErr is why client is nil; it is reported by every call.
 	configErr error
 }
 
 // NewDatasource is the instance factory Grafana calls with each configuration.
 // A bad configuration is not fatal: the error is shown on health checks and queries.
-func NewDatasource(_ context.Context, settings backend.DataSourceInstanceSettings) (instancemgmt.Instance, error) {
+func NewDatasource(ctx context.Context, settings backend.DataSourceInstanceSettings) (instancemgmt.Instance, error) {
 	var jsonData Settings
 	if len(settings.JSONData) > 0 {
 		if err := json.Unmarshal(settings.JSONData, &jsonData); err != nil {
 			return &Datasource{configErr: fmt.Errorf("the datasource settings are not valid JSON: %w", err)}, nil
 		}
 	}
+	if err := validTracesType(jsonData.TracesDatasourceType); err != nil {
+		return &Datasource{configErr: err}, nil
+	}
+	// Grafana's HTTP client: the TLS (client certificate, CA, skip verify,
+	// server name), custom header and proxy settings of the datasource.
+	opts, err := settings.HTTPClientOptions(ctx)
+	if err != nil {
+		return &Datasource{configErr: fmt.Errorf("the datasource's HTTP settings: %w", err)}, nil
+	}
 	timeout := time.Duration(jsonData.TimeoutSeconds) * time.Second
-	client, err := NewAPIClient(settings.URL, settings.DecryptedSecureJSONData[tokenKey], timeout)
-	return &Datasource{client: client, configErr: err}, nil
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	if opts.Timeouts == nil {
+		opts.Timeouts = &httpclient.TimeoutOptions{}
+	}
+	opts.Timeouts.Timeout = timeout
+	httpClient, err := httpclient.New(opts)
+	if err != nil {
+		return &Datasource{configErr: fmt.Errorf("the datasource's HTTP client: %w", err)}, nil
+	}
+	client, err := newAPIClient(settings.URL, settings.DecryptedSecureJSONData[tokenKey], httpClient)
+	links := graphLinks{selfUID: settings.UID, tracesUID: jsonData.TracesDatasourceUID, tracesType: jsonData.TracesDatasourceType}
+	return &Datasource{client: client, links: links, configErr: err}, nil
 }
 
 // NewDatasourceForURL returns a datasource talking to baseURL, for tests and tools.
@@ -90,7 +117,7 @@ func (d *Datasource) QueryData(ctx context.Context, req *backend.QueryDataReques
 			response.Responses[q.RefID] = errorResponse(err)
 			continue
 		}
-		response.Responses[q.RefID] = runQuery(ctx, d.client, q.QueryType, q.TimeRange, model)
+		response.Responses[q.RefID] = runQuery(ctx, d.client, d.links, q.QueryType, q.TimeRange, model)
 	}
 	return response, nil
 }
@@ -102,7 +129,7 @@ func RunQuery(ctx context.Context, baseURL, token string, timeRange backend.Time
 	if err != nil {
 		return backend.ErrDataResponseWithSource(backend.StatusBadRequest, backend.ErrorSourceDownstream, err.Error())
 	}
-	return runQuery(ctx, client, model.QueryType, timeRange, model)
+	return runQuery(ctx, client, graphLinks{}, model.QueryType, timeRange, model)
 }
 
 // RunEveryQueryType runs template once per query type (QueryTypes), returning
@@ -154,8 +181,10 @@ type resourceOption struct {
 	Description string `json:"description,omitempty"`
 }
 
-// CallResource serves the query editor's dropdowns from /api/v1/catalog:
-// services, transactions[?service], versions[?service], links and machines.
+// CallResource serves the query editor's dropdowns and the dashboard's
+// variables from /api/v1/catalog: services[?versioned=true] (only those with
+// two versions or more), transactions[?service], versions[?service], links
+// and machines.
 // `from` and `to` pass through to the catalog.
 func (d *Datasource) CallResource(ctx context.Context, req *backend.CallResourceRequest, sender backend.CallResourceResponseSender) error {
 	if d.configErr != nil {
@@ -189,7 +218,21 @@ func (d *Datasource) CallResource(ctx context.Context, req *backend.CallResource
 		}
 		return sendJSON(sender, status, api.ErrorResponse{Error: err.Error()})
 	}
-	return sendJSON(sender, http.StatusOK, catalogOptions(catalog, resource, strings.TrimSpace(query.Get("service"))))
+	service := strings.TrimSpace(query.Get("service"))
+	if service == allValue {
+		service = ""
+	}
+	if resource == "services" && query.Get("versioned") == "true" {
+		// The services a comparison can be made on: two versions or more.
+		kept := catalog.Services[:0]
+		for _, s := range catalog.Services {
+			if len(s.Versions) >= 2 {
+				kept = append(kept, s)
+			}
+		}
+		catalog.Services = kept
+	}
+	return sendJSON(sender, http.StatusOK, catalogOptions(catalog, resource, service))
 }
 
 // catalogOptions lists one resource of the catalog as sorted, distinct options;

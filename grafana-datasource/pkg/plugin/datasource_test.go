@@ -3,8 +3,11 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +109,30 @@ func stringColumn(t *testing.T, frame *data.Frame, name string) []string {
 		values[i] = field.At(i).(string)
 	}
 	return values
+}
+
+// wantNotice checks that r succeeded without rows and that a frame carries a
+// notice with every fragment, which Grafana shows on the panel.
+func wantNotice(t *testing.T, r backend.DataResponse, fragments ...string) {
+	t.Helper()
+	frames := mustSucceed(t, r)
+	if hasRows(frames) {
+		t.Fatalf("want no rows and a notice, got rows")
+	}
+	var notices []string
+	for _, f := range frames {
+		if f.Meta != nil {
+			for _, n := range f.Meta.Notices {
+				notices = append(notices, n.Text)
+			}
+		}
+	}
+	text := strings.Join(notices, "\n")
+	for _, fragment := range fragments {
+		if !strings.Contains(text, fragment) {
+			t.Errorf("notices %q do not contain %q", text, fragment)
+		}
+	}
 }
 
 func wantErrorContaining(t *testing.T, r backend.DataResponse, fragments ...string) {
@@ -253,8 +280,116 @@ func TestGraphEdgesCarryTheTransactionGradient(t *testing.T) {
 	frames = mustSucceed(t, runOne(t, ds, QueryModel{QueryType: QueryTypeGraph}))
 	edges = frameByName(t, frames, "edges")
 	mainstat, _ = edges.FieldByName("mainstat")
-	if mainstat.Config.DisplayName != "mean latency" || *mainstat.At(0).(*float64) != 31 {
+	if mainstat.Config.DisplayName != "mean latency (caller)" || *mainstat.At(0).(*float64) != 31 {
 		t.Errorf("edge mainstat without transaction: %q %v", mainstat.Config.DisplayName, mainstat.At(0))
+	}
+}
+
+// The service graph reads as Tempo's: rates and error percentages over the
+// range, the caller's latency on edges, databases and async edges told apart,
+// and links to the paths and, when configured, to the traces.
+func TestServiceGraphRatesKindsAndLinks(t *testing.T) {
+	server := startFakeAPI(t, &fakeAPI{})
+	settings := backend.DataSourceInstanceSettings{
+		UID: "tierscope-ds", URL: server.URL,
+		JSONData: []byte(`{"tracesDatasourceUid": "tempo-1", "tracesDatasourceType": "tempo"}`),
+	}
+	instance, err := NewDatasource(context.Background(), settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := mustSucceed(t, runOne(t, instance.(*Datasource), QueryModel{QueryType: QueryTypeGraph}))
+	nodes, edges := frameByName(t, frames, nodesFrameName), frameByName(t, frames, edgesFrameName)
+
+	// The fixture's range is an hour: 1000 requests are 0.278/s, 10 errors 1%.
+	rate := floatAt(t, nodes, "mainstat", 0)
+	if rate < 0.2777 || rate > 0.2778 {
+		t.Errorf("frontend rate %v/s, want 1000/3600", rate)
+	}
+	if pct := floatAt(t, nodes, "secondarystat", 0); pct != 1 {
+		t.Errorf("frontend errors %v%%, want 1", pct)
+	}
+	if got := stringColumn(t, nodes, "subtitle"); !slices.Equal(got, []string{"service", "service", "database", "service"}) {
+		t.Errorf("subtitles %v", got)
+	}
+	// Edges: the caller's mean latency, the rate, async edges dashed.
+	if got := floatAt(t, edges, "mainstat", 0); got != 31 {
+		t.Errorf("frontend->app latency %v, want the CLIENT spans' 31 ms", got)
+	}
+	if pct := floatAt(t, edges, "detail__error_pct", 1); pct != 0.15 {
+		t.Errorf("app->db errors %v%%, want 0.15", pct)
+	}
+	if got := stringColumn(t, edges, "strokeDasharray"); !slices.Equal(got, []string{"", "", "6 4"}) {
+		t.Errorf("dash arrays %v: only the async edge is dashed", got)
+	}
+	// Links: paths through this datasource, traces in Tempo.
+	id, _ := nodes.FieldByName("id")
+	if id.Config == nil || len(id.Config.Links) != 2 {
+		t.Fatalf("node links %+v", id.Config)
+	}
+	paths, traces := id.Config.Links[0], id.Config.Links[1]
+	if paths.Internal.DatasourceUID != "tierscope-ds" || paths.Internal.Query.(map[string]any)["queryType"] != QueryTypePaths {
+		t.Errorf("paths link %+v", paths.Internal)
+	}
+	if traces.Internal.DatasourceUID != "tempo-1" || !strings.Contains(traces.Internal.Query.(map[string]any)["query"].(string), "resource.service.name") {
+		t.Errorf("traces link %+v", traces.Internal)
+	}
+	edgeID, _ := edges.FieldByName("id")
+	if edgeID.Config == nil || len(edgeID.Config.Links) != 2 || !strings.Contains(edgeID.Config.Links[1].Internal.Query.(map[string]any)["query"].(string), "} > {") {
+		t.Errorf("edge links %+v", edgeID.Config)
+	}
+
+	// Without a traces datasource only the paths link remains; a wrong type is a configuration error.
+	instance, _ = NewDatasource(context.Background(), backend.DataSourceInstanceSettings{UID: "x", URL: server.URL})
+	frames = mustSucceed(t, runOne(t, instance.(*Datasource), QueryModel{QueryType: QueryTypeGraph}))
+	if id, _ := frameByName(t, frames, nodesFrameName).FieldByName("id"); len(id.Config.Links) != 1 {
+		t.Errorf("links without a traces datasource: %+v", id.Config.Links)
+	}
+	instance, _ = NewDatasource(context.Background(), backend.DataSourceInstanceSettings{URL: server.URL, JSONData: []byte(`{"tracesDatasourceType": "zipkin"}`)})
+	wantErrorContaining(t, runOne(t, instance.(*Datasource), QueryModel{QueryType: QueryTypeGraph}), "zipkin", "tempo or jaeger")
+}
+
+// A transaction's signature profile is latency against utilization, ascending;
+// an experiment's spectrum is its baseline noise by frequency, the injection
+// frequency marked.
+func TestProfilesAndSpectrum(t *testing.T) {
+	fake := &fakeAPI{}
+	ds := newTestDatasource(t, startFakeAPI(t, fake).URL, "")
+
+	frames := mustSucceed(t, runOne(t, ds, QueryModel{QueryType: QueryTypeProfile, Service: "frontend"}))
+	if len(frames) != 1 {
+		t.Fatalf("%d profile frames: one transaction of the fixture has a profile", len(frames))
+	}
+	util, _ := frames[0].FieldByName("utilization")
+	lat, _ := frames[0].FieldByName("front_latency_ms")
+	if util.Len() != 3 || util.At(0).(float64) != 0.1 || util.At(2).(float64) != 0.3 || lat.At(0).(float64) != 13 || lat.At(2).(float64) != 17 {
+		t.Errorf("profile %v / %v", util, lat)
+	}
+	if lat.Labels["transaction"] != "GET /checkout" || lat.Labels["version"] != "v2" {
+		t.Errorf("labels %v", lat.Labels)
+	}
+	wantNotice(t, runOne(t, ds, QueryModel{QueryType: QueryTypeProfile, Transaction: "GET /none"}), "no signature profile")
+
+	frames = mustSucceed(t, runOne(t, ds, QueryModel{QueryType: QueryTypeSpectrum}))
+	if got := fake.lastRequest(t, api.PathExperiments+"/exp-1"); got == nil {
+		t.Fatal("the newest experiment was not read")
+	}
+	spectrum := frameByName(t, frames, "spectrum")
+	if spectrum.Rows() != 4 {
+		t.Fatalf("spectrum of N = 8: want k = 1..4, got %d rows", spectrum.Rows())
+	}
+	if f := floatAt(t, spectrum, "frequency_hz", 1); f != 0.5 {
+		t.Errorf("k = 2 at %v Hz, want 2/(8·0.5 s) = 0.5", f)
+	}
+	if n := floatAt(t, spectrum, "noise_ms", 0); n != 10 {
+		t.Errorf("noise at k = 1: %v, want |6+8i| = 10", n)
+	}
+	chosen, _ := spectrum.FieldByName("chosen_ms")
+	if chosen.At(0).(*float64) != nil || chosen.At(1).(*float64) == nil || *chosen.At(1).(*float64) != 0.5 {
+		t.Errorf("the injection frequency is not marked at k_d = 2: %v %v", chosen.At(0), chosen.At(1))
+	}
+	if n := spectrum.Meta.Notices; len(n) != 1 || !strings.Contains(n[0].Text, "42%") && !strings.Contains(n[0].Text, "43%") {
+		t.Errorf("progress notice %v", n)
 	}
 }
 
@@ -313,7 +448,9 @@ func TestSignaturesAndComparisonTables(t *testing.T) {
 		t.Errorf("verdict %v", verdict.At(1))
 	}
 
-	wantErrorContaining(t, runOne(t, ds, QueryModel{QueryType: QueryTypeCompare, Service: "frontend"}), "a base version", "a candidate version")
+	// Without versions there is nothing to ask the API: a notice lists the versions seen.
+	wantNotice(t, runOne(t, ds, QueryModel{QueryType: QueryTypeCompare, Service: "frontend"}), "choose a base and a candidate version of frontend")
+	wantNotice(t, runOne(t, ds, QueryModel{QueryType: QueryTypeCompare}), "choose a service")
 }
 
 func TestGradientsExperimentsAndPredict(t *testing.T) {
@@ -570,9 +707,58 @@ func TestAPanicBecomesAFrameError(t *testing.T) {
 	base, _ := url.Parse("http://127.0.0.1:1")
 	// A client without an HTTP client dereferences nil: the guard must turn that into an error.
 	broken := &APIClient{baseURL: base}
-	r := runQuery(context.Background(), broken, QueryTypeExperiments, testRange, QueryModel{})
+	r := runQuery(context.Background(), broken, graphLinks{}, QueryTypeExperiments, testRange, QueryModel{})
 	wantErrorContaining(t, r, "internal error while running the experiments query")
 	if r.ErrorSource != backend.ErrorSourcePlugin {
 		t.Errorf("error source %v", r.ErrorSource)
+	}
+}
+
+// The exporter's README prints the API as http://host:8790/api/v1/; a URL
+// entered that way, or without /api/v1, or with trailing slashes, must reach the
+// same endpoints rather than /api/v1/api/v1/health.
+func TestURLWithOrWithoutTheAPIVersion(t *testing.T) {
+	fake := &fakeAPI{}
+	server := startFakeAPI(t, fake)
+	for _, base := range []string{server.URL, server.URL + "/", server.URL + "/api/v1", server.URL + "/api/v1/", server.URL + "/api/v1//"} {
+		res, _ := newTestDatasource(t, base, "").CheckHealth(context.Background(), &backend.CheckHealthRequest{})
+		if res.Status != backend.HealthStatusOk {
+			t.Errorf("URL %q: %v %q", base, res.Status, res.Message)
+		}
+	}
+	if got := fake.lastRequest(t, api.PathHealth).URL.Path; got != api.PathHealth {
+		t.Errorf("health requested at %q, want %q", got, api.PathHealth)
+	}
+}
+
+// The datasource's HTTP client is Grafana's: an HTTPS exporter whose CA is
+// given in the settings is trusted, and custom headers are sent.
+func TestTLSCAAndHeadersFromTheSettings(t *testing.T) {
+	fake := &fakeAPI{}
+	server := httptest.NewTLSServer(fake)
+	t.Cleanup(server.Close)
+	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}))
+
+	check := func(jsonData string, secure map[string]string) *backend.CheckHealthResult {
+		t.Helper()
+		instance, err := NewDatasource(context.Background(), backend.DataSourceInstanceSettings{
+			URL: server.URL + "/api/v1/", JSONData: []byte(jsonData), DecryptedSecureJSONData: secure,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := instance.(*Datasource).CheckHealth(context.Background(), &backend.CheckHealthRequest{})
+		return res
+	}
+	if res := check(`{}`, nil); res.Status != backend.HealthStatusError || !strings.Contains(res.Message, "certificate") {
+		t.Errorf("without the CA: %v %q", res.Status, res.Message)
+	}
+	res := check(`{"tlsAuthWithCACert": true, "httpHeaderName1": "X-Scope-OrgID", "timeoutSeconds": 5}`,
+		map[string]string{"tlsCACert": caPEM, "httpHeaderValue1": "tenant-7"})
+	if res.Status != backend.HealthStatusOk {
+		t.Fatalf("with the CA: %v %q", res.Status, res.Message)
+	}
+	if got := fake.lastRequest(t, api.PathHealth).Header.Get("X-Scope-OrgID"); got != "tenant-7" {
+		t.Errorf("custom header %q", got)
 	}
 }

@@ -408,7 +408,7 @@ func TestAgainstTheRealExporter(t *testing.T) {
 				t.Errorf("no service node %q among %v", want, ids)
 			}
 		}
-		requests, _ := nodes.FieldByName("secondarystat")
+		requests, _ := nodes.FieldByName("detail__requests")
 		if web := slices.Index(ids, "web"); requests.At(web).(int64) != int64(load.traces) {
 			t.Errorf("web served %v requests, %d were sent", requests.At(web), load.traces)
 		}
@@ -544,6 +544,20 @@ func TestAgainstTheRealExporter(t *testing.T) {
 		}
 	})
 
+	t.Run("dashboard", func(t *testing.T) {
+		outcome := checkDashboard(t, ds, tr)
+		for title, o := range outcome {
+			t.Logf("%s: %s", title, o)
+		}
+		for _, title := range []string{"Causal paths", "Path patterns", "Work factors", "Signatures", "Gradients", "Experiments",
+			"Signature comparison · $compared $base → $candidate", "Signature profiles · latency against CPU utilization",
+			"Experiment progress"} {
+			if outcome[title] != "data" {
+				t.Errorf("panel %q: %s", title, outcome[title])
+			}
+		}
+	})
+
 	t.Run("querydata", func(t *testing.T) {
 		resp, err := ds.QueryData(ctx, &backend.QueryDataRequest{Queries: []backend.DataQuery{
 			{RefID: "A", QueryType: QueryTypeGraph, TimeRange: tr, JSON: []byte(`{"queryType":"graph"}`)},
@@ -557,13 +571,9 @@ func TestAgainstTheRealExporter(t *testing.T) {
 		if edges := frameByName(t, frames, edgesFrameName); edges.Rows() == 0 {
 			t.Error("no edges")
 		}
-		// The exporter's own refusals reach the panel as readable frame errors.
-		wantErrorContaining(t, resp.Responses["B"], "9.9.9")
-		wantErrorContaining(t, resp.Responses["C"], "run an experiment first")
-		for _, ref := range []string{"B", "C"} {
-			if r := resp.Responses[ref]; r.Error != nil {
-				t.Logf("%s: %d %v", ref, r.Status, r.Error)
-			}
-		}
+		// The exporter's "not yet" answers (no signature of a version, no
+		// gradient on the link) reach the panel as notices saying what to do.
+		wantNotice(t, resp.Responses["B"], "9.9.9")
+		wantNotice(t, resp.Responses["C"], "run an experiment first", "tierscope experiment start --element 'link:web->app'")
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/gradient"
+	"github.com/tierscope/tierscope/internal/spectral"
 )
 
 func ptr(v float64) *float64 { return &v }
@@ -28,8 +30,23 @@ func fixtureQuantiles(mean float64) *api.Quantiles {
 	return &api.Quantiles{Mean: mean, P50: mean * 0.9, P90: mean * 1.5, P99: mean * 2}
 }
 
+// fixtureExperimentDetail is an experiment's result as the exporter stores
+// it: a training plan of N = 8 bins of 0.5 s, injecting at k_d = 2.
+func fixtureExperimentDetail() json.RawMessage {
+	plan := &spectral.Plan{Transaction: "GET /checkout", N: 8, BinSeconds: 0.5, Kd: 2, FrequencyHz: 0.5,
+		BaselineFFTMean: []spectral.Complex{{40, 0}, {3, 4}, {0, 1}, {1, 0}, {0.5, 0}},
+		BaselineFFTStd:  []spectral.Complex{{0, 0}, {6, 8}, {0.3, 0.4}, {2, 0}, {1, 0}}}
+	raw, err := json.Marshal(gradient.Result{Phase: "active", Plan: plan})
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}
+
 func (f *fakeAPI) documents() map[string]any {
 	return map[string]any{
+		api.PathExperiments + "/exp-1": api.Experiment{ID: "exp-1", Element: "link:app->db", Phase: "active", Percent: 42.5,
+			Started: 1700000100, Detail: fixtureExperimentDetail()},
 		api.PathHealth: api.Health{Status: "ok", Version: "0.3.0", Store: "sqlite", SchemaVersion: 2, WindowSeconds: 10},
 		api.PathPaths: api.PathsResponse{
 			TimeRange: api.TimeRange{From: 1700000000, To: 1700003600},
@@ -60,10 +77,12 @@ func (f *fakeAPI) documents() map[string]any {
 				{ID: "frontend", Requests: 1000, Errors: 10, LatencyMs: fixtureQuantiles(40)},
 				{ID: "app", Requests: 900, Errors: 0, LatencyMs: fixtureQuantiles(30)},
 				{ID: "db", Requests: 2000},
+				{ID: "worker", Requests: 360, LatencyMs: fixtureQuantiles(8)},
 			},
 			Edges: []api.GraphEdge{
 				{ID: "frontend->app", Source: "frontend", Target: "app", Kind: "sync", Requests: 900, LatencyMs: fixtureQuantiles(31), Gradient: ptr(1.02)},
 				{ID: "app->db", Source: "app", Target: "db", Kind: "database", Requests: 2000, Errors: 3, LatencyMs: fixtureQuantiles(5)},
+				{ID: "app->worker", Source: "app", Target: "worker", Kind: "async", Requests: 360, LatencyMs: fixtureQuantiles(12)},
 			},
 		},
 		api.PathCatalog: api.Catalog{
@@ -89,7 +108,7 @@ func (f *fakeAPI) documents() map[string]any {
 		api.PathSignatures: api.Signatures{
 			TimeRange: api.TimeRange{From: 1700000000, To: 1700003600},
 			Signatures: []api.Signature{{Service: "frontend", Version: "v2", Transactions: []api.TransactionSignature{
-				{Transaction: "GET /checkout", ServiceTimeMs: ptr(12.5), Status: "ok", BucketsUsed: 6, Spread: 0.1, Shape: "tight", Profile: [][3]float64{{0.1, 40, 13}}},
+				{Transaction: "GET /checkout", ServiceTimeMs: ptr(12.5), Status: "ok", BucketsUsed: 6, Spread: 0.1, Shape: "tight", Profile: [][3]float64{{0.3, 50, 17}, {0.1, 40, 13}, {0.2, 45, 15}}},
 				{Transaction: "GET /item", Status: "insufficient data", BucketsUsed: 1},
 			}}},
 		},

@@ -203,26 +203,66 @@ func meanOf(values []float64) *float64 {
 
 // queryGraph returns the service graph; with a transaction, each edge's main
 // stat is that transaction's link gradient (null where none was measured).
-func queryGraph(ctx context.Context, client *APIClient, tr backend.TimeRange, model QueryModel) (data.Frames, error) {
+func queryGraph(ctx context.Context, client *APIClient, links graphLinks, tr backend.TimeRange, model QueryModel) (data.Frames, error) {
 	params := rangeParams(tr)
 	setIfNotEmpty(params, "transaction", model.Transaction)
 	var doc api.Graph
 	if err := client.get(ctx, api.PathGraph, params, &doc); err != nil {
 		return nil, err
 	}
-	return graphFrames(doc, strings.TrimSpace(model.Transaction), executed(api.PathGraph, params)), nil
+	return graphFrames(doc, strings.TrimSpace(model.Transaction), executed(api.PathGraph, params), links), nil
 }
 
-func graphFrames(doc api.Graph, transaction, executedQuery string) data.Frames {
+// graphFrames draws the service graph as Tempo's service graph does: nodes
+// and edges with request rates and error percentages over the range; edge
+// latency is the caller's (CLIENT span durations); asynchronous edges dashed;
+// links from nodes and edges to their causal paths and, when a traces
+// datasource is configured, to their traces.
+func graphFrames(doc api.Graph, transaction, executedQuery string, links graphLinks) data.Frames {
+	seconds := float64(doc.To - doc.From)
+	rate := func(n int64) *float64 {
+		if seconds <= 0 {
+			return nil
+		}
+		r := float64(n) / seconds
+		return &r
+	}
+	errorPct := func(errors, requests int64) *float64 {
+		if requests <= 0 {
+			return nil
+		}
+		p := 100 * float64(errors) / float64(requests)
+		return &p
+	}
+	rateConfig := func(name string) *data.FieldConfig { return &data.FieldConfig{DisplayName: name, Unit: "reqps"} }
+	pctConfig := func(name string) *data.FieldConfig { return &data.FieldConfig{DisplayName: name, Unit: "percent"} }
+
+	// A node only ever called over database edges is a database; one that
+	// serves no SERVER span but is called is an uninstrumented back end.
+	databases, called := map[string]bool{}, map[string]bool{}
+	for _, e := range doc.Edges {
+		called[e.Target] = true
+		if e.Kind == "database" {
+			databases[e.Target] = true
+		}
+	}
+	for _, e := range doc.Edges {
+		if e.Kind != "database" {
+			delete(databases, e.Target)
+		}
+	}
+	nodeID := data.NewField("id", nil, []string{}).SetConfig(&data.FieldConfig{Links: links.node()})
 	nodes := data.NewFrame(nodesFrameName,
-		data.NewField("id", nil, []string{}),
+		nodeID,
 		data.NewField("title", nil, []string{}),
 		data.NewField("subtitle", nil, []string{}),
-		data.NewField("mainstat", nil, []*float64{}).SetConfig(msConfig("mean latency")),
-		data.NewField("secondarystat", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "requests"}),
+		data.NewField("mainstat", nil, []*float64{}).SetConfig(rateConfig("requests/s")),
+		data.NewField("secondarystat", nil, []*float64{}).SetConfig(pctConfig("errors")),
 		data.NewField("arc__ok", nil, []float64{}).SetConfig(fixedColor("ok", "green")),
 		data.NewField("arc__errors", nil, []float64{}).SetConfig(fixedColor("errors", "red")),
+		data.NewField("detail__requests", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "requests"}),
 		data.NewField("detail__errors", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "errors"}),
+		data.NewField("detail__mean", nil, []*float64{}).SetConfig(msConfig("mean latency (served)")),
 		data.NewField("detail__p50", nil, []*float64{}).SetConfig(msConfig("p50 latency")),
 		data.NewField("detail__p90", nil, []*float64{}).SetConfig(msConfig("p90 latency")),
 		data.NewField("detail__p99", nil, []*float64{}).SetConfig(msConfig("p99 latency")),
@@ -233,42 +273,54 @@ func graphFrames(doc api.Graph, transaction, executedQuery string) data.Frames {
 			errShare = min(float64(n.Errors)/float64(n.Requests), 1)
 			okShare = 1 - errShare
 		}
-		nodes.AppendRow(n.ID, n.ID, "service", quantile(n.LatencyMs, mean), n.Requests, okShare, errShare,
-			n.Errors, quantile(n.LatencyMs, p50), quantile(n.LatencyMs, p90), quantile(n.LatencyMs, p99))
+		subtitle := "service"
+		switch {
+		case databases[n.ID]:
+			subtitle = "database"
+		case n.Requests == 0 && called[n.ID]:
+			subtitle = "uninstrumented"
+		}
+		nodes.AppendRow(n.ID, n.ID, subtitle, rate(n.Requests), errorPct(n.Errors, n.Requests), okShare, errShare,
+			n.Requests, n.Errors, quantile(n.LatencyMs, mean), quantile(n.LatencyMs, p50), quantile(n.LatencyMs, p90),
+			quantile(n.LatencyMs, p99))
 	}
 
-	var edges *data.Frame
+	edgeID := data.NewField("id", nil, []string{}).SetConfig(&data.FieldConfig{Links: links.edge()})
+	var mainstat, secondary *data.Field
 	if transaction != "" {
-		edges = data.NewFrame(edgesFrameName,
-			data.NewField("id", nil, []string{}),
-			data.NewField("source", nil, []string{}),
-			data.NewField("target", nil, []string{}),
-			data.NewField("mainstat", nil, []*float64{}).SetConfig(&data.FieldConfig{DisplayName: "gradient of " + transaction, Unit: "ms/ms"}),
-			data.NewField("secondarystat", nil, []*float64{}).SetConfig(msConfig("mean latency")),
-			data.NewField("detail__kind", nil, []string{}).SetConfig(&data.FieldConfig{DisplayName: "kind"}),
-			data.NewField("detail__requests", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "requests"}),
-			data.NewField("detail__errors", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "errors"}),
-			data.NewField("detail__p99", nil, []*float64{}).SetConfig(msConfig("p99 latency")),
-		)
-		for _, e := range doc.Edges {
-			edges.AppendRow(e.ID, e.Source, e.Target, e.Gradient, quantile(e.LatencyMs, mean), e.Kind,
-				e.Requests, e.Errors, quantile(e.LatencyMs, p99))
-		}
+		mainstat = data.NewField("mainstat", nil, []*float64{}).SetConfig(&data.FieldConfig{DisplayName: "gradient of " + transaction, Unit: "ms/ms"})
+		secondary = data.NewField("secondarystat", nil, []*float64{}).SetConfig(msConfig("mean latency (caller)"))
 	} else {
-		edges = data.NewFrame(edgesFrameName,
-			data.NewField("id", nil, []string{}),
-			data.NewField("source", nil, []string{}),
-			data.NewField("target", nil, []string{}),
-			data.NewField("mainstat", nil, []*float64{}).SetConfig(msConfig("mean latency")),
-			data.NewField("secondarystat", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "requests"}),
-			data.NewField("detail__kind", nil, []string{}).SetConfig(&data.FieldConfig{DisplayName: "kind"}),
-			data.NewField("detail__errors", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "errors"}),
-			data.NewField("detail__p99", nil, []*float64{}).SetConfig(msConfig("p99 latency")),
-		)
-		for _, e := range doc.Edges {
-			edges.AppendRow(e.ID, e.Source, e.Target, quantile(e.LatencyMs, mean), e.Requests, e.Kind,
-				e.Errors, quantile(e.LatencyMs, p99))
+		mainstat = data.NewField("mainstat", nil, []*float64{}).SetConfig(msConfig("mean latency (caller)"))
+		secondary = data.NewField("secondarystat", nil, []*float64{}).SetConfig(rateConfig("requests/s"))
+	}
+	edges := data.NewFrame(edgesFrameName,
+		edgeID,
+		data.NewField("source", nil, []string{}),
+		data.NewField("target", nil, []string{}),
+		mainstat, secondary,
+		data.NewField("detail__kind", nil, []string{}).SetConfig(&data.FieldConfig{DisplayName: "kind"}),
+		data.NewField("detail__rate", nil, []*float64{}).SetConfig(rateConfig("requests/s")),
+		data.NewField("detail__requests", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "requests"}),
+		data.NewField("detail__errors", nil, []int64{}).SetConfig(&data.FieldConfig{DisplayName: "errors"}),
+		data.NewField("detail__error_pct", nil, []*float64{}).SetConfig(pctConfig("errors")),
+		data.NewField("detail__p99", nil, []*float64{}).SetConfig(msConfig("p99 latency (caller)")),
+		// Grafana's node graph draws an edge with a dash array dashed: async
+		// edges (messaging, or found by convolution) are told apart from calls.
+		data.NewField("strokeDasharray", nil, []string{}),
+	)
+	for _, e := range doc.Edges {
+		dash := ""
+		if e.Kind == "async" {
+			dash = "6 4"
 		}
+		first := quantile(e.LatencyMs, mean)
+		second := rate(e.Requests)
+		if transaction != "" {
+			first, second = e.Gradient, quantile(e.LatencyMs, mean)
+		}
+		edges.AppendRow(e.ID, e.Source, e.Target, first, second, e.Kind, rate(e.Requests), e.Requests, e.Errors,
+			errorPct(e.Errors, e.Requests), quantile(e.LatencyMs, p99), dash)
 	}
 	nodes.Meta = nodeGraphMeta(executedQuery, doc.TimeRange)
 	edges.Meta = nodeGraphMeta(executedQuery, doc.TimeRange)
@@ -357,25 +409,19 @@ func signaturesFrame(doc api.Signatures, executedQuery string) *data.Frame {
 
 // queryCompare sets a candidate version's signature against a base version's.
 func queryCompare(ctx context.Context, client *APIClient, model QueryModel) (data.Frames, error) {
-	var missing []string
-	if strings.TrimSpace(model.Service) == "" {
-		missing = append(missing, "a service")
-	}
-	if strings.TrimSpace(model.BaseVersion) == "" {
-		missing = append(missing, "a base version")
-	}
-	if strings.TrimSpace(model.CandidateVersion) == "" {
-		missing = append(missing, "a candidate version")
-	}
-	if len(missing) > 0 {
-		return nil, invalidQuery("the signature comparison needs %s", strings.Join(missing, ", "))
-	}
 	params := url.Values{}
 	setIfNotEmpty(params, "service", model.Service)
 	setIfNotEmpty(params, "base", model.BaseVersion)
 	setIfNotEmpty(params, "candidate", model.CandidateVersion)
+	if notice := compareNotice(ctx, client, model); notice != "" {
+		return noticeFrame("comparison", executed(api.PathCompare, params), notice), nil
+	}
 	var doc api.Comparison
 	if err := client.get(ctx, api.PathCompare, params, &doc); err != nil {
+		if reason, ok := modelNotYetAvailable(err); ok {
+			return noticeFrame("comparison", executed(api.PathCompare, params), reason+
+				"; a version's signature needs several windows of its requests over enough CPU utilization buckets"), nil
+		}
 		return nil, err
 	}
 	return data.Frames{comparisonFrame(doc, executed(api.PathCompare, params))}, nil
@@ -479,7 +525,9 @@ func queryPredict(ctx context.Context, client *APIClient, model QueryModel) (dat
 	for i, change := range model.Changes {
 		element := strings.TrimSpace(change.Element)
 		if element == "" {
-			return nil, invalidQuery("what-if change %d has no element; use link:<source>-><target>, frequency:<machine> or capacity:<machine>", i+1)
+			// A dashboard's link variable is empty while the service graph has no link.
+			return noticeFrame("prediction", "POST "+api.PathPredict, fmt.Sprintf("what-if change %d has no element: choose a link:<source>-><target>, "+
+				"frequency:<machine> or capacity:<machine> (the service graph has links once spans of calls between services arrive)", i+1)), nil
 		}
 		if !strings.HasPrefix(element, "link:") && !strings.HasPrefix(element, "frequency:") && !strings.HasPrefix(element, "capacity:") {
 			return nil, invalidQuery("what-if change %d: element %q must start with link:, frequency: or capacity:", i+1, element)
@@ -489,15 +537,21 @@ func queryPredict(ctx context.Context, client *APIClient, model QueryModel) (dat
 	if len(req.Changes) == 0 {
 		return nil, invalidQuery("the what-if prediction needs at least one change, e.g. link:app->db +20 ms")
 	}
-	var doc api.Prediction
-	if err := client.post(ctx, api.PathPredict, req, &doc); err != nil {
-		return nil, err
-	}
 	var described []string
 	for _, c := range req.Changes {
 		described = append(described, fmt.Sprintf("%s %+g", c.Element, c.Delta))
 	}
-	return data.Frames{predictionFrame(doc, "POST "+api.PathPredict+" "+strings.Join(described, ", "))}, nil
+	executedQuery := "POST " + api.PathPredict + " " + strings.Join(described, ", ")
+	var doc api.Prediction
+	if err := client.post(ctx, api.PathPredict, req, &doc); err != nil {
+		if reason, ok := modelNotYetAvailable(err); ok {
+			return noticeFrame("prediction", executedQuery, fmt.Sprintf("%s: no gradient measured on %s yet; start an experiment with "+
+				"`tierscope experiment start --element '%s' --wait` (or POST /api/v1/experiments); the Experiments panel follows its progress",
+				reason, req.Changes[0].Element, req.Changes[0].Element)), nil
+		}
+		return nil, err
+	}
+	return data.Frames{predictionFrame(doc, executedQuery)}, nil
 }
 
 func predictionFrame(doc api.Prediction, executedQuery string) *data.Frame {

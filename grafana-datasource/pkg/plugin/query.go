@@ -28,12 +28,15 @@ const (
 	QueryTypeGradients   = "gradients"
 	QueryTypeExperiments = "experiments"
 	QueryTypePredict     = "predict"
+	QueryTypeProfile     = "profile"
+	QueryTypeSpectrum    = "spectrum"
 )
 
 // QueryTypes lists every query type in the order the editor shows them.
 var QueryTypes = []string{
 	QueryTypePaths, QueryTypeGraph, QueryTypeWorkFactors, QueryTypeSignatures,
 	QueryTypeCompare, QueryTypeGradients, QueryTypeExperiments, QueryTypePredict,
+	QueryTypeProfile, QueryTypeSpectrum,
 }
 
 // QueryModel is the JSON the query editor saves; which fields matter depends on QueryType.
@@ -56,11 +59,27 @@ type QueryModel struct {
 	Element string `json:"element,omitempty"`
 	// Changes are the what-if changes of predict.
 	Changes []api.Change `json:"changes,omitempty"`
+	// Experiment is the id whose spectrum is shown; the newest when empty.
+	Experiment string `json:"experiment,omitempty"`
+}
+
+// allValue is what a dashboard variable set to "All" stands for (its allValue):
+// no filter.
+const allValue = "*"
+
+// withoutAll clears the filters a dashboard variable set to "All".
+func (m QueryModel) withoutAll() QueryModel {
+	for _, f := range []*string{&m.Service, &m.Transaction, &m.Machine, &m.Version, &m.BaseVersion, &m.CandidateVersion, &m.Element, &m.Experiment} {
+		if strings.TrimSpace(*f) == allValue {
+			*f = ""
+		}
+	}
+	return m
 }
 
 // runQuery answers one query. It never panics: a failure, even a bug, becomes
 // the response's error with a message meant for the operator.
-func runQuery(ctx context.Context, client *APIClient, queryType string, timeRange backend.TimeRange, model QueryModel) (resp backend.DataResponse) {
+func runQuery(ctx context.Context, client *APIClient, links graphLinks, queryType string, timeRange backend.TimeRange, model QueryModel) (resp backend.DataResponse) {
 	defer func() {
 		if r := recover(); r != nil {
 			log.DefaultLogger.Error("query panicked", "queryType", queryType, "panic", r, "stack", string(debug.Stack()))
@@ -75,6 +94,7 @@ func runQuery(ctx context.Context, client *APIClient, queryType string, timeRang
 	if queryType == "" {
 		queryType = QueryTypePaths
 	}
+	model = model.withoutAll()
 	if client == nil {
 		return backend.ErrDataResponseWithSource(backend.StatusBadRequest, backend.ErrorSourceDownstream,
 			"the datasource is not configured: set the Tierscope API URL in its settings")
@@ -86,7 +106,7 @@ func runQuery(ctx context.Context, client *APIClient, queryType string, timeRang
 	case QueryTypePaths:
 		frames, err = queryPaths(ctx, client, timeRange, model)
 	case QueryTypeGraph:
-		frames, err = queryGraph(ctx, client, timeRange, model)
+		frames, err = queryGraph(ctx, client, links, timeRange, model)
 	case QueryTypeWorkFactors:
 		frames, err = queryWorkFactors(ctx, client, timeRange, model)
 	case QueryTypeSignatures:
@@ -99,6 +119,10 @@ func runQuery(ctx context.Context, client *APIClient, queryType string, timeRang
 		frames, err = queryExperiments(ctx, client)
 	case QueryTypePredict:
 		frames, err = queryPredict(ctx, client, model)
+	case QueryTypeProfile:
+		frames, err = queryProfiles(ctx, client, timeRange, model)
+	case QueryTypeSpectrum:
+		frames, err = querySpectrum(ctx, client, model)
 	default:
 		return backend.ErrDataResponseWithSource(backend.StatusBadRequest, backend.ErrorSourceDownstream,
 			fmt.Sprintf("unknown query type %q; choose one of %s", queryType, strings.Join(QueryTypes, ", ")))
@@ -106,7 +130,7 @@ func runQuery(ctx context.Context, client *APIClient, queryType string, timeRang
 	if err != nil {
 		return errorResponse(err)
 	}
-	return backend.DataResponse{Frames: frames}
+	return backend.DataResponse{Frames: explainEmpty(queryType, frames)}
 }
 
 // errorResponse maps an error to a response, keeping API errors' HTTP status.

@@ -52,12 +52,12 @@ function renderConfig(initial: Settings) {
 describe('ConfigEditor', () => {
   it('stores the URL and timeout in the settings and the token in secureJsonData', () => {
     const changes = renderConfig(settings());
-    fireEvent.change(screen.getByTestId('tierscope-url'), { target: { value: 'http://perfmodel:8890' } });
+    fireEvent.change(screen.getByTestId('tierscope-url'), { target: { value: 'http://perfmodel:8790' } });
     fireEvent.change(screen.getByTestId('tierscope-token'), { target: { value: 's3cret' } });
     fireEvent.change(screen.getByTestId('tierscope-timeout'), { target: { value: '12' } });
 
     const last = changes.at(-1)!;
-    expect(last.url).toBe('http://perfmodel:8890');
+    expect(last.url).toBe('http://perfmodel:8790');
     expect(last.secureJsonData).toEqual({ apiToken: 's3cret' });
     expect(last.jsonData).toEqual({ timeoutSeconds: 12 });
     expect(JSON.stringify(last.jsonData)).not.toContain('s3cret');
@@ -69,5 +69,16 @@ describe('ConfigEditor', () => {
     fireEvent.click(screen.getByRole('button', { name: 'Reset' }));
     expect(changes.at(-1)?.secureJsonFields).toEqual({ apiToken: false });
     expect(changes.at(-1)?.secureJsonData).toEqual({ apiToken: '' });
+  });
+
+  it('keeps a traces datasource for the service graph links, Tempo unless Jaeger is chosen', () => {
+    const changes = renderConfig(settings({ url: 'http://x' }));
+    expect(screen.queryByRole('radio', { name: 'Jaeger' })).toBeNull();
+    fireEvent.change(screen.getByTestId('tierscope-traces-uid'), { target: { value: ' tempo-1 ' } });
+    expect(changes.at(-1)?.jsonData).toEqual({ tracesDatasourceUid: 'tempo-1', tracesDatasourceType: 'tempo' });
+    fireEvent.click(screen.getByRole('radio', { name: 'Jaeger' }));
+    expect(changes.at(-1)?.jsonData).toEqual({ tracesDatasourceUid: 'tempo-1', tracesDatasourceType: 'jaeger' });
+    fireEvent.change(screen.getByTestId('tierscope-traces-uid'), { target: { value: '' } });
+    expect(changes.at(-1)?.jsonData).toEqual({});
   });
 });

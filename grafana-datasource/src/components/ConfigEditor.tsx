@@ -1,12 +1,17 @@
 import React, { ChangeEvent } from 'react';
 import { DataSourcePluginOptionsEditorProps } from '@grafana/data';
-import { FieldSet, InlineField, Input, SecretInput } from '@grafana/ui';
+import { FieldSet, InlineField, Input, RadioButtonGroup, SecretInput } from '@grafana/ui';
 
-import { TierscopeOptions, TierscopeSecureJsonData } from '../types';
+import { TierscopeOptions, TierscopeSecureJsonData, TracesDatasourceType } from '../types';
 
 type Props = DataSourcePluginOptionsEditorProps<TierscopeOptions, TierscopeSecureJsonData>;
 
-const LABEL_WIDTH = 20;
+const LABEL_WIDTH = 16;
+
+const TRACES_TYPES: Array<{ label: string; value: TracesDatasourceType }> = [
+  { label: 'Tempo', value: 'tempo' },
+  { label: 'Jaeger', value: 'jaeger' },
+];
 
 /** The API's URL and timeout, and its bearer token, which Grafana keeps encrypted. */
 export function ConfigEditor({ options, onOptionsChange }: Props) {
@@ -18,15 +23,15 @@ export function ConfigEditor({ options, onOptionsChange }: Props) {
       <InlineField
         label="URL"
         labelWidth={LABEL_WIDTH}
-        tooltip="The exporter's HTTP API root, e.g. http://perfmodel:8890"
+        tooltip="Where the exporter listens, e.g. http://perfmodel:8790 (with or without /api/v1)"
         htmlFor="tierscope-url"
         required
       >
         <Input
           id="tierscope-url"
           data-testid="tierscope-url"
-          width={40}
-          placeholder="http://localhost:8890"
+          width={30}
+          placeholder="http://localhost:8790"
           value={options.url ?? ''}
           onChange={(e: ChangeEvent<HTMLInputElement>) => onOptionsChange({ ...options, url: e.currentTarget.value })}
         />
@@ -40,7 +45,7 @@ export function ConfigEditor({ options, onOptionsChange }: Props) {
         <SecretInput
           id="tierscope-token"
           data-testid="tierscope-token"
-          width={40}
+          width={30}
           placeholder="bearer token"
           isConfigured={Boolean(secureJsonFields?.apiToken)}
           value={secureJsonData.apiToken ?? ''}
@@ -74,6 +79,40 @@ export function ConfigEditor({ options, onOptionsChange }: Props) {
           }}
         />
       </InlineField>
+      <InlineField
+        label="Trace links"
+        labelWidth={LABEL_WIDTH}
+        tooltip="UID of a Tempo or Jaeger datasource: the service graph's nodes and edges link to their traces there"
+        htmlFor="tierscope-traces-uid"
+      >
+        <Input
+          id="tierscope-traces-uid"
+          data-testid="tierscope-traces-uid"
+          width={24}
+          placeholder="datasource UID"
+          value={jsonData.tracesDatasourceUid ?? ''}
+          onChange={(e: ChangeEvent<HTMLInputElement>) => {
+            const uid = e.currentTarget.value.trim();
+            onOptionsChange({
+              ...options,
+              jsonData: {
+                ...jsonData,
+                tracesDatasourceUid: uid || undefined,
+                tracesDatasourceType: uid ? (jsonData.tracesDatasourceType ?? 'tempo') : undefined,
+              },
+            });
+          }}
+        />
+      </InlineField>
+      {jsonData.tracesDatasourceUid && (
+        <InlineField label="Traces type" labelWidth={LABEL_WIDTH} tooltip="How trace queries are written">
+          <RadioButtonGroup<TracesDatasourceType>
+            options={TRACES_TYPES}
+            value={jsonData.tracesDatasourceType ?? 'tempo'}
+            onChange={(value) => onOptionsChange({ ...options, jsonData: { ...jsonData, tracesDatasourceType: value } })}
+          />
+        </InlineField>
+      )}
     </FieldSet>
   );
 }

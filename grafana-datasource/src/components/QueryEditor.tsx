@@ -1,4 +1,5 @@
 import React, { ChangeEvent, useEffect, useMemo, useState } from 'react';
+import { css } from '@emotion/css';
 import { QueryEditorProps } from '@grafana/data';
 import {
   Alert,
@@ -28,8 +29,14 @@ import {
 
 type Props = QueryEditorProps<DataSource, TierscopeQuery, TierscopeOptions>;
 
-const LABEL_WIDTH = 18;
-const INPUT_WIDTH = 32;
+const LABEL_WIDTH = 16;
+// Dropdowns size to their value between these widths (in grid units of 8 px),
+// so that a label and its field fit a narrow query pane (about 400 px).
+const INPUT_MIN_WIDTH = 16;
+const INPUT_MAX_WIDTH = 30;
+
+// The query types wrap onto more lines when the pane is too narrow for one.
+const wrappingRadios = css({ flexWrap: 'wrap', height: 'auto', rowGap: 2 });
 
 interface Catalog {
   services: ResourceOption[];
@@ -104,7 +111,9 @@ function TextChoice({ label, tooltip, field, value, options, placeholder, onChan
       <Combobox<string>
         id={id}
         data-testid={id}
-        width={INPUT_WIDTH}
+        width="auto"
+        minWidth={INPUT_MIN_WIDTH}
+        maxWidth={INPUT_MAX_WIDTH}
         placeholder={placeholder}
         options={toComboboxOptions(options)}
         value={value ?? null}
@@ -149,8 +158,9 @@ export function QueryEditor({ query, onChange, onRunQuery, datasource }: Props) 
   return (
     <Stack direction="column" gap={1}>
       <InlineFieldRow>
-        <InlineField label="Query type" labelWidth={LABEL_WIDTH} tooltip={description}>
+        <InlineField label="Query type" labelWidth={LABEL_WIDTH} tooltip={description} shrink>
           <RadioButtonGroup<QueryType>
+            className={wrappingRadios}
             options={QUERY_TYPES.map(({ value, label, description }) => ({ value, label, description }))}
             value={queryType}
             onChange={(value) => update({ ...query, queryType: value })}
@@ -199,7 +209,9 @@ export function QueryEditor({ query, onChange, onRunQuery, datasource }: Props) 
             tooltip={
               queryType === QueryType.Graph
                 ? 'Show this transaction’s link gradients on the edges'
-                : 'Only gradients of this transaction'
+                : queryType === QueryType.Profile
+                  ? 'Only this transaction’s profile'
+                  : 'Only gradients of this transaction'
             }
             field="transaction"
             value={query.transaction}
@@ -227,6 +239,17 @@ export function QueryEditor({ query, onChange, onRunQuery, datasource }: Props) 
             value={query.version}
             options={catalog.versions}
             placeholder="all versions"
+            onChange={setField}
+          />
+        )}
+        {fields.includes('experiment') && (
+          <TextChoice
+            label="Experiment"
+            tooltip="The experiment's id, e.g. from the Experiments table (the newest when empty)"
+            field="experiment"
+            value={query.experiment}
+            options={[]}
+            placeholder="newest"
             onChange={setField}
           />
         )}
@@ -293,7 +316,9 @@ function WhatIfEditor({ changes, elementOptions, onChange }: WhatIfEditorProps) 
             <Combobox<string>
               id={`tierscope-change-element-${index}`}
               data-testid={`tierscope-change-element-${index}`}
-              width={INPUT_WIDTH}
+              width="auto"
+              minWidth={INPUT_MIN_WIDTH}
+              maxWidth={INPUT_MAX_WIDTH}
               placeholder="link:app->db"
               options={toComboboxOptions(elementOptions)}
               value={change.element || null}
@@ -316,11 +341,13 @@ function WhatIfEditor({ changes, elementOptions, onChange }: WhatIfEditorProps) 
               }}
             />
           </InlineField>
-          <IconButton
-            name="trash-alt"
-            tooltip={`Remove change ${index + 1}`}
-            onClick={() => onChange(changes.filter((_, i) => i !== index))}
-          />
+          <InlineField>
+            <IconButton
+              name="trash-alt"
+              tooltip={`Remove change ${index + 1}`}
+              onClick={() => onChange(changes.filter((_, i) => i !== index))}
+            />
+          </InlineField>
         </InlineFieldRow>
       ))}
       <Button

@@ -7,7 +7,7 @@
 //
 // Both hierarchies are supported: v1 (cpu.cfs_quota_us, cpu.cfs_period_us)
 // and v2 (cpu.max). A Controller saves the quota on Open and puts it back on
-// Restore, because perturbation must be safe by construction (DESIGN.md).
+// Restore, because perturbation must be safe by construction (docs/design.md).
 // Throttled reads cpu.stat so the injector can report how much capacity was
 // actually withheld, as the delay daemon of paper 000 §3 reports the delay
 // actually injected.

@@ -4,7 +4,7 @@
 // through the CPUfreq interface and the userspace governor).
 //
 // A Controller saves each CPU's governor and speed on Open and puts them back
-// on Restore, because perturbation must be safe by construction (DESIGN.md):
+// on Restore, because perturbation must be safe by construction (docs/design.md):
 // a square wave of frequency must never leave a host slowed down. Frequencies
 // are in kHz, the unit of the sysfs files.
 package cpufreq

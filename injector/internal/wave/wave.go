@@ -14,7 +14,7 @@
 // Wave is pure: Value, Done and NextEdge are functions of time only, so the
 // phase never drifts with scheduling jitter. Run drives an actuator from it
 // and always leaves the actuator at 0 when it returns, because perturbation
-// must be safe by construction (DESIGN.md).
+// must be safe by construction (docs/design.md).
 package wave
 
 import (

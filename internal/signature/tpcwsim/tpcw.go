@@ -1,6 +1,6 @@
 // Package tpcwsim replays the case study of paper 004 (§IV, §VIII) as a
 // deterministic discrete-event simulation, to produce the monitoring windows
-// (FORMATS.md §6) that application signatures are built from.
+// (docs/formats.md §6) that application signatures are built from.
 //
 // What it simulates:
 //   - The 14 TPC-W transactions (paper 004 Table II, numbered as there), each

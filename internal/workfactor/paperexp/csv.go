@@ -8,7 +8,7 @@ import (
 )
 
 // WriteCSV writes periods [from, to] (1-based indices, inclusive; 0 for to means
-// the last) of a run as a work-factor samples CSV (FORMATS.md §5), with the
+// the last) of a run as a work-factor samples CSV (docs/formats.md §5), with the
 // process column when perProcess is set. Rows are ordered by period, machine,
 // process and flow.
 func WriteCSV(w io.Writer, run *Run, perProcess bool, from, to int) error {

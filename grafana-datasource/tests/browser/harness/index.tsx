@@ -132,11 +132,20 @@ async function main() {
       meta: { id: 'tierscope-perfmodel-datasource', info: {} },
       readOnly: false,
     });
+    // The pane width, as a panel editor's query pane narrows it (?pane=420).
+    const pane = Number(new URLSearchParams(window.location.search).get('pane')) || undefined;
+    const mode = new URLSearchParams(window.location.search).get('theme') === 'dark' ? 'dark' : 'light';
     root.render(
-      <grafanaUI.ThemeContext.Provider value={grafanaData.createTheme({ colors: { mode: 'light' } })}>
-        <main style={{ padding: 16 }}>
-          <QueryEditorHost plugin={plugin} datasource={datasource} />
-          <ConfigEditorHost plugin={plugin} />
+      <grafanaUI.ThemeContext.Provider value={grafanaData.createTheme({ colors: { mode } })}>
+        {/* Grafana's own global styles (fonts, form resets, body colours), as in its index page. */}
+        <grafanaUI.GlobalStyles />
+        <main style={{ padding: 16, width: pane === undefined ? undefined : pane + 32 }} data-testid="pane">
+          <section data-testid="query-editor-host">
+            <QueryEditorHost plugin={plugin} datasource={datasource} />
+          </section>
+          <section data-testid="config-editor-host">
+            <ConfigEditorHost plugin={plugin} />
+          </section>
           <div data-testid="harness-ready" />
         </main>
       </grafanaUI.ThemeContext.Provider>

@@ -1,4 +1,4 @@
-// Command tpcwsim writes the monitoring windows (FORMATS.md §6) of one run of
+// Command tpcwsim writes the monitoring windows (docs/formats.md §6) of one run of
 // the paper 004 case-study replay. testdata/signature/ was made with it:
 //
 //	go run ./internal/signature/tpcwsim/cmd/tpcwsim --workload I --seed 1 --out testdata/signature/tpcw-v1-mix1.csv

@@ -1,5 +1,5 @@
 // Command wfreplay runs the deterministic replay of paper 002 §5: it writes the
-// samples of a run as a work-factor CSV (FORMATS.md §5), or runs every
+// samples of a run as a work-factor CSV (docs/formats.md §5), or runs every
 // experiment of docs/workfactor-report.md and prints its tables.
 //
 //	wfreplay -report > tables.md
