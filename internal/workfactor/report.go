@@ -47,6 +47,9 @@ type FlowEstimate struct {
 	// Block is the index into Blocks of the flow's regression problem, -1 when
 	// the flow was not part of this period's solve.
 	Block int `json:"block"`
+	// Group names the collinear group the flow was solved in (its members'
+	// rates cannot be told apart, so they share one work factor); "" when alone.
+	Group string `json:"group,omitempty"`
 	// Share is X̄_k/‖X̄‖ in the block: the flow's share of its block's (aged,
 	// discounted) request rate.
 	Share float64 `json:"share"`
