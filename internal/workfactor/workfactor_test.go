@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/workfactor"
@@ -278,20 +280,25 @@ func TestFlowRejection(t *testing.T) {
 	near(t, "α̂_a", raw(t, est, "a"), 10, 1e-3)
 }
 
-// Low-contribution flows are combined (§4.3): with many small flows, only the
-// large ones are solved alone and the combined ones share one estimate.
+// Low-contribution flows are combined (§4.3, the paper's combining by rate):
+// with many small flows, only the large ones are solved alone and the combined
+// ones share one estimate.
 func TestCombining(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	alpha := map[string]float64{"big1": 10, "big2": 12, "s1": 3, "s2": 4, "s3": 5, "s4": 6, "s5": 7}
 	rate := map[string]float64{"big1": 40, "big2": 30, "s1": 0.5, "s2": 0.5, "s3": 0.5, "s4": 0.5, "s5": 0.5}
-	e := mustNew(t, workfactor.DefaultConfig())
+	names := slices.Sorted(maps.Keys(rate))
+	cfg := workfactor.DefaultConfig()
+	cfg.Combining = workfactor.CombineRate
+	e := mustNew(t, cfg)
 	var est *workfactor.Estimate
 	for p := int64(1); p <= 60; p++ {
 		var obs []workfactor.Observation
 		for _, m := range []string{"m1", "m2", "m3", "m4"} {
 			rates := map[string]float64{}
 			y := 0.0
-			for f, r := range rate {
+			for _, f := range names {
+				r := rate[f]
 				x := r * (0.7 + 0.6*rng.Float64())
 				rates[f] = x
 				y += x * alpha[f]
