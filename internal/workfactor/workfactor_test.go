@@ -3,8 +3,8 @@ package workfactor_test
 import (
 	"encoding/json"
 	"errors"
-	"math"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
