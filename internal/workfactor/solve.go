@@ -658,7 +658,16 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 	ind = slices.Clone(ind[:nInd])
 	useBg := len(bgCols) > 0
 	combFixed := false
-	var lastCols []column
+	// With a previous regime, every fit (and so the failing criterion) uses
+	// the flows that did not change at the last shift from both regimes.
+	twoRegimes := b.pnh > 0 && !e.cfg.memoryFixed()
+	fitCols := func(cols []column) fit {
+		f := e.solveColumns(&b, cols)
+		if twoRegimes && f.columns > 0 {
+			f, br.changed = e.acrossRegimes(&b, cols, f)
+		}
+		return f
+	}
 	var solve func() fit
 	solve = func() fit {
 		cols := make([]column, 0, len(ind)+1+len(bgCols))
@@ -678,9 +687,9 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 		if len(comb) > 0 && budgetFixed && len(ind) > 0 && ok {
 			cols[len(ind)].fixed, cols[len(ind)].value = true, v
 			combFixed = true
-			f = e.solveColumns(&b, cols)
+			f = fitCols(cols)
 		} else {
-			f = e.solveColumns(&b, cols)
+			f = fitCols(cols)
 			// The failing criterion applies to the combined column too. A failing
 			// one is not used as an estimate: it is fixed at its members' smoothed
 			// work factors, and the others are solved around them. Not when it is
@@ -688,7 +697,7 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 			// members have no smoothed work factors yet.
 			if len(comb) > 0 && f.cols[len(ind)].fails() && len(cols) > 1 && ok {
 				cols[len(ind)].fixed, cols[len(ind)].value = true, v
-				f = e.solveColumns(&b, cols)
+				f = fitCols(cols)
 				combFixed = true
 			}
 		}
@@ -698,7 +707,6 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 			useBg = false
 			return solve()
 		}
-		lastCols = cols
 		return f
 	}
 	f := solve()
@@ -722,9 +730,6 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 		// old work factor.
 		budgetFixed = false
 		f = solve()
-	}
-	if f.columns > 0 && b.pnh > 0 && !e.cfg.memoryFixed() {
-		f = e.acrossRegimes(&b, lastCols, f, &br)
 	}
 	br.fit = f
 	if f.columns == 0 {
@@ -812,10 +817,10 @@ const maxSelectColumns = 24
 // changeZ. Changed columns then get one coefficient per regime, the others one
 // over both. cur is the current regime's fit of cols; the result's first
 // len(cols) columns are the current regime's, in the same order.
-func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit, br *blockResult) fit {
+func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int) {
 	n := len(cols)
 	if n > maxSelectColumns {
-		return cur
+		return cur, nil
 	}
 	changed := make([]bool, n)
 	layout := func(extra int) []column {
@@ -852,14 +857,13 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit, br *blockRes
 	// The final layout: changed columns over the current regime, their twins
 	// over the previous one; the others over both.
 	joint := slices.Clone(cols)
+	var flows []int
 	for a, c := range cols {
 		if !changed[a] {
 			joint[a].regime = both
 			continue
 		}
-		if len(c.flows) > 0 {
-			br.changed = append(br.changed, c.flows...)
-		}
+		flows = append(flows, c.flows...)
 		twin := c
 		twin.regime = previous
 		joint = append(joint, twin)
@@ -867,12 +871,11 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit, br *blockRes
 	jf := e.solveColumns(b, joint)
 	for a := range cols {
 		if jf.cols[a].singular || (!cols[a].fixed && jf.cols[a].fails() && !cur.cols[a].fails()) {
-			br.changed = nil
-			return cur // the joint problem is worse conditioned: keep the current fit
+			return cur, nil // the joint problem is worse conditioned: keep the current fit
 		}
 	}
 	jf.cols = jf.cols[:n]
-	return jf
+	return jf, flows
 }
 
 func sq(x float64) float64 { return x * x }
