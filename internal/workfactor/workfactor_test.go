@@ -736,3 +736,29 @@ func BenchmarkAddPeriod(b *testing.B) {
 		}
 	}
 }
+
+// The cross-check with the signature: per service, the rate-weighted work
+// factor as milliseconds on one core against the service time S = R·(1−U).
+func TestCrossCheck(t *testing.T) {
+	items := []workfactor.CrossItem{
+		// web: 2 ms and 4 ms at 1000 MHz, rates 3:1 → 2.5 ms; signature 2.4 ms.
+		{Service: "web", Flow: "web GET /a", WorkFactor: 2, Rate: 3, ServiceTimeMs: 2.3},
+		{Service: "web", Flow: "web GET /b", WorkFactor: 4, Rate: 1, ServiceTimeMs: 2.7},
+		// db: 10 ms implied, signature 5 ms: disagrees.
+		{Service: "db", Flow: "db query", WorkFactor: 10, Rate: 1, ServiceTimeMs: 5},
+		// no signature: left out.
+		{Service: "queue", Flow: "queue put", WorkFactor: 1, Rate: 1, ServiceTimeMs: math.NaN()},
+	}
+	got := workfactor.CrossCheck(items, 1000, workfactor.DefaultCrossTolerance)
+	if len(got) != 2 || got[0].Service != "db" || got[1].Service != "web" {
+		t.Fatalf("got %+v", got)
+	}
+	near(t, "web implied", got[1].ImpliedMs, 2.5, 1e-12)
+	near(t, "web signature", got[1].ServiceTimeMs, 2.4, 1e-12)
+	if got[1].Disagrees || !got[0].Disagrees {
+		t.Errorf("disagreement: web %v (want false), db %v (want true)", got[1].Disagrees, got[0].Disagrees)
+	}
+	if workfactor.CrossCheck(items, 0, 0.25) != nil {
+		t.Error("no core speed: want no cross-check")
+	}
+}

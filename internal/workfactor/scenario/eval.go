@@ -102,3 +102,40 @@ func Pct(x float64) string {
 	}
 	return fmt.Sprintf("%.0f%%", 100*x)
 }
+
+// ReferenceConfig is ordinary least squares with the true model's columns (a
+// background per machine, collinear groups combined), no aging, no change
+// detection, no smoothing: fed only the periods after a release, it is what
+// those periods alone can tell (EvaluateAfterRelease).
+func ReferenceConfig() workfactor.Config {
+	c := workfactor.DefaultConfig()
+	c.HalfLife, c.MaxHalfLife, c.SmoothHalfLife = 1e9, 0, 1e-3
+	c.ShiftSigma, c.CusumThreshold = 0, 0
+	c.Background = workfactor.BackgroundPerSource
+	return c
+}
+
+// EvaluateAfterRelease scores ReferenceConfig fed only the periods from the
+// release on (the whole run without a release).
+func EvaluateAfterRelease(c Config) (Outcome, error) {
+	run, err := Generate(c)
+	if err != nil {
+		return Outcome{}, err
+	}
+	e, err := workfactor.New(ReferenceConfig())
+	if err != nil {
+		return Outcome{}, err
+	}
+	from := max(run.Release, 1)
+	var last *workfactor.Estimate
+	for _, p := range run.Periods[from-1:] {
+		if last, err = e.AddPeriod(p.Index, p.Obs); err != nil {
+			return Outcome{}, err
+		}
+	}
+	o := Outcome{Config: c, Groups: last.Groups}
+	o.Units = ScoreAt(run, last, from, int64(len(run.Periods)))
+	o.Worst = Worst(o.Units)
+	o.Pass = o.Worst <= Target
+	return o, nil
+}

@@ -88,6 +88,19 @@ func run(w io.Writer, n int, plots string) error {
 		a, b := scenario.Summarise("", st), scenario.Summarise("", rel)
 		fmt.Fprintf(w, "| %s | %d/%d | %s | %s | %d/%d | %s | %s |\n", e.name, a.Passed, a.Runs, scenario.Pct(a.Median), scenario.Pct(a.P90), b.Passed, b.Runs, scenario.Pct(b.Median), scenario.Pct(b.P90))
 	}
+	// The reference: least squares with the true model on the 100 periods
+	// after the release alone, what forgetting everything at a release allows.
+	ref := make([]scenario.Outcome, n)
+	for i := range ref {
+		c := withRelease(scenario.Default())
+		c.Seed = uint64(i + 1)
+		var err error
+		if ref[i], err = scenario.EvaluateAfterRelease(c); err != nil {
+			return err
+		}
+	}
+	r := scenario.Summarise("", ref)
+	fmt.Fprintf(w, "| reference: least squares, true model, the periods after the release only | — | — | — | %d/%d | %s | %s |\n", r.Passed, r.Runs, scenario.Pct(r.Median), scenario.Pct(r.P90))
 	fmt.Fprintln(w)
 	// 2. Sweeps.
 	type sweep struct {
