@@ -71,7 +71,7 @@
 //     to the steadiest flows.
 //   - No utilization discounting (NoDiscount): §4.2's f(ρ) weighs rows by a
 //     function of the noisy reading itself, which biases the fit (below); on
-//     the scenarios it doubled the failures.
+//     the scenarios' releases 11 of 20 runs passed with it, 13 without.
 //
 // CrossCheck compares the work factors with the application signature's
 // service times (paper 004, S = R·(1−U)), which estimate the same demand: per
