@@ -498,6 +498,7 @@ func Merge(a, b *State) (*State, error) {
 			t.Recent = append(t.Recent, src.Recent...)
 			t.Capacity = max(t.Capacity, src.Capacity)
 			t.QuietUntil = max(t.QuietUntil, src.QuietUntil)
+			t.RegimeStart = max(t.RegimeStart, src.RegimeStart)
 			if t.Sigma2 == 0 {
 				t.Sigma2, t.Bg = src.Sigma2, src.Bg
 			}

@@ -762,3 +762,94 @@ func TestCrossCheck(t *testing.T) {
 		t.Error("no core speed: want no cross-check")
 	}
 }
+
+// After a change the state holds the previous regime (State.PrevC) and the
+// CUSUM and memory fields: they survive the binary and JSON round trips, a
+// restored estimator continues identically, and a version 1 state (before
+// them) is still read.
+func TestStateAfterShiftRoundTrip(t *testing.T) {
+	cfg := workfactor.DefaultConfig()
+	s := newSynth(21)
+	s.noise = 10
+	orig := mustNew(t, cfg)
+	run(t, orig, s, 1, 60)
+	s.scale["a"] = 2
+	est := run(t, orig, s, 61, 70)
+	if est.Counters.Shifts == 0 || est.HalfLife > 10 {
+		t.Fatalf("no change detected: shifts %d, memory %v", est.Counters.Shifts, est.HalfLife)
+	}
+	st := orig.State()
+	if len(st.PrevC) == 0 {
+		t.Fatal("no previous regime kept at the change")
+	}
+	bin, err := st.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromBin workfactor.State
+	if err := fromBin.UnmarshalBinary(bin); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(normal(&fromBin), normal(st)) {
+		t.Error("binary round trip changed the state")
+	}
+	js, _ := json.Marshal(st)
+	var fromJSON workfactor.State
+	if err := json.Unmarshal(js, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	a, err := workfactor.Restore(cfg, &fromBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := workfactor.Restore(cfg, &fromJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int64(71); p <= 80; p++ {
+		obs := s.period()
+		want, _ := orig.AddPeriod(p, obs)
+		gotA, _ := a.AddPeriod(p, obs)
+		gotB, _ := b.AddPeriod(p, obs)
+		wj, _ := json.Marshal(want)
+		aj, _ := json.Marshal(gotA)
+		bj, _ := json.Marshal(gotB)
+		if string(wj) != string(aj) || string(wj) != string(bj) {
+			t.Fatalf("period %d: restored estimators diverge:\n%s\n%s\n%s", p, wj, aj, bj)
+		}
+	}
+	if wf, _ := orig.Current().WorkFactorOf("a"); math.Abs(wf-20) > 2 {
+		t.Errorf("α̃_a = %v after the change, want about 20", wf)
+	}
+	old := *orig.State()
+	old.Version = 1
+	if _, err := workfactor.Restore(cfg, &old); err != nil {
+		t.Errorf("a version 1 state: %v", err)
+	}
+}
+
+// A change too small for the 5σ tests (about 1σ per equation) is found by the
+// CUSUM; without it, the long memory keeps the old work factor.
+func TestCUSUMFindsSmallChange(t *testing.T) {
+	follow := func(cusum float64) (shifts int64, wf float64) {
+		cfg := workfactor.DefaultConfig()
+		cfg.CusumThreshold = cusum
+		e := mustNew(t, cfg)
+		s := newSynth(31)
+		s.noise = 20
+		run(t, e, s, 1, 200)
+		s.scale["b"] = 5.0 / 3 // 3 → 5 Mc: +20 MHz on m1 and m2 at 10 req/s
+		est := run(t, e, s, 201, 320)
+		wf, _ = est.WorkFactorOf("b")
+		return est.Counters.Shifts, wf
+	}
+	shifts, wf := follow(workfactor.DefaultConfig().CusumThreshold)
+	if shifts == 0 || math.Abs(wf-5) > 0.5 {
+		t.Errorf("with the CUSUM: %d shifts, α̃_b = %.2f, want a shift and 5 ± 0.5", shifts, wf)
+	}
+	shifts0, wf0 := follow(0)
+	if shifts0 != 0 {
+		t.Errorf("without the CUSUM: %d shifts, want none (the change is ~1σ)", shifts0)
+	}
+	t.Logf("α̃_b 120 periods after 3 → 5: %.2f with the CUSUM (%d shifts), %.2f without", wf, shifts, wf0)
+}
