@@ -471,6 +471,10 @@ type flowResult struct {
 	coef float64
 	// group names the flow's collinear group ("" when alone or combined).
 	group string
+	// changed: the flow's work factor changed at its block's last shift,
+	// which started the current regime in period regime (acrossRegimes).
+	changed bool
+	regime  int64
 }
 
 type blockResult struct {
@@ -737,6 +741,9 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 		return br
 	}
 	br.solved = true
+	for _, i := range br.changed {
+		out[i].changed, out[i].regime = true, b.start
+	}
 	for c, col := range ind {
 		cf := f.cols[c]
 		colRate := 0.0
@@ -1091,6 +1098,14 @@ func (e *Estimator) smooth(res *solveResult) {
 			continue
 		}
 		sm := &e.st.Smooth[i]
+		if r.changed && sm.Since > 0 && sm.Since <= r.regime {
+			// Found changed at the last shift (possibly many periods after it):
+			// its smoothed past belongs to the previous regime.
+			eps := math.Exp2(-e.cfg.ShiftForget)
+			sm.P *= eps
+			sm.Q *= eps
+			sm.Since = 0
+		}
 		if e.st.Period <= sm.Until && !r.combined && e.cfg.ShiftSigma > 0 {
 			// Shortly after a shift of the block, or the flow's appearance:
 			// forget the smoothed past if the estimate is incompatible with it.
