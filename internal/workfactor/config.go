@@ -60,10 +60,11 @@ const (
 	// BackgroundPerSource adds one column per machine (or process): each has its
 	// own background power.
 	BackgroundPerSource
-	// BackgroundAuto adds the shared column when the data identify it: its
-	// variance inflation is at most Config.BackgroundMaxVIF (the flows' rates
-	// vary enough not to mimic a constant) and its estimate passes the failing
-	// criterion (non-negative, g ≥ 1). The default.
+	// BackgroundAuto adds the shared column in machine mode when the data
+	// identify it: its variance inflation is at most Config.BackgroundMaxVIF
+	// (the flows' rates vary enough not to mimic a constant) and its estimate
+	// is not negative. Per-process readings (§4.6) get none: they hold no other
+	// tenant's work. The default.
 	BackgroundAuto
 )
 

@@ -64,11 +64,16 @@
 //     for the column budget. Flows that fail §4.3's criterion still join one
 //     combined column. Groups are reported with their reason (Estimate.Groups,
 //     FlowEstimate.Group).
-//   - A background column when the data identify it (BackgroundAuto): one
-//     shared column, kept when its variance inflation B0/(B0 − bᵀC⁻¹b) is at
-//     most BackgroundMaxVIF (1000) and its estimate is not negative. A small
-//     positive background with g < 1 is kept: dropping it would give its power
-//     to the steadiest flows.
+//   - A background column when the data identify it (BackgroundAuto): in
+//     machine mode one shared column, kept when its variance inflation
+//     B0/(B0 − bᵀC⁻¹b) is at most BackgroundMaxVIF (1000) and its estimate is
+//     not negative. A small positive background with g < 1 is kept: dropping it
+//     would give its power to the steadiest flows. Per-process readings get no
+//     column: they hold no other tenant's work, and on the testbed a column
+//     took per-request costs of the processes' flows (errors to −25%).
+//   - A flow that fails §4.3's criterion and whose rates correlate at ≥ 0.9
+//     with another column's is grouped with it (reason given) rather than
+//     joining the combined column.
 //   - No utilization discounting (NoDiscount): §4.2's f(ρ) weighs rows by a
 //     function of the noisy reading itself, which biases the fit (below); on
 //     the scenarios' releases 11 of 20 runs passed with it, 13 without.

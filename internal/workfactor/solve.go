@@ -558,7 +558,14 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 		return num / den, true
 	}
 	var bgCols []column
-	switch e.cfg.Background {
+	bgMode := e.cfg.Background
+	if bgMode == BackgroundAuto && e.cfg.PerProcess {
+		// A process's reading holds no other tenant's work, and its own idle
+		// work is small: per-process readings are the remedy for background
+		// (§4.6), and a column there would take per-request costs at low rates.
+		bgMode = BackgroundOff
+	}
+	switch bgMode {
 	case BackgroundShared, BackgroundAuto:
 		bgCols = []column{{bg: b.sources}}
 		br.bgSource = []int{-1}
@@ -717,13 +724,35 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 	for round := 0; round < 2*e.cfg.Q+1; round++ {
 		var still [][]int
 		moved := false
+		joined := map[int]bool{}
 		for c, col := range ind {
-			if f.cols[c].fails() {
-				comb = append(comb, col...)
-				moved = true
-			} else {
-				still = append(still, col)
+			if joined[c] {
+				continue
 			}
+			if !f.cols[c].fails() {
+				still = append(still, col)
+				continue
+			}
+			moved = true
+			// A failing column whose rates move with another's (correlation ≥
+			// failingCollinear) cannot be told apart from it: the two become
+			// one group rather than joining the combined column.
+			if e.cfg.Combining == CombineCollinear {
+				if p, r := e.partner(&b, ind, c, joined); p >= 0 {
+					g := append(slices.Clone(col), ind[p]...)
+					slices.Sort(g)
+					joined[p] = true
+					still = slices.DeleteFunc(still, func(x []int) bool { return slices.Equal(x, ind[p]) })
+					still = append(still, g)
+					br.groups = slices.DeleteFunc(br.groups, func(x Group) bool {
+						return slices.Contains(x.Flows, e.st.Flows[col[0]]) || slices.Contains(x.Flows, e.st.Flows[ind[p][0]])
+					})
+					br.groups = append(br.groups, Group{Name: groupName(e.st.Flows, g), Flows: flowNames(e.st.Flows, g), Correlation: r,
+						Reason: fmt.Sprintf("rate correlation %.4f ≥ %v, and %s fails alone (§4.3)", r, failingCollinear, groupName(e.st.Flows, col))})
+					continue
+				}
+			}
+			comb = append(comb, col...)
 		}
 		if !moved {
 			break
@@ -1012,6 +1041,51 @@ func (e *Estimator) collinearGroups(b *block, kept []int, sx map[int]float64, br
 	}
 	slices.SortStableFunc(cols, func(x, y []int) int { return cmp.Compare(pw[y[0]], pw[x[0]]) })
 	return cols
+}
+
+// failingCollinear is the rate correlation from which a column that fails
+// alone is grouped with the column it moves with.
+const failingCollinear = 0.9
+
+// partner returns the column of ind (other than c, not already joined) whose
+// rates correlate best with column c's, if at least failingCollinear, and
+// that correlation; -1 if none.
+func (e *Estimator) partner(b *block, ind [][]int, c int, joined map[int]bool) (int, float64) {
+	var flows []int
+	for _, col := range ind {
+		flows = append(flows, col...)
+	}
+	cov, _ := e.centredCov(b, flows)
+	m := len(flows)
+	// Column sums of the flows' covariance.
+	pos := make([]int, len(ind)+1)
+	for a, col := range ind {
+		pos[a+1] = pos[a] + len(col)
+	}
+	sum := func(a, d int) float64 {
+		v := 0.0
+		for p := pos[a]; p < pos[a+1]; p++ {
+			for q := pos[d]; q < pos[d+1]; q++ {
+				v += cov[p*m+q]
+			}
+		}
+		return v
+	}
+	best, bestR := -1, failingCollinear
+	vc := sum(c, c)
+	for d := range ind {
+		if d == c || joined[d] || !(vc > 0) {
+			continue
+		}
+		vd := sum(d, d)
+		if !(vd > 0) {
+			continue
+		}
+		if r := sum(c, d) / math.Sqrt(vc*vd); r >= bestR {
+			best, bestR = d, r
+		}
+	}
+	return best, bestR
 }
 
 func flowNames(flows []string, col []int) []string {
