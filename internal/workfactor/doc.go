@@ -76,7 +76,7 @@
 //     joining the combined column.
 //   - No utilization discounting (NoDiscount): §4.2's f(ρ) weighs rows by a
 //     function of the noisy reading itself, which biases the fit (below); on
-//     the scenarios' releases 11 of 20 runs passed with it, 13 without.
+//     the scenarios' releases 12 of 20 runs passed with it, 14 without.
 //
 // CrossCheck compares the work factors with the application signature's
 // service times (paper 004, S = R·(1−U)), which estimate the same demand: per
