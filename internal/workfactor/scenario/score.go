@@ -87,12 +87,6 @@ func ScoreAt(run *Run, est *workfactor.Estimate, from, to int64) []Error {
 			rate := per.Rates[f]
 			tru += rate * run.AlphaAt(truth[f], est.Period)
 			a, have := est.WorkFactorOf(f)
-			if UseRaw {
-				fe, _ := est.Flow(f)
-				if fe.AlphaRaw != nil {
-					a = *fe.AlphaRaw
-				}
-			}
 			ok = ok && have
 			est0 += rate * a
 		}
@@ -133,5 +127,3 @@ func Replay(run *Run, cfg workfactor.Config) ([]*workfactor.Estimate, error) {
 	}
 	return out, nil
 }
-
-var UseRaw = false
