@@ -48,10 +48,12 @@
 //     few periods since. So at a change the block's sums are kept as the
 //     previous regime (State.PrevC, aged at MaxHalfLife; unless the regime
 //     ending is younger than 4·HalfLife, the aftermath of the change before).
-//     Each solve then finds the columns that changed by forward selection: from
-//     every column spanning both regimes' equations, add the column whose
+//     Each solve then finds the columns that changed by stepwise selection:
+//     from every column spanning both regimes' equations, add the column whose
 //     increment (a copy over the current regime only) has the largest
-//     goodness, while above 3. A changed column gets one coefficient per
+//     goodness, while above 3, and drop any added before whose increment is
+//     no longer above 3 beside it (a change first given to a correlated column
+//     moves to the one that changed). A changed column gets one coefficient per
 //     regime, an unchanged one a single coefficient over both
 //     (FlowEstimate.Changed). Up to 24 columns; larger blocks use the current
 //     regime alone.

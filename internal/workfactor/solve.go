@@ -841,16 +841,17 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 // column's increment at the last shift is taken for a change.
 const changeZ = 3
 
-// maxSelectColumns bounds the forward selection of acrossRegimes (O(K²)
+// maxSelectColumns bounds the stepwise selection of acrossRegimes (O(K²)
 // solves per period); larger blocks estimate from the current regime only.
 const maxSelectColumns = 24
 
 // acrossRegimes re-solves the block with the previous regime's equations
 // (State.PrevC) as well. Which columns changed at the last shift is found by
-// forward selection: starting from every column spanning both regimes, the
+// stepwise selection: starting from every column spanning both regimes, the
 // column whose increment (a copy over the current regime's equations only)
 // has the largest goodness is taken as changed, while that goodness exceeds
-// changeZ. Changed columns then get one coefficient per regime, the others one
+// changeZ, and a column taken before whose increment no longer does is
+// dropped. Changed columns then get one coefficient per regime, the others one
 // over both. cur is the current regime's fit of cols; the result's first
 // len(cols) columns are the current regime's, in the same order.
 func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int) {
@@ -859,36 +860,64 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int)
 		return cur, nil
 	}
 	changed := make([]bool, n)
-	layout := func(extra int) []column {
+	// incG solves with an increment (a copy over the current regime only) for
+	// every column of set, and returns each increment's |goodness| (0 when
+	// undefined), by column.
+	incG := func(set []bool) []float64 {
 		joint := slices.Clone(cols)
 		for a := range joint {
 			joint[a].regime = both
 		}
+		pos := make([]int, n)
 		for a, c := range cols {
-			if changed[a] || a == extra {
+			if set[a] {
 				inc := c
 				inc.regime = current
+				pos[a] = len(joint)
 				joint = append(joint, inc)
 			}
 		}
-		return joint
+		jf := e.solveColumns(b, joint)
+		g := make([]float64, n)
+		for a := range cols {
+			if ic := jf.cols[pos[a]]; set[a] && !ic.singular && ic.gOK {
+				g[a] = math.Abs(ic.g)
+			}
+		}
+		return g
 	}
-	for range cols {
+	// Stepwise: add the column whose increment is most significant, then drop
+	// any whose increment is no longer significant beside the others (a change
+	// first given to a correlated column moves to the one that changed).
+	for step := 0; step < 2*n; step++ {
 		best, bestG := -1, float64(changeZ)
 		for a, c := range cols {
 			if changed[a] || c.fixed {
 				continue
 			}
-			jf := e.solveColumns(b, layout(a))
-			// The candidate's increment is the last column of its layout.
-			if ic := jf.cols[len(jf.cols)-1]; !ic.singular && ic.gOK && math.Abs(ic.g) > bestG {
-				best, bestG = a, math.Abs(ic.g)
+			changed[a] = true
+			if g := incG(changed)[a]; g > bestG {
+				best, bestG = a, g
 			}
+			changed[a] = false
 		}
 		if best < 0 {
 			break
 		}
 		changed[best] = true
+		for {
+			g := incG(changed)
+			worst, worstG := -1, float64(changeZ)
+			for a := range cols {
+				if changed[a] && a != best && g[a] < worstG {
+					worst, worstG = a, g[a]
+				}
+			}
+			if worst < 0 {
+				break
+			}
+			changed[worst] = false
+		}
 	}
 	// The final layout: changed columns over the current regime, their twins
 	// over the previous one; the others over both.
