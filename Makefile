@@ -9,7 +9,7 @@ OTELCOL   := build/otelcol-tierscope/otelcol-tierscope
 EXAMPLES  := $(wildcard examples/*.yaml)
 
 
-.PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
+.PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor eval-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
 .PHONY: self-contained
 .PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e e2e-faults validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long eval-causal fuzz clean
@@ -119,6 +119,14 @@ bench-convolution:
 	scripts/bench-convolution.sh
 bench-workfactor:
 	scripts/bench-workfactor.sh
+
+# Issue 37's generated scenarios (flows, noise, collinearity, background,
+# releases; 20 seeds each, about 2 min): the tables of docs/workfactor-report.md
+# into $(OUT)/workfactor/scenarios.md and its plots into docs/workfactor/.
+eval-workfactor:
+	@mkdir -p $(OUT)/workfactor
+	$(GO) run ./internal/workfactor/scenario/cmd/wfscenario -seeds 20 -plots docs/workfactor > $(OUT)/workfactor/scenarios.md
+	@echo "tables: $(OUT)/workfactor/scenarios.md; plots: docs/workfactor/*.svg"
 bench-signature:
 	scripts/bench-signature.sh
 bench-gradient:

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -32,11 +33,17 @@ func runWorkfactor(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		delta       = fs.Float64("delta", def.Delta, "flow rejection threshold δ (paper §4.1)")
 		q           = fs.Int("q", def.Q, "flow combining q (paper §4.3)")
 		combine     = fs.Float64("combine-threshold", def.CombineThreshold, "flows below this × the mean flow rate start combined (paper §4.3)")
-		background  = fs.String("background", "off", "background column (paper §4.8): off, shared or per-source")
-		noDiscount  = fs.Bool("no-discount", false, "disable the utilization discounting f(ρ) (paper §4.2)")
+		background  = fs.String("background", def.Background.String(), "background column (paper §4.8): auto (when the data identify it), off, shared or per-source")
+		noDiscount  = fs.Bool("no-discount", def.NoDiscount, "no utilization discounting f(ρ) (paper §4.2); the default, see --discount")
+		discount    = fs.Bool("discount", false, "weigh rows by the utilization discounting f(ρ) of paper §4.2")
+		maxHalfLife = fs.Float64("max-half-life", def.MaxHalfLife, "longest memory, in periods: the half-life grows from --half-life while the work factors hold (0 = fixed)")
+		cusum       = fs.Float64("cusum", def.CusumThreshold, "CUSUM alarm level of the residuals, in σ (0 = off)")
+		combining   = fs.String("combining", def.Combining.String(), "which flows share a column: collinear (rate correlation ≥ --collinear-correlation) or rate (paper §4.3)")
+		collinear   = fs.Float64("collinear-correlation", def.CollinearCorrelation, "rate correlation from which flows are one collinear group")
+		bgMaxVIF    = fs.Float64("background-max-vif", def.BackgroundMaxVIF, "largest variance inflation of an automatic background column")
 		utilPoly    = fs.String("util-poly", "", "utilization correction polynomial, constant term first, e.g. 0,2.1,-1.9,0.8 (hyperthreading, paper §5.6)")
 		shiftSigma  = fs.Float64("shift-sigma", def.ShiftSigma, "outlier and shift detection threshold in σ (0 = off, the paper's behaviour)")
-		paper       = fs.Bool("paper", false, "only what the paper describes: same as --shift-sigma 0")
+		paper       = fs.Bool("paper", false, "only what the paper describes: no shift detection or CUSUM, fixed memory, combining by rate, no background, discounting")
 		perProcess  = fs.String("per-process", "auto", "per-process mode (paper §4.6): auto (when the CSV has a process column), on or off")
 		stateOut    = fs.String("state-out", "", "also write the estimator's final state (JSON) to this file")
 	)
@@ -45,17 +52,39 @@ func runWorkfactor(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	}
 	cfg := def
 	cfg.HalfLife, cfg.SmoothHalfLife, cfg.Delta, cfg.Q = *halfLife, *smooth, *delta, *q
-	cfg.CombineThreshold, cfg.RidgeLambda, cfg.NoDiscount = *combine, *ridgeLambda, *noDiscount
-	cfg.ShiftSigma = *shiftSigma
-	if *paper {
-		cfg.ShiftSigma = 0
+	cfg.CombineThreshold, cfg.RidgeLambda, cfg.NoDiscount = *combine, *ridgeLambda, *noDiscount && !*discount
+	cfg.ShiftSigma, cfg.MaxHalfLife, cfg.CusumThreshold = *shiftSigma, *maxHalfLife, *cusum
+	cfg.CollinearCorrelation, cfg.BackgroundMaxVIF = *collinear, *bgMaxVIF
+	if cfg.MaxHalfLife > 0 {
+		cfg.MaxHalfLife = max(cfg.MaxHalfLife, cfg.HalfLife)
 	}
 	var err error
-	if cfg.Method, err = workfactor.ParseMethod(*method); err != nil {
-		return usagef("--method: %v", err)
-	}
 	if cfg.Background, err = workfactor.ParseBackground(*background); err != nil {
 		return usagef("--background: %v", err)
+	}
+	if cfg.Combining, err = workfactor.ParseCombining(*combining); err != nil {
+		return usagef("--combining: %v", err)
+	}
+	if *paper {
+		// The paper's algorithm, except for what was set explicitly.
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		p := workfactor.PaperConfig()
+		for name, apply := range map[string]func(){
+			"shift-sigma":   func() { cfg.ShiftSigma = p.ShiftSigma },
+			"max-half-life": func() { cfg.MaxHalfLife = p.MaxHalfLife },
+			"cusum":         func() { cfg.CusumThreshold = p.CusumThreshold },
+			"combining":     func() { cfg.Combining = p.Combining },
+			"background":    func() { cfg.Background = p.Background },
+			"no-discount":   func() { cfg.NoDiscount = p.NoDiscount && !*discount },
+		} {
+			if !set[name] {
+				apply()
+			}
+		}
+	}
+	if cfg.Method, err = workfactor.ParseMethod(*method); err != nil {
+		return usagef("--method: %v", err)
 	}
 	if cfg.UtilizationPolynomial, err = workfactor.ParsePolynomial(*utilPoly); err != nil {
 		return usagef("--util-poly: %v", err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -101,6 +100,7 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 	wcfg.PerProcess = perProcess
 	wcfg.HalfLife = float64(e.cfg.WorkFactors.HalfLife) / float64(e.cfg.Window)
 	wcfg.SmoothHalfLife = float64(e.cfg.WorkFactors.SmoothingHalfLife) / float64(e.cfg.Window)
+	wcfg.MaxHalfLife = max(wcfg.MaxHalfLife, wcfg.HalfLife) // the half-life configured is the shortest memory
 	wcfg.Method = e.workFactorMethod
 	est, err := workfactor.New(wcfg)
 	if err != nil {
@@ -151,6 +151,18 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 	if err != nil {
 		return api.WorkFactors{}, err
 	}
+	mw.HalfLifeWindows = last.HalfLife
+	for _, g := range last.Groups {
+		mw.Groups = append(mw.Groups, api.WorkFactorGroup{Flows: g.Flows, Reason: g.Reason})
+	}
+	if len(last.Background) > 0 && last.Background[0].MHz != nil {
+		v := *last.Background[0].MHz
+		mw.BackgroundMHz = &v
+	}
+	// Cross-check (docs/design.md): the regression's demand, as milliseconds on one
+	// core of core_mhz, against the signature's service time, per flow and per
+	// service (workfactor.CrossCheck).
+	var cross []workfactor.CrossItem
 	for _, f := range last.Flows {
 		fw := api.FlowWorkFactor{Flow: f.Flow, Combined: f.Combined}
 		if f.WorkFactor == nil {
@@ -160,17 +172,22 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 		fw.Goodness = deref(f.Goodness)
 		fw.AlphaRaw = deref(f.AlphaRaw)
 		fw.AlphaSmoothed = deref(f.AlphaSmoothed)
-		// Cross-check (docs/design.md): the regression's demand, as milliseconds on
-		// one core of core_mhz, against the signature's service time.
 		if st, ok := services[f.Flow]; ok {
 			v := st
 			fw.ServiceTimeMs = &v
-			if e.cfg.CoreMHz > 0 && st > 0 {
-				implied := fw.WorkFactor / e.cfg.CoreMHz * 1000
-				fw.Disagrees = math.Abs(implied-st)/st > 0.25
+			item := workfactor.CrossItem{Service: f.Flow, Flow: f.Flow, WorkFactor: fw.WorkFactor, Rate: 1, ServiceTimeMs: st}
+			if a := workfactor.CrossCheck([]workfactor.CrossItem{item}, e.cfg.CoreMHz, workfactor.DefaultCrossTolerance); len(a) == 1 {
+				fw.Disagrees = a[0].Disagrees
 			}
+			item.Service, _, _ = strings.Cut(f.Flow, " ") // model.FlowName: service, space, transaction
+			item.Rate = f.Share
+			cross = append(cross, item)
 		}
 		mw.Flows = append(mw.Flows, fw)
+	}
+	for _, a := range workfactor.CrossCheck(cross, e.cfg.CoreMHz, workfactor.DefaultCrossTolerance) {
+		mw.Agreement = append(mw.Agreement, api.ServiceAgreement{Service: a.Service, ImpliedMs: a.ImpliedMs,
+			ServiceTimeMs: a.ServiceTimeMs, Ratio: a.Ratio, Disagrees: a.Disagrees})
 	}
 	for _, k := range sortedKeys(series) {
 		mw.Series = append(mw.Series, *series[k])

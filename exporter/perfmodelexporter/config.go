@@ -84,9 +84,9 @@ type Config struct {
 // and t = 15 periods are of one minute. Expressed as time, they keep their
 // meaning whatever window is chosen.
 type WorkFactorsConfig struct {
-	// HalfLife is the half-life h of the data's geometric aging (§3.4). A
-	// longer one averages more periods (less noise) and follows changes of
-	// demand more slowly. Default 10m.
+	// HalfLife is the shortest half-life h of the data's geometric aging
+	// (§3.4), used right after a detected change of demand; the memory then
+	// grows with the time since (up to 300 windows, or h if longer). Default 10m.
 	HalfLife time.Duration `mapstructure:"half_life"`
 	// SmoothingHalfLife is the half-life t of the estimates' smoothing
 	// (§4.4). Default 15m.

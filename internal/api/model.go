@@ -122,6 +122,33 @@ type MachineWorkFactors struct {
 	MSE     float64            `json:"mse"`
 	Flows   []FlowWorkFactor   `json:"flows"`
 	Series  []WorkFactorSeries `json:"series,omitempty"`
+	// HalfLifeWindows is the regression's memory at the end of the range, in
+	// windows: it grows while the work factors hold and is shortened by a
+	// detected change.
+	HalfLifeWindows float64 `json:"half_life_windows,omitempty"`
+	// Groups are flows whose rates cannot be told apart, solved as one.
+	Groups []WorkFactorGroup `json:"groups,omitempty"`
+	// BackgroundMHz is the CPU no flow explains, when the data identify it.
+	BackgroundMHz *float64 `json:"background_mhz,omitempty"`
+	// Agreement is the cross-check per service of the work factors with the
+	// signatures' service times (needs core_mhz).
+	Agreement []ServiceAgreement `json:"agreement,omitempty"`
+}
+
+// WorkFactorGroup is a collinear group of flows and why.
+type WorkFactorGroup struct {
+	Flows  []string `json:"flows"`
+	Reason string   `json:"reason"`
+}
+
+// ServiceAgreement compares a service's mean work factor, as milliseconds on
+// one core of core_mhz, with its signature's mean service time.
+type ServiceAgreement struct {
+	Service       string  `json:"service"`
+	ImpliedMs     float64 `json:"implied_ms"`
+	ServiceTimeMs float64 `json:"service_time_ms"`
+	Ratio         float64 `json:"ratio"`
+	Disagrees     bool    `json:"disagrees"`
 }
 
 // FlowWorkFactor is one flow's estimate (docs/formats.md §5).

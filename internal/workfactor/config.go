@@ -60,6 +60,12 @@ const (
 	// BackgroundPerSource adds one column per machine (or process): each has its
 	// own background power.
 	BackgroundPerSource
+	// BackgroundAuto adds the shared column in machine mode when the data
+	// identify it: its variance inflation is at most Config.BackgroundMaxVIF
+	// (the flows' rates vary enough not to mimic a constant) and its estimate
+	// is not negative. Per-process readings (§4.6) get none: they hold no other
+	// tenant's work. The default.
+	BackgroundAuto
 )
 
 func (b Background) String() string {
@@ -70,13 +76,17 @@ func (b Background) String() string {
 		return "shared"
 	case BackgroundPerSource:
 		return "per-source"
+	case BackgroundAuto:
+		return "auto"
 	}
 	return "Background(" + strconv.Itoa(int(b)) + ")"
 }
 
-// ParseBackground reads "off", "shared" or "per-source".
+// ParseBackground reads "auto", "off", "shared" or "per-source".
 func ParseBackground(s string) (Background, error) {
 	switch s {
+	case "auto":
+		return BackgroundAuto, nil
 	case "off", "none", "":
 		return BackgroundOff, nil
 	case "shared", "on":
@@ -84,16 +94,73 @@ func ParseBackground(s string) (Background, error) {
 	case "per-source", "per-machine":
 		return BackgroundPerSource, nil
 	}
-	return 0, fmt.Errorf("unknown background %q (off, shared or per-source)", s)
+	return 0, fmt.Errorf("unknown background %q (auto, off, shared or per-source)", s)
+}
+
+// Combining selects which flows share a column.
+type Combining int
+
+const (
+	// CombineCollinear, the default, solves every flow alone except groups whose
+	// rates cannot be told apart: aged rate correlation of at least
+	// Config.CollinearCorrelation. Flows that then fail (§4.3's criterion) join
+	// one combined column, the q most powerful (λ·α) always staying alone.
+	CombineCollinear Combining = iota
+	// CombineRate is the paper's §4.3: flows ranked by mean rate, those from j+q
+	// on start combined.
+	CombineRate
+)
+
+func (c Combining) String() string {
+	switch c {
+	case CombineCollinear:
+		return "collinear"
+	case CombineRate:
+		return "rate"
+	}
+	return "Combining(" + strconv.Itoa(int(c)) + ")"
+}
+
+// ParseCombining reads "collinear" or "rate".
+func ParseCombining(s string) (Combining, error) {
+	switch s {
+	case "collinear", "":
+		return CombineCollinear, nil
+	case "rate", "paper":
+		return CombineRate, nil
+	}
+	return 0, fmt.Errorf("unknown combining %q (collinear or rate)", s)
 }
 
 // Config holds the estimator's parameters. Start from DefaultConfig.
 type Config struct {
 	// HalfLife is h, the half-life of the geometric aging of the data, in periods
-	// (§3.4). Rows of period i (1 = current) weigh 2^((1−i)/h). The paper asks for
-	// h ≥ 1/(−log₂(1−1/K)) so that N_h ≥ K: 9.4 periods for 14 flows on one
-	// machine. Default 10.
+	// (§3.4); with MaxHalfLife above it, the shortest memory, used right after a
+	// change. The paper asks for h ≥ 1/(−log₂(1−1/K)) so that N_h ≥ K. Default 10.
 	HalfLife float64
+	// MaxHalfLife is the longest memory. A block's half-life is the number of
+	// periods since its last detected change, between HalfLife and MaxHalfLife:
+	// it grows while the work factors hold, and a change (ShiftSigma, CUSUM)
+	// brings it back to HalfLife. 0 (or HalfLife): the paper's fixed aging.
+	// Default 300.
+	MaxHalfLife float64
+	// CusumThreshold is the alarm level h of a two-sided CUSUM of each source's
+	// standardized residuals against the last solve, in σ_y (Page's test): a
+	// change of work factors too small for ShiftSigma is found as it accumulates.
+	// 0 disables it. Default 8.
+	CusumThreshold float64
+	// CusumDrift is the CUSUM's allowance k in σ_y per equation: drifts smaller
+	// than this are not accumulated. Default 0.5.
+	CusumDrift float64
+	// Combining chooses which flows share a column: CombineCollinear (default)
+	// or the paper's CombineRate.
+	Combining Combining
+	// CollinearCorrelation is the aged, centred correlation of two flows' rates
+	// (over every equation) from which they are one collinear group. Default 0.99.
+	CollinearCorrelation float64
+	// BackgroundMaxVIF is the largest variance inflation of the background
+	// column (B0/(B0 − bᵀC⁻¹b)) for which BackgroundAuto estimates it. Default 1000.
+	BackgroundMaxVIF float64
 	// SmoothHalfLife is t, the half-life of the smoothing of §4.4, in periods (one
 	// solve per period). Default 15.
 	SmoothHalfLife float64
@@ -109,14 +176,16 @@ type Config struct {
 	// documentation).
 	CombineThreshold float64
 	// NoDiscount disables the utilization discounting f(ρ) of §4.2 (machine
-	// mode; per-process mode never discounts).
+	// mode; per-process mode never discounts). True by default: weighing rows by
+	// a function of the noisy reading biases the fit (package documentation);
+	// PaperConfig discounts.
 	NoDiscount bool
 	// PerProcess selects the per-process mode of §4.6: observations carry a
 	// process and that process's utilization. Observations without a process are
 	// then skipped (and counted), and in machine mode those with one are.
 	PerProcess bool
-	// Background adds the background column of §4.8 (off by default: the paper
-	// found it often fails when utilization varies little).
+	// Background is the background column of §4.8: BackgroundAuto (default)
+	// estimates it when the data identify it; the paper's is BackgroundOff.
 	Background Background
 	// Method is the solver: Plain (the paper), Ridge or NNLS.
 	Method Method
@@ -156,23 +225,32 @@ type Config struct {
 	MaxFlows, MaxSources int
 }
 
-// DefaultConfig returns the paper's configuration (h = 10, t = 15, δ = 1e-5,
-// q = 2, discounting on, machine mode, no background column, plain least
-// squares) with outlier rejection and shift detection at 5σ. PaperConfig turns
-// the latter off.
+// DefaultConfig returns the paper's parameters (t = 15, δ = 1e-5, q = 2,
+// machine mode, plain least squares) with what issue 37 adds: no discounting,
+// memory from 10 to 300 periods chosen from the data, outlier rejection and
+// shift detection at 5σ and a CUSUM at 8σ, collinear combining, the background
+// column when identified. PaperConfig is the paper's algorithm alone.
 func DefaultConfig() Config {
 	return Config{
-		HalfLife:         10,
-		SmoothHalfLife:   15,
-		Delta:            1e-5,
-		Q:                2,
-		CombineThreshold: 1,
-		RidgeLambda:      0.01,
-		ShiftSigma:       5,
-		ShiftPeriods:     3,
-		ShiftForget:      8,
-		MaxFlows:         4096,
-		MaxSources:       4096,
+		HalfLife:             10,
+		MaxHalfLife:          300,
+		CusumThreshold:       8,
+		CusumDrift:           0.5,
+		Combining:            CombineCollinear,
+		CollinearCorrelation: 0.99,
+		Background:           BackgroundAuto,
+		BackgroundMaxVIF:     1000,
+		NoDiscount:           true,
+		SmoothHalfLife:       15,
+		Delta:                1e-5,
+		Q:                    2,
+		CombineThreshold:     1,
+		RidgeLambda:          0.01,
+		ShiftSigma:           5,
+		ShiftPeriods:         3,
+		ShiftForget:          8,
+		MaxFlows:             4096,
+		MaxSources:           4096,
 	}
 }
 
@@ -181,8 +259,16 @@ func DefaultConfig() Config {
 func PaperConfig() Config {
 	c := DefaultConfig()
 	c.ShiftSigma = 0
+	c.MaxHalfLife = 0 // the fixed half-life
+	c.CusumThreshold = 0
+	c.Combining = CombineRate
+	c.Background = BackgroundOff
+	c.NoDiscount = false
 	return c
 }
+
+// memoryFixed is true when the half-life does not grow (the paper's aging).
+func (c Config) memoryFixed() bool { return !(c.MaxHalfLife > c.HalfLife) }
 
 // Validate reports the first invalid parameter.
 func (c Config) Validate() error {
@@ -199,7 +285,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("combine threshold must be > 0, not %v", c.CombineThreshold)
 	case c.Method < Plain || c.Method > NNLS:
 		return fmt.Errorf("unknown method %d", c.Method)
-	case c.Background < BackgroundOff || c.Background > BackgroundPerSource:
+	case c.Background < BackgroundOff || c.Background > BackgroundAuto:
 		return fmt.Errorf("unknown background %d", c.Background)
 	case c.Method == Ridge && (!(c.RidgeLambda > 0) || math.IsInf(c.RidgeLambda, 0)):
 		return fmt.Errorf("ridge lambda must be > 0, not %v", c.RidgeLambda)
@@ -207,6 +293,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shift sigma must be ≥ 0 (0 = off), not %v", c.ShiftSigma)
 	case c.ShiftSigma > 0 && (c.ShiftPeriods < 1 || !(c.ShiftForget >= 0) || math.IsInf(c.ShiftForget, 0)):
 		return fmt.Errorf("shift periods must be ≥ 1 and shift forget ≥ 0")
+	case c.MaxHalfLife != 0 && (!(c.MaxHalfLife >= c.HalfLife) || math.IsInf(c.MaxHalfLife, 0)):
+		return fmt.Errorf("max half-life must be 0 or a number of periods ≥ half-life %v, not %v", c.HalfLife, c.MaxHalfLife)
+	case !(c.CusumThreshold >= 0) || math.IsInf(c.CusumThreshold, 0) || !(c.CusumDrift >= 0) || math.IsInf(c.CusumDrift, 0):
+		return fmt.Errorf("cusum threshold and drift must be ≥ 0 (threshold 0 = off), not %v and %v", c.CusumThreshold, c.CusumDrift)
+	case c.Combining < CombineCollinear || c.Combining > CombineRate:
+		return fmt.Errorf("unknown combining %d", c.Combining)
+	case c.Combining == CombineCollinear && !(c.CollinearCorrelation > 0 && c.CollinearCorrelation <= 1):
+		return fmt.Errorf("collinear correlation must be in (0, 1], not %v", c.CollinearCorrelation)
+	case c.Background == BackgroundAuto && !(c.BackgroundMaxVIF >= 1):
+		return fmt.Errorf("background max VIF must be ≥ 1, not %v", c.BackgroundMaxVIF)
 	case c.MaxFlows < 1 || c.MaxSources < 1:
 		return fmt.Errorf("max flows and max sources must be ≥ 1")
 	}

@@ -19,6 +19,71 @@
 // from it; Merge combines two shards' states (see State); Current solves a
 // restored or merged state without changing it.
 //
+// # Issue 37: memory from the data, collinear combining, background
+//
+// DefaultConfig goes beyond the paper in four ways (PaperConfig turns them
+// all off); docs/workfactor-report.md measures them on generated scenarios
+// (internal/workfactor/scenario).
+//
+//   - Memory chosen from the data (Config.MaxHalfLife). A block's half-life
+//     is the number of periods since its last detected change, between
+//     HalfLife (10) and MaxHalfLife (300): at realistic utilization noise the
+//     paper's 10 periods leave too few equations for the minor flows, while a
+//     fixed long memory follows a release hundreds of periods late. The
+//     effective memory is reported (Estimate.HalfLife, BlockFit.HalfLife).
+//   - Change detection: a CUSUM on the residuals (our choice, rather than the
+//     paper's §4 alone). Each source keeps a two-sided CUSUM (Page) of its
+//     equations' standardized one-step-ahead residuals against the last
+//     solve, with allowance CusumDrift (0.5σ) and alarm level CusumThreshold
+//     (8σ). The residuals are recursive residuals (Brown, Durbin and Evans):
+//     divided by √(1 + leverage) so that a young model's own error does not
+//     accumulate, and by the source's own residual level (machines of
+//     different power have different noise), each capped at 4σ so that
+//     background bursts, which the 5σ outlier test throws out, cannot raise an
+//     alarm. The 5σ tests below still catch large changes at once; the CUSUM
+//     catches a minor flow's change as it accumulates. For 4·HalfLife periods
+//     after a change the CUSUM is off (the new model is young).
+//   - Both regimes after a change. A change usually concerns a few flows (a
+//     release); forgetting everything would estimate the others from the
+//     few periods since. So at a change the block's sums are kept as the
+//     previous regime (State.PrevC, aged at MaxHalfLife; unless the regime
+//     ending is younger than 4·HalfLife, the aftermath of the change before).
+//     Each solve then finds the columns that changed by stepwise selection:
+//     from every column spanning both regimes' equations, add the column whose
+//     increment (a copy over the current regime only) has the largest
+//     goodness, while above 3, and drop any added before whose increment is
+//     no longer above 3 beside it (a change first given to a correlated column
+//     moves to the one that changed). A changed column gets one coefficient per
+//     regime, an unchanged one a single coefficient over both
+//     (FlowEstimate.Changed). Up to 24 columns; larger blocks use the current
+//     regime alone.
+//   - Combining only what is collinear (Config.Combining, CombineCollinear).
+//     Flows whose aged, centred rate correlation over the block's equations
+//     reaches CollinearCorrelation (0.99) cannot be told apart: they share one
+//     column, whose coefficient is their rate-weighted work factor and whose
+//     power λ·α is exact. Every other flow starts alone; the columns are ranked
+//     by power (rate × work factor), not by rate, for the q always solved and
+//     for the column budget. Flows that fail §4.3's criterion still join one
+//     combined column. Groups are reported with their reason (Estimate.Groups,
+//     FlowEstimate.Group).
+//   - A background column when the data identify it (BackgroundAuto): in
+//     machine mode one shared column, kept when its variance inflation
+//     B0/(B0 − bᵀC⁻¹b) is at most BackgroundMaxVIF (1000) and its estimate is
+//     not negative. A small positive background with g < 1 is kept: dropping it
+//     would give its power to the steadiest flows. Per-process readings get no
+//     column: they hold no other tenant's work, and on the testbed a column
+//     took per-request costs of the processes' flows (errors to −25%).
+//   - A flow that fails §4.3's criterion and whose rates correlate at ≥ 0.9
+//     with another column's is grouped with it (reason given) rather than
+//     joining the combined column.
+//   - No utilization discounting (NoDiscount): §4.2's f(ρ) weighs rows by a
+//     function of the noisy reading itself, which biases the fit (below); on
+//     the scenarios' releases 12 of 20 runs passed with it, 14 without.
+//
+// CrossCheck compares the work factors with the application signature's
+// service times (paper 004, S = R·(1−U)), which estimate the same demand: per
+// service, the rate-weighted α/coreMHz against S, flagged beyond 25%.
+//
 // # The paper, section by section
 //
 //   - Model (§2, §3.1, §3.3): ρ_m·Ω_m = Σ_k λ_k,m·α_k, one equation per machine

@@ -70,6 +70,7 @@ func Restore(cfg Config, st *State) (*Estimator, error) {
 		return nil, fmt.Errorf("state half-lives %v/%v differ from the configuration's %v/%v", st.HalfLife, st.SmoothHalfLife, cfg.HalfLife, cfg.SmoothHalfLife)
 	}
 	e := &Estimator{cfg: cfg, st: *st.Clone(), flowIdx: map[string]int{}, srcIdx: map[string]int{}}
+	e.st.Version = stateVersion
 	for i, f := range e.st.Flows {
 		e.flowIdx[f] = i
 	}
@@ -110,7 +111,7 @@ func (e *Estimator) AddPeriod(period int64, obs []Observation) (*Estimate, error
 	rows := e.validate(obs)
 	if e.st.Started {
 		e.st.Count.MissingPeriods += period - e.st.Period - 1
-		e.st.age(period - e.st.Period)
+		e.ageWithMemory(period-e.st.Period, period)
 	}
 	e.st.Started = true
 	e.st.Period = period
@@ -126,6 +127,7 @@ func (e *Estimator) AddPeriod(period int64, obs []Observation) (*Estimate, error
 	// shift forgets the past before any of this period's equations is folded in.
 	idx := make([]int, len(rows))
 	sus := make([]bool, len(rows))
+	alarm := make([]bool, len(rows))
 	z := make([]float64, len(rows))
 	resid := make([]float64, len(rows))
 	for i := range rows {
@@ -138,6 +140,7 @@ func (e *Estimator) AddPeriod(period int64, obs []Observation) (*Estimate, error
 		if sus[i] = z[i] > e.cfg.ShiftSigma && e.cfg.ShiftSigma > 0; sus[i] {
 			s.Held = append(s.Held, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates})
 		}
+		alarm[i] = e.cusum(s, z[i], resid[i], period)
 	}
 	// Two or more sources of a block suspect at once, with misfits that one
 	// flow's change of work factor explains, is a shift now: a background burst
@@ -166,6 +169,12 @@ func (e *Estimator) AddPeriod(period int64, obs []Observation) (*Estimate, error
 		si := idx[i]
 		if immediate[si] {
 			e.shift(si, period, period-1)
+			continue
+		}
+		if alarm[i] && period >= e.st.Sources[si].QuietUntil {
+			// A change too small for ShiftSigma, accumulated by the CUSUM since
+			// the start of its excursion, the estimated change point.
+			e.shift(si, period, e.st.Sources[si].CusumStart-1)
 			continue
 		}
 		if !sus[i] || len(e.st.Sources[si].Held) < e.cfg.ShiftPeriods {
@@ -257,7 +266,7 @@ func (e *Estimator) validate(obs []Observation) []row {
 			c.BadRate++
 			continue
 		}
-		if !nonzero && e.cfg.Background == BackgroundOff {
+		if !nonzero && (e.cfg.Background == BackgroundOff || e.cfg.Background == BackgroundAuto) {
 			c.ZeroRates++
 			continue
 		}
@@ -289,6 +298,14 @@ func (e *Estimator) flow(f string) int {
 	}
 	e.st.C = c
 	e.st.D = append(e.st.D, 0)
+	if len(e.st.PrevC) > 0 {
+		pc := make([]float64, (k+1)*(k+1))
+		for i := 0; i < k; i++ {
+			copy(pc[i*(k+1):i*(k+1)+k], e.st.PrevC[i*k:(i+1)*k])
+		}
+		e.st.PrevC = pc
+		e.st.PrevD = append(e.st.PrevD, 0)
+	}
 	e.st.Flows = append(e.st.Flows, f)
 	e.st.Smooth = append(e.st.Smooth, SmoothState{Until: e.st.Period + int64(math.Ceil(e.cfg.HalfLife))})
 	e.flowIdx[f] = k
@@ -300,7 +317,7 @@ func (e *Estimator) source(r *row) int {
 	if i, ok := e.srcIdx[r.key]; ok {
 		return i
 	}
-	e.st.Sources = append(e.st.Sources, SourceState{Key: r.key, Machine: r.machine, Process: r.process})
+	e.st.Sources = append(e.st.Sources, SourceState{Key: r.key, Machine: r.machine, Process: r.process, RegimeStart: e.st.Period})
 	e.srcIdx[r.key] = len(e.st.Sources) - 1
 	return len(e.st.Sources) - 1
 }
@@ -340,7 +357,7 @@ func (e *Estimator) foldAged(flows []string, rates []float64, y, v, a float64, s
 func (e *Estimator) foldRow(si int, h HeldRow, period int64) {
 	a := math.Exp2(-float64(period-h.Period) / e.cfg.HalfLife)
 	e.foldAged(h.Flows, h.Rates, h.Y, a*h.V, a, si)
-	if e.cfg.ShiftSigma == 0 {
+	if e.cfg.ShiftSigma == 0 && e.cfg.CusumThreshold == 0 {
 		return
 	}
 	s := &e.st.Sources[si]
@@ -408,7 +425,7 @@ func rowRate(r *row) float64 {
 // misfit is a new equation's distance from the last solve's model, in σ_y
 // (Config.ShiftSigma), and its residual; 0 when there is no model to judge by.
 func (e *Estimator) misfit(r *row, s *SourceState) (z, resid float64) {
-	if e.cfg.ShiftSigma == 0 || !(s.Sigma2 > 0) {
+	if (e.cfg.ShiftSigma == 0 && e.cfg.CusumThreshold == 0) || !(s.Sigma2 > 0) {
 		return 0, 0
 	}
 	// Flows the model does not know yet count for nothing, unless they carry
@@ -434,6 +451,117 @@ func (e *Estimator) misfit(r *row, s *SourceState) (z, resid float64) {
 
 // sigmaFloor is the least σ_y shift detection assumes, as a fraction of Ω.
 const sigmaFloor = 1e-3
+
+// cusum advances the source's two-sided CUSUM (Page) by one standardized
+// residual and reports an alarm. Residuals are capped at ShiftSigma − 1 (4 σ by
+// default), so that one or two bursts of background work, which the outlier
+// test throws out, cannot raise an alarm alone. No model (z = 0 and no
+// residual) or the quiet window after a shift leaves the CUSUM at zero.
+func (e *Estimator) cusum(s *SourceState, z, resid float64, period int64) bool {
+	if e.cfg.CusumThreshold == 0 {
+		return false
+	}
+	if (z == 0 && resid == 0) || period < s.QuietUntil || float64(period-s.RegimeStart) < youngRegime*e.cfg.HalfLife {
+		s.CusumPos, s.CusumNeg = 0, 0
+		return false
+	}
+	// A young model's own error is part of a prediction's (recursive residuals,
+	// Brown, Durbin and Evans): without it, estimation error accumulates as if
+	// it were a change. The scale is the source's own residual level (its
+	// machine may be noisier than the block's pooled σ_y), learnt slowly so that
+	// a change does not hide itself, and from residuals capped at the limit.
+	lim := max(e.cfg.ShiftSigma-1, 4)
+	pooled := math.Abs(resid) / z // the block's σ_y, floored
+	w := resid / math.Sqrt(1+s.Leverage)
+	if !(s.ResidVar > 0) {
+		s.ResidVar = pooled * pooled
+	}
+	z = w / math.Sqrt(s.ResidVar)
+	z = min(max(z, -lim), lim)
+	c := min(max(w, -lim*pooled), lim*pooled)
+	s.ResidVar += (c*c - s.ResidVar) / cusumMemory
+	if s.CusumPos == 0 && s.CusumNeg == 0 {
+		s.CusumStart = period
+	}
+	s.CusumPos = max(0, s.CusumPos+z-e.cfg.CusumDrift)
+	s.CusumNeg = max(0, s.CusumNeg-z-e.cfg.CusumDrift)
+	return s.CusumPos > e.cfg.CusumThreshold || s.CusumNeg > e.cfg.CusumThreshold
+}
+
+// youngRegime is the age, in HalfLife, below which a regime is not kept as
+// the previous one at a shift, and in which the CUSUM stays off.
+const youngRegime = 4
+
+// cusumMemory is the number of periods over which a source's own residual
+// level is averaged for the CUSUM.
+const cusumMemory = 50
+
+// halfLife is the memory of a block whose current regime started at start:
+// the periods since then, between HalfLife and MaxHalfLife.
+func (e *Estimator) halfLife(start, period int64) float64 {
+	if e.cfg.memoryFixed() {
+		return e.cfg.HalfLife
+	}
+	return min(max(float64(period-start), e.cfg.HalfLife), e.cfg.MaxHalfLife)
+}
+
+// ageWithMemory ages the sums by g periods, each block by its own half-life
+// (Config.MaxHalfLife); flows and sources outside any block by HalfLife.
+func (e *Estimator) ageWithMemory(g, period int64) {
+	if e.cfg.memoryFixed() || g <= 0 {
+		e.st.age(g)
+		return
+	}
+	st := &e.st
+	def := math.Exp2(-float64(g) / e.cfg.HalfLife)
+	fa := make([]float64, len(st.Flows))
+	sa := make([]float64, len(st.Sources))
+	for i := range fa {
+		fa[i] = def
+	}
+	for i := range sa {
+		sa[i] = def
+	}
+	for _, b := range e.blocks() {
+		a := math.Exp2(-float64(g) / e.halfLife(b.start, period-g))
+		for _, i := range b.flows {
+			fa[i] = a
+		}
+		for _, s := range b.sources {
+			sa[s] = a
+		}
+	}
+	k := len(st.Flows)
+	for i := 0; i < k; i++ {
+		for j := 0; j < k; j++ {
+			st.C[i*k+j] *= fa[i] * fa[j]
+			if math.Abs(st.C[i*k+j]) < 1e-290 {
+				st.C[i*k+j] = 0
+			}
+		}
+		st.D[i] *= fa[i] * fa[i]
+	}
+	for i := range st.Sources {
+		src := &st.Sources[i]
+		a := sa[i]
+		a2 := a * a
+		src.N *= a
+		src.SY *= a
+		src.SX = scale(src.SX, a)
+		src.YY *= a2
+		src.B0 *= a2
+		src.BY *= a2
+		src.BX = scale(src.BX, a2)
+	}
+	// The previous regime is evidence about the flows that did not change; it
+	// fades at the longest memory.
+	st.agePrev(math.Exp2(-float64(g) / e.cfg.MaxHalfLife))
+	b := math.Exp2(-float64(g) / st.SmoothHalfLife)
+	for i := range st.Smooth {
+		st.Smooth[i].P *= b
+		st.Smooth[i].Q *= b
+	}
+}
 
 // dropStaleHeld throws out held equations of sources that gave none in the
 // previous period: the run of suspect periods is broken.
@@ -464,6 +592,12 @@ func (e *Estimator) shift(si int, period, start int64) {
 		in := make([]bool, k)
 		for _, i := range b.flows {
 			in[i] = true
+		}
+		// A regime younger than youngRegime half-lives is most likely the
+		// aftermath of the change before (a model still converging): the
+		// regime before that stays the previous one.
+		if !e.cfg.memoryFixed() && float64(period-b.start) >= youngRegime*e.cfg.HalfLife {
+			e.keepPrevious(b)
 		}
 		for i := 0; i < k; i++ {
 			for j := 0; j < k; j++ {
@@ -498,6 +632,8 @@ func (e *Estimator) shift(si int, period, start int64) {
 		held, recent := src.Held, src.Recent
 		src.Held, src.Recent = nil, nil
 		src.QuietUntil = quiet
+		src.RegimeStart = period
+		src.CusumPos, src.CusumNeg = 0, 0
 		for _, h := range recent {
 			if h.Period > start {
 				e.foldRow(s, h, period)
@@ -521,6 +657,29 @@ func countTrue(bs []bool) int {
 		}
 	}
 	return n
+}
+
+// keepPrevious makes the block's current sums its previous regime, replacing
+// the one before: a flow that did not change at this shift is then estimated
+// from both regimes.
+func (e *Estimator) keepPrevious(b block) {
+	st := &e.st
+	k := len(st.Flows)
+	if len(st.PrevC) == 0 {
+		st.PrevC = make([]float64, k*k)
+		st.PrevD = make([]float64, k)
+	}
+	for _, i := range b.flows {
+		st.PrevD[i] = st.D[i]
+		for j := 0; j < k; j++ {
+			st.PrevC[i*k+j], st.PrevC[j*k+i] = st.C[i*k+j], st.C[j*k+i]
+		}
+	}
+	for _, si := range b.sources {
+		src := &st.Sources[si]
+		src.PrevN, src.PrevYY, src.PrevB0, src.PrevBY = src.N, src.YY, src.B0, src.BY
+		src.PrevBX = slices.Clone(src.BX)
+	}
 }
 
 // foldHeld folds in a source's held equations.
@@ -615,6 +774,18 @@ func (e *Estimator) removeFlow(i int) {
 	}
 	e.st.C = c
 	e.st.D = slices.Delete(e.st.D, i, i+1)
+	if len(e.st.PrevC) > 0 {
+		pc := make([]float64, 0, (k-1)*(k-1))
+		for a := 0; a < k; a++ {
+			for b := 0; b < k && a != i; b++ {
+				if b != i {
+					pc = append(pc, e.st.PrevC[a*k+b])
+				}
+			}
+		}
+		e.st.PrevC = pc
+		e.st.PrevD = slices.Delete(e.st.PrevD, i, i+1)
+	}
 	e.st.Flows = slices.Delete(e.st.Flows, i, i+1)
 	e.st.Smooth = slices.Delete(e.st.Smooth, i, i+1)
 	for j := range e.st.Sources {
@@ -624,6 +795,9 @@ func (e *Estimator) removeFlow(i int) {
 		}
 		if i < len(s.BX) {
 			s.BX = slices.Delete(s.BX, i, i+1)
+		}
+		if i < len(s.PrevBX) {
+			s.PrevBX = slices.Delete(s.PrevBX, i, i+1)
 		}
 	}
 	clear(e.flowIdx)

@@ -21,9 +21,15 @@ type Estimate struct {
 	Flows []FlowEstimate `json:"flows"`
 	// Blocks are the independent regression problems solved this period.
 	Blocks []BlockFit `json:"blocks,omitempty"`
-	// Background holds the background column estimates (§4.8), when enabled.
+	// Background holds the background column estimates (§4.8), when enabled
+	// (with BackgroundAuto, in the blocks whose data identify it).
 	Background []BackgroundEstimate `json:"background,omitempty"`
-	Counters   Counters             `json:"counters"`
+	// Groups are the collinear groups solved as one column, with their reason.
+	Groups []Group `json:"groups,omitempty"`
+	// HalfLife is the memory in periods (Config.MaxHalfLife): the single
+	// block's, or the shortest over blocks.
+	HalfLife float64  `json:"half_life,omitempty"`
+	Counters Counters `json:"counters"`
 }
 
 // FlowEstimate is one flow's work factor.
@@ -47,15 +53,37 @@ type FlowEstimate struct {
 	// Block is the index into Blocks of the flow's regression problem, -1 when
 	// the flow was not part of this period's solve.
 	Block int `json:"block"`
+	// Group names the collinear group the flow was solved in (its members'
+	// rates cannot be told apart, so they share one work factor); "" when alone.
+	Group string `json:"group,omitempty"`
+	// Changed is true when the flow's work factor changed at its block's last
+	// detected shift; a flow that did not is estimated from the equations of
+	// both the current and the previous regime.
+	Changed bool `json:"changed,omitempty"`
 	// Share is X̄_k/‖X̄‖ in the block: the flow's share of its block's (aged,
 	// discounted) request rate.
 	Share float64 `json:"share"`
+}
+
+// Group is a set of flows whose rates the data cannot tell apart: they share
+// one work factor, and only their summed power λ·α is identified.
+type Group struct {
+	Name  string   `json:"name"`
+	Flows []string `json:"flows"`
+	Block int      `json:"block"`
+	// Correlation is the highest aged, centred rate correlation that joined
+	// a member; Reason says why in words.
+	Correlation float64 `json:"correlation"`
+	Reason      string  `json:"reason"`
 }
 
 // BlockFit describes one regression problem.
 type BlockFit struct {
 	Flows   []string `json:"flows"`
 	Sources int      `json:"sources"`
+	// HalfLife is the block's memory at this period, in periods: it grows from
+	// Config.HalfLife since the last detected change, up to MaxHalfLife.
+	HalfLife float64 `json:"half_life"`
 	// NH is N_h, the aged number of equations; Columns the columns solved; DOF
 	// is N_h − Columns − 1.
 	NH      float64  `json:"n_h"`
@@ -118,6 +146,7 @@ func (e *Estimator) report(res *solveResult) *Estimate {
 				fe.Share = r.share
 				fe.Rejected = r.rejected
 				fe.Combined = r.combined
+				fe.Group = r.group
 				if r.solved && !r.rejected {
 					fe.AlphaRaw = num(r.alpha)
 					fe.Goodness = num(r.g)
@@ -133,7 +162,22 @@ func (e *Estimator) report(res *solveResult) *Estimate {
 	var sse, sst, dof float64
 	solved := 0
 	for bi, br := range res.blocks {
-		bf := BlockFit{Flows: br.flows, Sources: len(br.b.sources), NH: br.b.nh, Columns: br.fit.columns, DOF: br.fit.dof, Solved: br.solved}
+		bf := BlockFit{Flows: br.flows, Sources: len(br.b.sources), HalfLife: e.halfLife(br.b.start, e.st.Period),
+			NH: br.b.nh, Columns: br.fit.columns, DOF: br.fit.dof, Solved: br.solved}
+		if est.HalfLife == 0 || bf.HalfLife < est.HalfLife {
+			est.HalfLife = bf.HalfLife
+		}
+		for _, i := range br.changed {
+			for j := range est.Flows {
+				if est.Flows[j].Flow == e.st.Flows[i] {
+					est.Flows[j].Changed = true
+				}
+			}
+		}
+		for _, g := range br.groups {
+			g.Block = bi
+			est.Groups = append(est.Groups, g)
+		}
 		if br.solved {
 			if br.fit.r2OK {
 				bf.R2 = num(br.fit.r2)

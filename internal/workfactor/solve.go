@@ -2,8 +2,10 @@ package workfactor
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // block is one independent regression problem: the flows and sources of one
@@ -20,6 +22,12 @@ type block struct {
 	// sigma2 is the mean σ_y² its sources remember from earlier solves (0:
 	// none): the noise level when too few equations remain to measure it.
 	sigma2 float64
+	// The previous regime's totals (State.PrevC): N_h, YᵀY, Σv², Σv²ρΩ.
+	pnh, pyy, pb0, pby float64
+	// start is the first period of the block's current regime: the earliest
+	// RegimeStart of its sources (a source that joins later does not shorten
+	// the memory; a change sets every source's).
+	start int64
 }
 
 // memberTol is the share of a source's rate sum below which a flow is no longer
@@ -77,7 +85,7 @@ func (e *Estimator) blocks() []block {
 	for si, m := range members {
 		var b *block
 		if len(m) == 0 {
-			if e.cfg.Background == BackgroundOff {
+			if e.cfg.Background == BackgroundOff || e.cfg.Background == BackgroundAuto {
 				continue
 			}
 			// Only background: a block of its own.
@@ -93,11 +101,18 @@ func (e *Estimator) blocks() []block {
 			}
 		}
 		s := e.st.Sources[si]
+		if len(b.sources) == 0 || s.RegimeStart < b.start {
+			b.start = s.RegimeStart
+		}
 		b.sources = append(b.sources, si)
 		b.nh += s.N
 		b.yy += s.YY
 		b.b0 += s.B0
 		b.by += s.BY
+		b.pnh += s.PrevN
+		b.pyy += s.PrevYY
+		b.pb0 += s.PrevB0
+		b.pby += s.PrevBY
 		b.sigma2 += s.Sigma2 / float64(len(e.st.Sources)) // normalised below
 	}
 	for i := 0; i < k; i++ {
@@ -136,7 +151,20 @@ type column struct {
 	bg    []int // source indices, for a background column
 	fixed bool
 	value float64
+	// regime is the data the column spans: the current regime's equations
+	// (the zero value), or the previous regime's, or both (State.PrevC).
+	regime regime
 }
+
+type regime int
+
+const (
+	current regime = iota
+	previous
+	both
+)
+
+func (r regime) has(x regime) bool { return r == both || r == x }
 
 // colFit is one column's solution.
 type colFit struct {
@@ -163,7 +191,8 @@ type fit struct {
 	dof         float64
 	mse, r2     float64
 	mseOK, r2OK bool
-	columns     int // columns actually solved
+	columns     int     // columns actually solved
+	nh, b0      float64 // the totals of the equations fitted (N_h, Σv²)
 }
 
 // gMax caps |g| when the fit is exact (S_k = 0), keeping it finite.
@@ -171,44 +200,26 @@ const gMax = 1e9
 
 func (e *Estimator) solveColumns(b *block, cols []column) fit {
 	n := len(cols)
-	k := len(e.st.Flows)
 	cg := make([]float64, n*n)
 	dg := make([]float64, n)
-	src := e.st.Sources
-	bx := func(s, i int) float64 {
-		if i < len(src[s].BX) {
-			return src[s].BX[i]
-		}
-		return 0
+	usesCur, usesPrev := false, false
+	for _, c := range cols {
+		usesCur = usesCur || c.regime.has(current)
+		usesPrev = usesPrev || c.regime.has(previous)
 	}
-	for a, ca := range cols {
-		for _, i := range ca.flows {
-			dg[a] += e.st.D[i]
+	for _, r := range []regime{current, previous} {
+		if (r == previous && usesPrev) || (r == current && usesCur) {
+			e.gram(r, cols, cg, dg)
 		}
-		for _, s := range ca.bg {
-			dg[a] += src[s].BY
+	}
+	if usesPrev {
+		// The fit's totals span the regimes its columns span.
+		t := *b
+		t.nh, t.yy, t.b0, t.by = b.pnh, b.pyy, b.pb0, b.pby
+		if usesCur {
+			t.nh, t.yy, t.b0, t.by = b.nh+b.pnh, b.yy+b.pyy, b.b0+b.pb0, b.by+b.pby
 		}
-		for bi := a; bi < n; bi++ {
-			cb := cols[bi]
-			v := 0.0
-			for _, i := range ca.flows {
-				for _, j := range cb.flows {
-					v += e.st.C[i*k+j]
-				}
-				for _, s := range cb.bg {
-					v += bx(s, i)
-				}
-			}
-			for _, s := range ca.bg {
-				for _, j := range cb.flows {
-					v += bx(s, j)
-				}
-				if slices.Contains(cb.bg, s) {
-					v += src[s].B0
-				}
-			}
-			cg[a*n+bi], cg[bi*n+a] = v, v
-		}
+		b = &t
 	}
 	// The free columns' problem: C_FF α_F = D_F − C_F,fixed·α_fixed.
 	var free []int
@@ -314,6 +325,7 @@ func (e *Estimator) solveColumns(b *block, cols []column) fit {
 		}
 	}
 	f.sse = max(sse, 0)
+	f.nh, f.b0 = b.nh, b.b0
 	f.dof = b.nh - float64(f.columns) - 1
 	switch {
 	case f.dof >= 1:
@@ -370,6 +382,79 @@ func (e *Estimator) solveColumns(b *block, cols []column) fit {
 	return f
 }
 
+// gram adds regime r's part of the columns' normal equations to cg and dg:
+// C and D (or the previous regime's) summed over the columns' flows, and the
+// background entries Σv²λ, Σv², Σv²ρΩ of their sources.
+func (e *Estimator) gram(r regime, cols []column, cg, dg []float64) {
+	n := len(cols)
+	k := len(e.st.Flows)
+	src := e.st.Sources
+	cm, dm := e.st.C, e.st.D
+	if r == previous {
+		cm, dm = e.st.PrevC, e.st.PrevD
+	}
+	bx := func(s, i int) float64 {
+		v := src[s].BX
+		if r == previous {
+			v = src[s].PrevBX
+		}
+		if i < len(v) {
+			return v[i]
+		}
+		return 0
+	}
+	b0 := func(s int) float64 {
+		if r == previous {
+			return src[s].PrevB0
+		}
+		return src[s].B0
+	}
+	by := func(s int) float64 {
+		if r == previous {
+			return src[s].PrevBY
+		}
+		return src[s].BY
+	}
+	for a, ca := range cols {
+		if !ca.regime.has(r) {
+			continue
+		}
+		for _, i := range ca.flows {
+			dg[a] += dm[i]
+		}
+		for _, s := range ca.bg {
+			dg[a] += by(s)
+		}
+		for bi := a; bi < n; bi++ {
+			cb := cols[bi]
+			if !cb.regime.has(r) {
+				continue
+			}
+			v := 0.0
+			for _, i := range ca.flows {
+				for _, j := range cb.flows {
+					v += cm[i*k+j]
+				}
+				for _, s := range cb.bg {
+					v += bx(s, i)
+				}
+			}
+			for _, s := range ca.bg {
+				for _, j := range cb.flows {
+					v += bx(s, j)
+				}
+				if slices.Contains(cb.bg, s) {
+					v += b0(s)
+				}
+			}
+			cg[a*n+bi] += v
+			if bi != a {
+				cg[bi*n+a] += v
+			}
+		}
+	}
+}
+
 // flowResult is one flow's raw outcome of a period's solve.
 type flowResult struct {
 	block    int
@@ -384,6 +469,12 @@ type flowResult struct {
 	// coef is the flow's coefficient in the fit (the fixed value of a fixed
 	// combined column, 0 for a rejected or singular flow).
 	coef float64
+	// group names the flow's collinear group ("" when alone or combined).
+	group string
+	// changed: the flow's work factor changed at its block's last shift,
+	// which started the current regime in period regime (acrossRegimes).
+	changed bool
+	regime  int64
 }
 
 type blockResult struct {
@@ -395,6 +486,10 @@ type blockResult struct {
 	bgG      []float64
 	bgOK     []bool
 	bgSource []int // source of each per-source background column (-1: shared)
+	groups   []Group
+	// changed are the flows whose work factor changed at the block's last
+	// shift (acrossRegimes); the others are estimated from both regimes.
+	changed []int
 }
 
 type solveResult struct {
@@ -463,8 +558,15 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 		return num / den, true
 	}
 	var bgCols []column
-	switch e.cfg.Background {
-	case BackgroundShared:
+	bgMode := e.cfg.Background
+	if bgMode == BackgroundAuto && e.cfg.PerProcess {
+		// A process's reading holds no other tenant's work, and its own idle
+		// work is small: per-process readings are the remedy for background
+		// (§4.6), and a column there would take per-request costs at low rates.
+		bgMode = BackgroundOff
+	}
+	switch bgMode {
+	case BackgroundShared, BackgroundAuto:
 		bgCols = []column{{bg: b.sources}}
 		br.bgSource = []int{-1}
 	case BackgroundPerSource:
@@ -473,21 +575,37 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 			br.bgSource = append(br.bgSource, s)
 		}
 	}
-	// The flows 1 … j+q−1 start individual, j being the first whose mean rate is
-	// at most CombineThreshold × the mean over the block's flows.
-	nInd := len(kept)
-	if len(kept) > 0 {
-		keptTotal := 0.0
-		for _, i := range kept {
-			keptTotal += sx[i]
-		}
-		thr := e.cfg.CombineThreshold * keptTotal / float64(len(kept))
-		for j, i := range kept {
-			if sx[i] <= thr {
-				nInd = min(j+e.cfg.Q, len(kept))
-				break
+	// The starting columns, most important first. The paper's (CombineRate):
+	// flows 1 … j+q−1 by mean rate alone, j being the first whose mean rate is
+	// at most CombineThreshold × the mean over the block's flows, the rest
+	// combined. CombineCollinear: every flow alone except collinear groups, in
+	// decreasing power.
+	var ind [][]int
+	var comb []int
+	if e.cfg.Combining == CombineRate {
+		nInd := len(kept)
+		if len(kept) > 0 {
+			keptTotal := 0.0
+			for _, i := range kept {
+				keptTotal += sx[i]
+			}
+			thr := e.cfg.CombineThreshold * keptTotal / float64(len(kept))
+			for j, i := range kept {
+				if sx[i] <= thr {
+					nInd = min(j+e.cfg.Q, len(kept))
+					break
+				}
 			}
 		}
+		for _, i := range kept[:nInd] {
+			ind = append(ind, []int{i})
+		}
+		comb = slices.Clone(kept[nInd:])
+	} else {
+		ind = e.collinearGroups(&b, kept, sx, &br)
+	}
+	if e.cfg.Background == BackgroundAuto && len(ind) > 0 && e.backgroundVIF(&b, ind) > e.cfg.BackgroundMaxVIF {
+		bgCols, br.bgSource = nil, nil // the rates barely vary: not identifiable
 	}
 	// Never more columns than the equations support well: at least as many
 	// residual degrees of freedom as columns (dof = N_h − columns − 1 ≥ columns).
@@ -499,25 +617,34 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 	// after a shift.
 	maxCols := int(math.Floor((b.nh - 1) / 2))
 	budgetFixed := false
-	// The largest q flows are always solved alone when the equations allow it
+	// The largest q columns are always solved alone when the equations allow it
 	// at all (dof ≥ 1, or dof ≥ 0 when the noise level is known from before a
 	// shift): the combining of §4.3 always keeps at least q.
 	spare := 2.0 // dof ≥ 1
 	if b.sigma2 > 0 {
 		spare = 1 // the noise is known: dof ≥ 0
 	}
-	minInd := min(e.cfg.Q, len(kept), max(int(math.Floor(b.nh-spare))-len(bgCols), 0))
-	ncols := func(ind int) int {
-		c := ind + len(bgCols)
-		if ind < len(kept) && !budgetFixed {
+	minInd := min(e.cfg.Q, len(ind)+boolInt(len(comb) > 0), max(int(math.Floor(b.nh-spare))-len(bgCols), 0))
+	minInd = min(minInd, len(ind))
+	ncols := func(nInd int) int {
+		c := nInd + len(bgCols)
+		if (nInd < len(ind) || len(comb) > 0) && !budgetFixed {
 			c++
 		}
 		return c
 	}
-	canFix := func(nInd int) bool {
-		_, ok := prior(kept[nInd:])
-		return nInd > 0 && nInd < len(kept) && ok
+	rest := func(nInd int) []int {
+		r := slices.Clone(comb)
+		for _, col := range ind[nInd:] {
+			r = append(r, col...)
+		}
+		return r
 	}
+	canFix := func(nInd int) bool {
+		_, ok := prior(rest(nInd))
+		return nInd > 0 && len(rest(nInd)) > 0 && ok
+	}
+	nInd := len(ind)
 	if ncols(nInd) > maxCols && canFix(nInd) {
 		budgetFixed = true
 	}
@@ -538,50 +665,94 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 		e.st.Count.UnsolvedBlocks++
 		return br
 	}
-	ind := slices.Clone(kept[:nInd])
-	comb := slices.Clone(kept[nInd:])
+	comb = rest(nInd)
+	ind = slices.Clone(ind[:nInd])
+	useBg := len(bgCols) > 0
 	combFixed := false
-	solve := func() fit {
+	// With a previous regime, every fit (and so the failing criterion) uses
+	// the flows that did not change at the last shift from both regimes.
+	twoRegimes := b.pnh > 0 && !e.cfg.memoryFixed()
+	fitCols := func(cols []column) fit {
+		f := e.solveColumns(&b, cols)
+		if twoRegimes && f.columns > 0 {
+			f, br.changed = e.acrossRegimes(&b, cols, f)
+		}
+		return f
+	}
+	var solve func() fit
+	solve = func() fit {
 		cols := make([]column, 0, len(ind)+1+len(bgCols))
-		for _, i := range ind {
-			cols = append(cols, column{flows: []int{i}})
+		for _, c := range ind {
+			cols = append(cols, column{flows: c})
 		}
 		if len(comb) > 0 {
 			cols = append(cols, column{flows: comb})
 		}
-		cols = append(cols, bgCols...)
+		if useBg {
+			cols = append(cols, bgCols...)
+		}
 		combFixed = false
 		// The budget can only fix the combined column while another is free.
 		v, ok := prior(comb)
+		var f fit
 		if len(comb) > 0 && budgetFixed && len(ind) > 0 && ok {
 			cols[len(ind)].fixed, cols[len(ind)].value = true, v
 			combFixed = true
-			return e.solveColumns(&b, cols)
+			f = fitCols(cols)
+		} else {
+			f = fitCols(cols)
+			// The failing criterion applies to the combined column too. A failing
+			// one is not used as an estimate: it is fixed at its members' smoothed
+			// work factors, and the others are solved around them. Not when it is
+			// the only column (it is then the block's whole estimate), nor when its
+			// members have no smoothed work factors yet.
+			if len(comb) > 0 && f.cols[len(ind)].fails() && len(cols) > 1 && ok {
+				cols[len(ind)].fixed, cols[len(ind)].value = true, v
+				f = fitCols(cols)
+				combFixed = true
+			}
 		}
-		f := e.solveColumns(&b, cols)
-		// The failing criterion applies to the combined column too. A failing
-		// one is not used as an estimate: it is fixed at its members' smoothed
-		// work factors, and the others are solved around them. Not when it is
-		// the only column (it is then the block's whole estimate), nor when its
-		// members have no smoothed work factors yet.
-		if len(comb) > 0 && f.cols[len(ind)].fails() && len(cols) > 1 && ok {
-			cols[len(ind)].fixed, cols[len(ind)].value = true, v
-			f = e.solveColumns(&b, cols)
-			combFixed = true
+		// An automatic background column that comes out negative (or singular)
+		// is not identified by these data: solve without it.
+		if useBg && e.cfg.Background == BackgroundAuto && f.cols[len(cols)-1].failsAsBackground() {
+			useBg = false
+			return solve()
 		}
 		return f
 	}
 	f := solve()
 	for round := 0; round < 2*e.cfg.Q+1; round++ {
-		var still []int
+		var still [][]int
 		moved := false
-		for c, i := range ind {
-			if f.cols[c].fails() {
-				comb = append(comb, i)
-				moved = true
-			} else {
-				still = append(still, i)
+		joined := map[int]bool{}
+		for c, col := range ind {
+			if joined[c] {
+				continue
 			}
+			if !f.cols[c].fails() {
+				still = append(still, col)
+				continue
+			}
+			moved = true
+			// A failing column whose rates move with another's (correlation ≥
+			// failingCollinear) cannot be told apart from it: the two become
+			// one group rather than joining the combined column.
+			if e.cfg.Combining == CombineCollinear {
+				if p, r := e.partner(&b, ind, c, joined); p >= 0 {
+					g := append(slices.Clone(col), ind[p]...)
+					slices.Sort(g)
+					joined[p] = true
+					still = slices.DeleteFunc(still, func(x []int) bool { return slices.Equal(x, ind[p]) })
+					still = append(still, g)
+					br.groups = slices.DeleteFunc(br.groups, func(x Group) bool {
+						return slices.Contains(x.Flows, e.st.Flows[col[0]]) || slices.Contains(x.Flows, e.st.Flows[ind[p][0]])
+					})
+					br.groups = append(br.groups, Group{Name: groupName(e.st.Flows, g), Flows: flowNames(e.st.Flows, g), Correlation: r,
+						Reason: fmt.Sprintf("rate correlation %.4f ≥ %v, and %s fails alone (§4.3)", r, failingCollinear, groupName(e.st.Flows, col))})
+					continue
+				}
+			}
+			comb = append(comb, col...)
 		}
 		if !moved {
 			break
@@ -599,16 +770,31 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 		return br
 	}
 	br.solved = true
-	for c, i := range ind {
-		r := out[i]
+	for _, i := range br.changed {
+		out[i].changed, out[i].regime = true, b.start
+	}
+	for c, col := range ind {
 		cf := f.cols[c]
-		r.solved = !cf.singular
-		r.alpha, r.g, r.weight = cf.alpha, cf.g, 1
-		if !cf.gOK {
-			r.g = 0
+		colRate := 0.0
+		for _, i := range col {
+			colRate += sx[i]
 		}
-		if r.solved {
-			r.coef = cf.alpha
+		for _, i := range col {
+			r := out[i]
+			r.solved = !cf.singular
+			r.alpha, r.g, r.weight = cf.alpha, cf.g, 1
+			if len(col) > 1 {
+				r.group = groupName(e.st.Flows, col)
+				if colRate > 0 {
+					r.weight = sx[i] / colRate
+				}
+			}
+			if !cf.gOK {
+				r.g = 0
+			}
+			if r.solved {
+				r.coef = cf.alpha
+			}
 		}
 	}
 	if len(comb) > 0 {
@@ -634,6 +820,10 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 			}
 		}
 	}
+	if !useBg {
+		br.bgSource = nil
+		return br
+	}
 	off := len(ind)
 	if len(comb) > 0 {
 		off++
@@ -645,6 +835,356 @@ func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockRe
 		br.bgOK = append(br.bgOK, !cf.singular && cf.gOK)
 	}
 	return br
+}
+
+// changeZ is the goodness (estimate over standard error) from which a
+// column's increment at the last shift is taken for a change.
+const changeZ = 3
+
+// maxSelectColumns bounds the stepwise selection of acrossRegimes (O(K²)
+// solves per period); larger blocks estimate from the current regime only.
+const maxSelectColumns = 24
+
+// acrossRegimes re-solves the block with the previous regime's equations
+// (State.PrevC) as well. Which columns changed at the last shift is found by
+// stepwise selection: starting from every column spanning both regimes, the
+// column whose increment (a copy over the current regime's equations only)
+// has the largest goodness is taken as changed, while that goodness exceeds
+// changeZ, and a column taken before whose increment no longer does is
+// dropped. Changed columns then get one coefficient per regime, the others one
+// over both. cur is the current regime's fit of cols; the result's first
+// len(cols) columns are the current regime's, in the same order.
+func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int) {
+	n := len(cols)
+	if n > maxSelectColumns {
+		return cur, nil
+	}
+	changed := make([]bool, n)
+	// incG solves with an increment (a copy over the current regime only) for
+	// every column of set, and returns each increment's |goodness| (0 when
+	// undefined), by column.
+	incG := func(set []bool) []float64 {
+		joint := slices.Clone(cols)
+		for a := range joint {
+			joint[a].regime = both
+		}
+		pos := make([]int, n)
+		for a, c := range cols {
+			if set[a] {
+				inc := c
+				inc.regime = current
+				pos[a] = len(joint)
+				joint = append(joint, inc)
+			}
+		}
+		jf := e.solveColumns(b, joint)
+		g := make([]float64, n)
+		for a := range cols {
+			if ic := jf.cols[pos[a]]; set[a] && !ic.singular && ic.gOK {
+				g[a] = math.Abs(ic.g)
+			}
+		}
+		return g
+	}
+	// Stepwise: add the column whose increment is most significant, then drop
+	// any whose increment is no longer significant beside the others (a change
+	// first given to a correlated column moves to the one that changed).
+	for step := 0; step < 2*n; step++ {
+		best, bestG := -1, float64(changeZ)
+		for a, c := range cols {
+			if changed[a] || c.fixed {
+				continue
+			}
+			changed[a] = true
+			if g := incG(changed)[a]; g > bestG {
+				best, bestG = a, g
+			}
+			changed[a] = false
+		}
+		if best < 0 {
+			break
+		}
+		changed[best] = true
+		for {
+			g := incG(changed)
+			worst, worstG := -1, float64(changeZ)
+			for a := range cols {
+				if changed[a] && a != best && g[a] < worstG {
+					worst, worstG = a, g[a]
+				}
+			}
+			if worst < 0 {
+				break
+			}
+			changed[worst] = false
+		}
+	}
+	// The final layout: changed columns over the current regime, their twins
+	// over the previous one; the others over both.
+	joint := slices.Clone(cols)
+	var flows []int
+	for a, c := range cols {
+		if !changed[a] {
+			joint[a].regime = both
+			continue
+		}
+		flows = append(flows, c.flows...)
+		twin := c
+		twin.regime = previous
+		joint = append(joint, twin)
+	}
+	jf := e.solveColumns(b, joint)
+	for a := range cols {
+		if jf.cols[a].singular || (!cols[a].fixed && jf.cols[a].fails() && !cur.cols[a].fails()) {
+			return cur, nil // the joint problem is worse conditioned: keep the current fit
+		}
+	}
+	jf.cols = jf.cols[:n]
+	return jf, flows
+}
+
+func sq(x float64) float64 { return x * x }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// groupName names a collinear group by its members, in name order.
+func groupName(flows []string, col []int) string {
+	names := make([]string, len(col))
+	for j, i := range col {
+		names[j] = flows[i]
+	}
+	slices.Sort(names)
+	return strings.Join(names, "+")
+}
+
+// failsAsBackground is the failing criterion for a background column: a
+// background power is never negative. (A small positive one with g < 1 is
+// kept: dropping it would give its power to the steadiest flows.)
+func (c colFit) failsAsBackground() bool {
+	return c.singular || math.IsNaN(c.alpha) || c.alpha < 0
+}
+
+// centredCov returns the aged, centred covariance of the block's flows' rates
+// over its equations (weights v²): C_ij − bx_i·bx_j/B0 with bx = Σv²λ.
+func (e *Estimator) centredCov(b *block, flows []int) (cov []float64, bx []float64) {
+	k := len(e.st.Flows)
+	m := len(flows)
+	bx = make([]float64, m)
+	for _, s := range b.sources {
+		src := e.st.Sources[s]
+		for p, i := range flows {
+			if i < len(src.BX) {
+				bx[p] += src.BX[i]
+			}
+		}
+	}
+	cov = make([]float64, m*m)
+	for p, i := range flows {
+		for q, j := range flows {
+			cov[p*m+q] = e.st.C[i*k+j]
+			if b.b0 > 0 {
+				cov[p*m+q] -= bx[p] * bx[q] / b.b0
+			}
+		}
+	}
+	return cov, bx
+}
+
+// collinearGroups splits the kept flows into columns: flows whose aged,
+// centred rate correlation reaches CollinearCorrelation (transitively) share
+// one, every other flow has its own. Columns are ordered by decreasing power
+// (Σ rate × work factor, the smoothed one when there is one, else the
+// single-column fit D_k/C_kk). The groups and their reasons go to br.groups.
+func (e *Estimator) collinearGroups(b *block, kept []int, sx map[int]float64, br *blockResult) [][]int {
+	m := len(kept)
+	cov, _ := e.centredCov(b, kept)
+	parent := make([]int, m)
+	for i := range parent {
+		parent[i] = i
+	}
+	find := func(i int) int {
+		for parent[i] != i {
+			i = parent[i]
+		}
+		return i
+	}
+	best := make([]float64, m) // highest correlation that joined each flow
+	for p := 0; p < m; p++ {
+		for q := p + 1; q < m; q++ {
+			vp, vq := cov[p*m+p], cov[q*m+q]
+			if !(vp > 0 && vq > 0) {
+				continue
+			}
+			r := cov[p*m+q] / math.Sqrt(vp*vq)
+			if r >= e.cfg.CollinearCorrelation {
+				best[p], best[q] = max(best[p], r), max(best[q], r)
+				if rp, rq := find(p), find(q); rp != rq {
+					parent[max(rp, rq)] = min(rp, rq)
+				}
+			}
+		}
+	}
+	byRoot := map[int][]int{}
+	var roots []int
+	corr := map[int]float64{}
+	for p := 0; p < m; p++ {
+		r := find(p)
+		if _, ok := byRoot[r]; !ok {
+			roots = append(roots, r)
+		}
+		byRoot[r] = append(byRoot[r], kept[p])
+		corr[r] = max(corr[r], best[p])
+	}
+	k := len(e.st.Flows)
+	power := func(col []int) float64 {
+		w := 0.0
+		for _, i := range col {
+			a := 0.0
+			if sm := e.st.Smooth[i]; sm.Q > 0 {
+				a = sm.P / sm.Q
+			} else if c := e.st.C[i*k+i]; c > 0 {
+				a = max(e.st.D[i], 0) / c
+			}
+			w += sx[i] * a
+		}
+		return w
+	}
+	cols := make([][]int, 0, len(roots))
+	for _, r := range roots {
+		col := byRoot[r]
+		slices.Sort(col)
+		cols = append(cols, col)
+		if len(col) > 1 {
+			br.groups = append(br.groups, Group{Name: groupName(e.st.Flows, col), Flows: flowNames(e.st.Flows, col),
+				Correlation: corr[r], Reason: fmt.Sprintf("rate correlation %.4f ≥ %v", corr[r], e.cfg.CollinearCorrelation)})
+		}
+	}
+	pw := make(map[int]float64, len(cols))
+	for _, c := range cols {
+		pw[c[0]] = power(c)
+	}
+	slices.SortStableFunc(cols, func(x, y []int) int { return cmp.Compare(pw[y[0]], pw[x[0]]) })
+	return cols
+}
+
+// failingCollinear is the rate correlation from which a column that fails
+// alone is grouped with the column it moves with.
+const failingCollinear = 0.9
+
+// partner returns the column of ind (other than c, not already joined) whose
+// rates correlate best with column c's, if at least failingCollinear, and
+// that correlation; -1 if none.
+func (e *Estimator) partner(b *block, ind [][]int, c int, joined map[int]bool) (int, float64) {
+	var flows []int
+	for _, col := range ind {
+		flows = append(flows, col...)
+	}
+	cov, _ := e.centredCov(b, flows)
+	m := len(flows)
+	// Column sums of the flows' covariance.
+	pos := make([]int, len(ind)+1)
+	for a, col := range ind {
+		pos[a+1] = pos[a] + len(col)
+	}
+	sum := func(a, d int) float64 {
+		v := 0.0
+		for p := pos[a]; p < pos[a+1]; p++ {
+			for q := pos[d]; q < pos[d+1]; q++ {
+				v += cov[p*m+q]
+			}
+		}
+		return v
+	}
+	best, bestR := -1, failingCollinear
+	vc := sum(c, c)
+	for d := range ind {
+		if d == c || joined[d] || !(vc > 0) {
+			continue
+		}
+		vd := sum(d, d)
+		if !(vd > 0) {
+			continue
+		}
+		if r := sum(c, d) / math.Sqrt(vc*vd); r >= bestR {
+			best, bestR = d, r
+		}
+	}
+	return best, bestR
+}
+
+func flowNames(flows []string, col []int) []string {
+	names := make([]string, len(col))
+	for j, i := range col {
+		names[j] = flows[i]
+	}
+	slices.Sort(names)
+	return names
+}
+
+// backgroundVIF is the variance inflation of a background column beside the
+// given columns: B0/(B0 − bᵀC⁻¹b), 1 when the rates are orthogonal to a
+// constant, large when a combination of them is nearly constant.
+func (e *Estimator) backgroundVIF(b *block, cols [][]int) float64 {
+	if !(b.b0 > 0) {
+		return math.Inf(1)
+	}
+	var flows []int
+	for _, c := range cols {
+		flows = append(flows, c...)
+	}
+	k := len(e.st.Flows)
+	m := len(cols)
+	cg := make([]float64, m*m)
+	bg := make([]float64, m)
+	_, bxf := e.centredCov(b, flows)
+	pos := 0
+	for a, ca := range cols {
+		for range ca {
+			bg[a] += bxf[pos]
+			pos++
+		}
+		for c, cb := range cols {
+			for _, i := range ca {
+				for _, j := range cb {
+					cg[a*m+c] += e.st.C[i*k+j]
+				}
+			}
+		}
+	}
+	// Standardize for the factorization, as solveColumns does.
+	sc := make([]float64, m)
+	ex := make([]bool, m)
+	for a := 0; a < m; a++ {
+		if d := cg[a*m+a]; d > 0 {
+			sc[a] = 1 / math.Sqrt(d)
+		} else {
+			ex[a] = true
+		}
+	}
+	for a := 0; a < m; a++ {
+		bg[a] *= sc[a]
+		for c := 0; c < m; c++ {
+			cg[a*m+c] *= sc[a] * sc[c]
+		}
+	}
+	l, _ := cholesky(cg, m, ex)
+	x := cholSolve(l, m, ex, bg)
+	explained := 0.0
+	for a := range x {
+		if !ex[a] {
+			explained += bg[a] * x[a]
+		}
+	}
+	left := b.b0 - explained
+	if !(left > 0) {
+		return math.Inf(1)
+	}
+	return b.b0 / left
 }
 
 // smooth applies equation 8: P ← 2^(−1/t)P + s(g)α̂, Q ← 2^(−1/t)Q + s(g). The
@@ -661,6 +1201,14 @@ func (e *Estimator) smooth(res *solveResult) {
 			continue
 		}
 		sm := &e.st.Smooth[i]
+		if r.changed && sm.Since > 0 && sm.Since <= r.regime {
+			// Found changed at the last shift (possibly many periods after it):
+			// its smoothed past belongs to the previous regime.
+			eps := math.Exp2(-e.cfg.ShiftForget)
+			sm.P *= eps
+			sm.Q *= eps
+			sm.Since = 0
+		}
 		if e.st.Period <= sm.Until && !r.combined && e.cfg.ShiftSigma > 0 {
 			// Shortly after a shift of the block, or the flow's appearance:
 			// forget the smoothed past if the estimate is incompatible with it.
@@ -698,12 +1246,13 @@ func (e *Estimator) remember(res *solveResult) {
 		// and an overfit σ would make everything look suspect). Until a first σ
 		// is known, any fit with a spare equation gives one: a burst in the first
 		// periods must already be recognised.
-		if br.fit.dof >= 1 && br.b.b0 > 0 {
-			sigma2 := br.fit.sse * br.b.nh / (br.b.b0 * br.fit.dof)
+		if br.fit.dof >= 1 && br.fit.b0 > 0 {
+			sigma2 := br.fit.sse * br.fit.nh / (br.fit.b0 * br.fit.dof)
 			for _, s := range br.b.sources {
 				if src := &e.st.Sources[s]; br.fit.dof >= float64(br.fit.columns) || src.Sigma2 == 0 {
 					src.Sigma2 = sigma2
 				}
+				e.st.Sources[s].Leverage = float64(br.fit.columns) / br.fit.nh
 			}
 		}
 		for c, s := range br.bgSource {

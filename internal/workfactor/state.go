@@ -59,6 +59,12 @@ type State struct {
 	Sources []SourceState `json:"sources"`
 	Smooth  []SmoothState `json:"smooth"` // parallel to Flows
 	Count   Counters      `json:"counters"`
+	// PrevC and PrevD are C and D of the previous regime: the sums a block held
+	// when its last change was detected (zero for flows of blocks that never
+	// changed; empty until a first change). Flows that did not change are
+	// estimated from both regimes (see package documentation).
+	PrevC []float64 `json:"prev_c,omitempty"`
+	PrevD []float64 `json:"prev_d,omitempty"`
 }
 
 // SourceState holds the per-source sums (see State). Its SX and BX are indexed
@@ -92,6 +98,32 @@ type SourceState struct {
 	Recent []HeldRow `json:"recent,omitempty"`
 	// Capacity is the last Ω reported, in standard MHz.
 	Capacity float64 `json:"capacity"`
+	// RegimeStart is the period of the last detected change of the source's
+	// block (or of its first equation): the memory grows from it
+	// (Config.MaxHalfLife).
+	RegimeStart int64 `json:"regime_start"`
+	// CusumPos and CusumNeg are the two sides of the CUSUM of the source's
+	// standardized residuals (Config.CusumThreshold); CusumStart is the first
+	// period of the current excursion from zero, the estimated change point.
+	CusumPos   float64 `json:"cusum_pos"`
+	CusumNeg   float64 `json:"cusum_neg"`
+	CusumStart int64   `json:"cusum_start"`
+	// Leverage is the mean leverage of an equation in the last solve of the
+	// source's block (columns/N_h): a prediction's error variance is
+	// σ_y²(1 + Leverage), the parameters' uncertainty added to the noise.
+	Leverage float64 `json:"leverage"`
+	// PrevN, PrevYY, PrevB0, PrevBY and PrevBX are the source's sums of the
+	// previous regime (see State.PrevC).
+	PrevN  float64   `json:"prev_n,omitempty"`
+	PrevYY float64   `json:"prev_yy,omitempty"`
+	PrevB0 float64   `json:"prev_b0,omitempty"`
+	PrevBY float64   `json:"prev_by,omitempty"`
+	PrevBX []float64 `json:"prev_bx,omitempty"`
+	// ResidVar is the source's own mean squared residual against the last
+	// solves (exponentially weighted, 1/cusumMemory per period): machines of
+	// different power, or readings of different quality, have different noise,
+	// and the block's pooled σ_y would make the noisier ones drift.
+	ResidVar float64 `json:"resid_var"`
 }
 
 // HeldRow is a suspect equation awaiting confirmation (an outlier or the start
@@ -179,7 +211,9 @@ func (c Counters) Skipped() int64 {
 	return c.BadUtilization + c.BadCapacity + c.BadRate + c.ZeroRates + c.WrongMode + c.Duplicate
 }
 
-const stateVersion = 1
+// stateVersion 2 adds the adaptive memory and the CUSUM to SourceState;
+// version 1 states are read with those at zero.
+const stateVersion = 2
 
 // Clone returns a deep copy.
 func (s *State) Clone() *State {
@@ -188,10 +222,13 @@ func (s *State) Clone() *State {
 	c.C = slices.Clone(s.C)
 	c.D = slices.Clone(s.D)
 	c.Smooth = slices.Clone(s.Smooth)
+	c.PrevC = slices.Clone(s.PrevC)
+	c.PrevD = slices.Clone(s.PrevD)
 	c.Sources = make([]SourceState, len(s.Sources))
 	for i, src := range s.Sources {
 		src.SX = slices.Clone(src.SX)
 		src.BX = slices.Clone(src.BX)
+		src.PrevBX = slices.Clone(src.PrevBX)
 		src.Held = cloneRows(src.Held)
 		src.Recent = cloneRows(src.Recent)
 		c.Sources[i] = src
@@ -211,11 +248,18 @@ func cloneRows(rows []HeldRow) []HeldRow {
 // check verifies the shapes and that every number is finite.
 func (s *State) check() error {
 	k := len(s.Flows)
-	if s.Version != stateVersion {
+	// Version 1 lacks the memory and CUSUM fields: read as zero, a fresh memory.
+	if s.Version != stateVersion && s.Version != 1 {
 		return fmt.Errorf("state version %d, want %d", s.Version, stateVersion)
 	}
 	if len(s.C) != k*k || len(s.D) != k || len(s.Smooth) != k {
 		return fmt.Errorf("state shapes disagree: %d flows, C %d, D %d, smoothing %d", k, len(s.C), len(s.D), len(s.Smooth))
+	}
+	if (len(s.PrevC) != 0 || len(s.PrevD) != 0) && (len(s.PrevC) != k*k || len(s.PrevD) != k) {
+		return fmt.Errorf("state shapes disagree: %d flows, previous regime's C %d, D %d", k, len(s.PrevC), len(s.PrevD))
+	}
+	if !finiteAll(s.PrevC) || !finiteAll(s.PrevD) {
+		return errors.New("state has a non-finite previous-regime sum")
 	}
 	if !(s.HalfLife > 0) || !(s.SmoothHalfLife > 0) {
 		return errors.New("state half-lives must be positive")
@@ -249,7 +293,7 @@ func (s *State) check() error {
 			return fmt.Errorf("state has source %q twice", src.Key)
 		}
 		keys[src.Key] = true
-		if len(src.SX) > k || len(src.BX) > k {
+		if len(src.SX) > k || len(src.BX) > k || len(src.PrevBX) > k {
 			return fmt.Errorf("source %q has more rate sums than flows", src.Key)
 		}
 		if !finite(src.N, src.SY, src.YY, src.B0, src.BY, src.Sigma2, src.Bg) || !finite(src.SX...) || !finite(src.BX...) {
@@ -260,7 +304,7 @@ func (s *State) check() error {
 				return fmt.Errorf("source %q has an invalid held equation", src.Key)
 			}
 		}
-		if !finite(src.Capacity) {
+		if !finite(src.Capacity, src.CusumPos, src.CusumNeg, src.Leverage, src.ResidVar, src.PrevN, src.PrevYY, src.PrevB0, src.PrevBY) || !finite(src.PrevBX...) {
 			return fmt.Errorf("source %q has a non-finite capacity", src.Key)
 		}
 	}
@@ -290,6 +334,7 @@ func (s *State) age(g int64) {
 		src.BY *= a2
 		src.BX = scale(src.BX, a2)
 	}
+	s.agePrev(math.Exp2(-float64(g) / s.HalfLife))
 	b := math.Exp2(-float64(g) / s.SmoothHalfLife)
 	for i := range s.Smooth {
 		s.Smooth[i].P *= b
@@ -301,6 +346,30 @@ func (s *State) age(g int64) {
 			s.C[i] = 0
 		}
 	}
+}
+
+// agePrev multiplies the previous regime's sums by the row aging a.
+func (s *State) agePrev(a float64) {
+	a2 := a * a
+	scale(s.PrevC, a2)
+	scale(s.PrevD, a2)
+	for i := range s.Sources {
+		src := &s.Sources[i]
+		src.PrevN *= a
+		src.PrevYY *= a2
+		src.PrevB0 *= a2
+		src.PrevBY *= a2
+		src.PrevBX = scale(src.PrevBX, a2)
+	}
+}
+
+func finiteAll(xs []float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func scale(xs []float64, a float64) []float64 {
@@ -374,6 +443,25 @@ func Merge(a, b *State) (*State, error) {
 		}
 	}
 	m.C, m.D = c, d
+	if len(a.PrevC) > 0 || len(o.PrevC) > 0 {
+		pc := make([]float64, k*k)
+		pd := make([]float64, k)
+		if len(m.PrevC) > 0 {
+			for i := 0; i < ka; i++ {
+				copy(pc[i*k:i*k+ka], m.PrevC[i*ka:(i+1)*ka])
+			}
+			copy(pd, m.PrevD)
+		}
+		if len(o.PrevC) > 0 {
+			for i := 0; i < ko; i++ {
+				pd[om[i]] += o.PrevD[i]
+				for j := 0; j < ko; j++ {
+					pc[om[i]*k+om[j]] += o.PrevC[i*ko+j]
+				}
+			}
+		}
+		m.PrevC, m.PrevD = pc, pd
+	}
 	sidx := map[string]int{}
 	for i, src := range m.Sources {
 		sidx[src.Key] = i
@@ -381,11 +469,15 @@ func Merge(a, b *State) (*State, error) {
 	for _, src := range o.Sources {
 		sx := make([]float64, k)
 		bx := make([]float64, k)
+		pbx := make([]float64, k)
 		for i := range src.SX {
 			sx[om[i]] += src.SX[i]
 		}
 		for i := range src.BX {
 			bx[om[i]] += src.BX[i]
+		}
+		for i := range src.PrevBX {
+			pbx[om[i]] += src.PrevBX[i]
 		}
 		if i, ok := sidx[src.Key]; ok {
 			t := &m.Sources[i]
@@ -396,17 +488,23 @@ func Merge(a, b *State) (*State, error) {
 			t.BY += src.BY
 			t.SX = addInto(t.SX, sx)
 			t.BX = addInto(t.BX, bx)
+			t.PrevBX = addInto(t.PrevBX, pbx)
+			t.PrevN += src.PrevN
+			t.PrevYY += src.PrevYY
+			t.PrevB0 += src.PrevB0
+			t.PrevBY += src.PrevBY
 			t.Last = max(t.Last, src.Last)
 			t.Held = append(t.Held, src.Held...)
 			t.Recent = append(t.Recent, src.Recent...)
 			t.Capacity = max(t.Capacity, src.Capacity)
 			t.QuietUntil = max(t.QuietUntil, src.QuietUntil)
+			t.RegimeStart = max(t.RegimeStart, src.RegimeStart)
 			if t.Sigma2 == 0 {
 				t.Sigma2, t.Bg = src.Sigma2, src.Bg
 			}
 			continue
 		}
-		src.SX, src.BX = sx, bx
+		src.SX, src.BX, src.PrevBX = sx, bx, pbx
 		sidx[src.Key] = len(m.Sources)
 		m.Sources = append(m.Sources, src)
 	}
@@ -449,7 +547,7 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	ws := func(str string) { w(uint32(len(str))); b.WriteString(str) }
 	wf := func(xs []float64) { w(uint32(len(xs))); w(xs) }
 	b.Write(stateMagic[:])
-	w(uint16(s.Version))
+	w(uint16(stateVersion))
 	w(s.HalfLife)
 	w(s.SmoothHalfLife)
 	w(s.Started)
@@ -468,6 +566,8 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		w(sm.Until)
 		w(sm.Since)
 	}
+	wf(s.PrevC)
+	wf(s.PrevD)
 	w(uint32(len(s.Sources)))
 	for _, src := range s.Sources {
 		ws(src.Key)
@@ -481,6 +581,11 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		w(src.Bg)
 		w(src.QuietUntil)
 		w(src.Capacity)
+		w(src.RegimeStart)
+		w([]float64{src.CusumPos, src.CusumNeg, src.Leverage, src.ResidVar})
+		w(src.CusumStart)
+		w([]float64{src.PrevN, src.PrevYY, src.PrevB0, src.PrevBY})
+		wf(src.PrevBX)
 		for _, rows := range [][]HeldRow{src.Held, src.Recent} {
 			w(uint32(len(rows)))
 			for _, h := range rows {
@@ -544,7 +649,7 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	rd(&v)
 	var t State
 	t.Version = int(v)
-	if err == nil && t.Version != stateVersion {
+	if err == nil && t.Version != stateVersion && t.Version != 1 {
 		return fmt.Errorf("state version %d, want %d", t.Version, stateVersion)
 	}
 	rd(&t.HalfLife)
@@ -572,6 +677,16 @@ func (s *State) UnmarshalBinary(data []byte) error {
 		rd(&sm.Since)
 		t.Smooth = append(t.Smooth, sm)
 	}
+	if t.Version >= 2 {
+		t.PrevC = rf()
+		t.PrevD = rf()
+		if len(t.PrevC) == 0 {
+			t.PrevC = nil
+		}
+		if len(t.PrevD) == 0 {
+			t.PrevD = nil
+		}
+	}
 	var ns uint32
 	rd(&ns)
 	if err == nil && int64(ns) > int64(r.Len()) {
@@ -592,6 +707,20 @@ func (s *State) UnmarshalBinary(data []byte) error {
 		rd(&src.Bg)
 		rd(&src.QuietUntil)
 		rd(&src.Capacity)
+		if t.Version >= 2 {
+			rd(&src.RegimeStart)
+			var c [4]float64
+			rd(&c)
+			src.CusumPos, src.CusumNeg, src.Leverage, src.ResidVar = c[0], c[1], c[2], c[3]
+			rd(&src.CusumStart)
+			var p [4]float64
+			rd(&p)
+			src.PrevN, src.PrevYY, src.PrevB0, src.PrevBY = p[0], p[1], p[2], p[3]
+			src.PrevBX = rf()
+			if len(src.PrevBX) == 0 {
+				src.PrevBX = nil
+			}
+		}
 		readRows := func() []HeldRow {
 			var nh uint32
 			rd(&nh)
@@ -631,6 +760,7 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	if err := t.check(); err != nil {
 		return err
 	}
+	t.Version = stateVersion
 	*s = t
 	return nil
 }

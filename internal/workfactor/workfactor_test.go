@@ -3,9 +3,11 @@ package workfactor_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/workfactor"
@@ -278,20 +280,25 @@ func TestFlowRejection(t *testing.T) {
 	near(t, "α̂_a", raw(t, est, "a"), 10, 1e-3)
 }
 
-// Low-contribution flows are combined (§4.3): with many small flows, only the
-// large ones are solved alone and the combined ones share one estimate.
+// Low-contribution flows are combined (§4.3, the paper's combining by rate):
+// with many small flows, only the large ones are solved alone and the combined
+// ones share one estimate.
 func TestCombining(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	alpha := map[string]float64{"big1": 10, "big2": 12, "s1": 3, "s2": 4, "s3": 5, "s4": 6, "s5": 7}
 	rate := map[string]float64{"big1": 40, "big2": 30, "s1": 0.5, "s2": 0.5, "s3": 0.5, "s4": 0.5, "s5": 0.5}
-	e := mustNew(t, workfactor.DefaultConfig())
+	names := slices.Sorted(maps.Keys(rate))
+	cfg := workfactor.DefaultConfig()
+	cfg.Combining = workfactor.CombineRate
+	e := mustNew(t, cfg)
 	var est *workfactor.Estimate
 	for p := int64(1); p <= 60; p++ {
 		var obs []workfactor.Observation
 		for _, m := range []string{"m1", "m2", "m3", "m4"} {
 			rates := map[string]float64{}
 			y := 0.0
-			for f, r := range rate {
+			for _, f := range names {
+				r := rate[f]
 				x := r * (0.7 + 0.6*rng.Float64())
 				rates[f] = x
 				y += x * alpha[f]
@@ -728,4 +735,121 @@ func BenchmarkAddPeriod(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// The cross-check with the signature: per service, the rate-weighted work
+// factor as milliseconds on one core against the service time S = R·(1−U).
+func TestCrossCheck(t *testing.T) {
+	items := []workfactor.CrossItem{
+		// web: 2 ms and 4 ms at 1000 MHz, rates 3:1 → 2.5 ms; signature 2.4 ms.
+		{Service: "web", Flow: "web GET /a", WorkFactor: 2, Rate: 3, ServiceTimeMs: 2.3},
+		{Service: "web", Flow: "web GET /b", WorkFactor: 4, Rate: 1, ServiceTimeMs: 2.7},
+		// db: 10 ms implied, signature 5 ms: disagrees.
+		{Service: "db", Flow: "db query", WorkFactor: 10, Rate: 1, ServiceTimeMs: 5},
+		// no signature: left out.
+		{Service: "queue", Flow: "queue put", WorkFactor: 1, Rate: 1, ServiceTimeMs: math.NaN()},
+	}
+	got := workfactor.CrossCheck(items, 1000, workfactor.DefaultCrossTolerance)
+	if len(got) != 2 || got[0].Service != "db" || got[1].Service != "web" {
+		t.Fatalf("got %+v", got)
+	}
+	near(t, "web implied", got[1].ImpliedMs, 2.5, 1e-12)
+	near(t, "web signature", got[1].ServiceTimeMs, 2.4, 1e-12)
+	if got[1].Disagrees || !got[0].Disagrees {
+		t.Errorf("disagreement: web %v (want false), db %v (want true)", got[1].Disagrees, got[0].Disagrees)
+	}
+	if workfactor.CrossCheck(items, 0, 0.25) != nil {
+		t.Error("no core speed: want no cross-check")
+	}
+}
+
+// After a change the state holds the previous regime (State.PrevC) and the
+// CUSUM and memory fields: they survive the binary and JSON round trips, a
+// restored estimator continues identically, and a version 1 state (before
+// them) is still read.
+func TestStateAfterShiftRoundTrip(t *testing.T) {
+	cfg := workfactor.DefaultConfig()
+	s := newSynth(21)
+	s.noise = 10
+	orig := mustNew(t, cfg)
+	run(t, orig, s, 1, 60)
+	s.scale["a"] = 2
+	est := run(t, orig, s, 61, 70)
+	if est.Counters.Shifts == 0 || est.HalfLife > 10 {
+		t.Fatalf("no change detected: shifts %d, memory %v", est.Counters.Shifts, est.HalfLife)
+	}
+	st := orig.State()
+	if len(st.PrevC) == 0 {
+		t.Fatal("no previous regime kept at the change")
+	}
+	bin, err := st.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromBin workfactor.State
+	if err := fromBin.UnmarshalBinary(bin); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(normal(&fromBin), normal(st)) {
+		t.Error("binary round trip changed the state")
+	}
+	js, _ := json.Marshal(st)
+	var fromJSON workfactor.State
+	if err := json.Unmarshal(js, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	a, err := workfactor.Restore(cfg, &fromBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := workfactor.Restore(cfg, &fromJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int64(71); p <= 80; p++ {
+		obs := s.period()
+		want, _ := orig.AddPeriod(p, obs)
+		gotA, _ := a.AddPeriod(p, obs)
+		gotB, _ := b.AddPeriod(p, obs)
+		wj, _ := json.Marshal(want)
+		aj, _ := json.Marshal(gotA)
+		bj, _ := json.Marshal(gotB)
+		if string(wj) != string(aj) || string(wj) != string(bj) {
+			t.Fatalf("period %d: restored estimators diverge:\n%s\n%s\n%s", p, wj, aj, bj)
+		}
+	}
+	if wf, _ := orig.Current().WorkFactorOf("a"); math.Abs(wf-20) > 2 {
+		t.Errorf("α̃_a = %v after the change, want about 20", wf)
+	}
+	old := *orig.State()
+	old.Version = 1
+	if _, err := workfactor.Restore(cfg, &old); err != nil {
+		t.Errorf("a version 1 state: %v", err)
+	}
+}
+
+// A change too small for the 5σ tests (about 1σ per equation) is found by the
+// CUSUM; without it, the long memory keeps the old work factor.
+func TestCUSUMFindsSmallChange(t *testing.T) {
+	follow := func(cusum float64) (shifts int64, wf float64) {
+		cfg := workfactor.DefaultConfig()
+		cfg.CusumThreshold = cusum
+		e := mustNew(t, cfg)
+		s := newSynth(31)
+		s.noise = 20
+		run(t, e, s, 1, 200)
+		s.scale["b"] = 5.0 / 3 // 3 → 5 Mc: +20 MHz on m1 and m2 at 10 req/s
+		est := run(t, e, s, 201, 320)
+		wf, _ = est.WorkFactorOf("b")
+		return est.Counters.Shifts, wf
+	}
+	shifts, wf := follow(workfactor.DefaultConfig().CusumThreshold)
+	if shifts == 0 || math.Abs(wf-5) > 0.5 {
+		t.Errorf("with the CUSUM: %d shifts, α̃_b = %.2f, want a shift and 5 ± 0.5", shifts, wf)
+	}
+	shifts0, wf0 := follow(0)
+	if shifts0 != 0 {
+		t.Errorf("without the CUSUM: %d shifts, want none (the change is ~1σ)", shifts0)
+	}
+	t.Logf("α̃_b 120 periods after 3 → 5: %.2f with the CUSUM (%d shifts), %.2f without", wf, shifts, wf0)
 }

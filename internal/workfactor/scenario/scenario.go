@@ -1,0 +1,266 @@
+// Package scenario generates synthetic work-factor problems with known truth
+// and scores estimates against it: machines of known power serve flows of known
+// CPU demand (work factor) at varying request rates; the utilization reading is
+// the flows' CPU, plus a constant background, plus reading noise. It varies
+// what issue 37 names (number of flows, utilization noise, collinear groups,
+// background load, releases that change work factors) and is deterministic for
+// a seed. Evaluation only: no production code imports it.
+package scenario
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/tierscope/tierscope/internal/workfactor"
+)
+
+// Config describes one scenario.
+type Config struct {
+	// Machines and Flows are the numbers of machines and of request flows.
+	Machines, Flows int
+	// Periods is the length of the run, in periods.
+	Periods int
+	// Noise is the standard deviation of each utilization reading, as a fraction
+	// of the machine (0.02 = 2 points of utilization).
+	Noise float64
+	// Background is the constant CPU not caused by any flow, as a fraction of
+	// each machine.
+	Background float64
+	// Collinear is the number of flow pairs whose rates move together: the second
+	// flow's rate is a fixed multiple of the first's, up to CollinearJitter.
+	Collinear int
+	// CollinearJitter is the relative noise between a collinear pair's rates.
+	CollinearJitter float64
+	// ReleaseAt is the fraction of the run at which a release changes the work
+	// factors of ReleaseFlows flows (0 = no release).
+	ReleaseAt    float64
+	ReleaseFlows int
+	// Utilization is the mean utilization of a machine from the flows.
+	Utilization float64
+	Seed        uint64
+}
+
+// Default is the must-show scenario of issue 37: 3 machines, 7 flows, 2%
+// utilization noise, a 1% background, one collinear pair, 400 periods.
+func Default() Config {
+	return Config{Machines: 3, Flows: 7, Periods: 400, Noise: 0.02, Background: 0.01,
+		Collinear: 1, CollinearJitter: 0.01, Utilization: 0.35, Seed: 1}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Machines < 1 || c.Flows < 1 || c.Periods < 2:
+		return fmt.Errorf("scenario: machines, flows ≥ 1 and periods ≥ 2, not %d, %d, %d", c.Machines, c.Flows, c.Periods)
+	case 2*c.Collinear > c.Flows:
+		return fmt.Errorf("scenario: %d collinear pairs need %d flows, have %d", c.Collinear, 2*c.Collinear, c.Flows)
+	case !(c.Noise >= 0) || !(c.Background >= 0) || !(c.Utilization > 0 && c.Utilization+c.Background < 1):
+		return fmt.Errorf("scenario: noise and background ≥ 0, utilization + background in (0, 1)")
+	case c.ReleaseAt < 0 || c.ReleaseAt >= 1 || c.ReleaseFlows < 0 || c.ReleaseFlows > c.Flows:
+		return fmt.Errorf("scenario: release at in [0, 1), release flows in [0, flows]")
+	}
+	return nil
+}
+
+// Flow is one flow's truth.
+type Flow struct {
+	Name string
+	// Alpha is the work factor before the release and AlphaAfter after it, in
+	// standard megacycles per request.
+	Alpha, AlphaAfter float64
+	// Group names the flow's collinear group ("" when alone).
+	Group string
+}
+
+// Period is one period's observations and truth.
+type Period struct {
+	Index int64
+	Obs   []workfactor.Observation
+	// Rates is each flow's total rate over the machines, requests per second.
+	Rates map[string]float64
+}
+
+// Run is a generated scenario.
+type Run struct {
+	Config  Config
+	Flows   []Flow
+	Periods []Period
+	// Release is the first period with the new work factors (0: none).
+	Release int64
+	// CapacityMHz is each machine's power.
+	CapacityMHz []float64
+	// Clamped counts readings that fell outside [0, 1] and were clamped.
+	Clamped int
+}
+
+// AlphaAt is a flow's true work factor in a period.
+func (r *Run) AlphaAt(f Flow, period int64) float64 {
+	if r.Release > 0 && period >= r.Release {
+		return f.AlphaAfter
+	}
+	return f.Alpha
+}
+
+// Generate builds the run.
+func Generate(c Config) (*Run, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, 0x37))
+	run := &Run{Config: c}
+	for m := 0; m < c.Machines; m++ {
+		run.CapacityMHz = append(run.CapacityMHz, 2000+2000*rng.Float64())
+	}
+	// Work factors log-uniform in [2, 60] megacycles; a flow's share of the CPU
+	// is drawn independently of its work factor, so a costly flow may run at a
+	// low rate and a cheap one at a high rate.
+	share := make([]float64, c.Flows)
+	total := 0.0
+	for k := 0; k < c.Flows; k++ {
+		share[k] = 0.2 + rng.ExpFloat64()
+		total += share[k]
+		run.Flows = append(run.Flows, Flow{Name: fmt.Sprintf("f%02d", k+1), Alpha: 2 * math.Pow(30, rng.Float64())})
+	}
+	// Collinear pairs: flows 2i and 2i+1 (after a shuffle, so that pairs are
+	// not always the largest flows).
+	perm := rng.Perm(c.Flows)
+	partner := make([]int, c.Flows)
+	for k := range partner {
+		partner[k] = -1
+	}
+	for i := 0; i < c.Collinear; i++ {
+		a, b := perm[2*i], perm[2*i+1]
+		partner[b] = a
+		g := fmt.Sprintf("g%d", i+1)
+		run.Flows[a].Group, run.Flows[b].Group = g, g
+	}
+	// Placement: each flow on a random non-empty set of machines, with fixed
+	// fractions; a collinear pair shares its placement (it is one client's pair
+	// of calls).
+	frac := make([][]float64, c.Flows)
+	for k := 0; k < c.Flows; k++ {
+		if frac[k] != nil {
+			continue
+		}
+		frac[k] = placement(rng, c.Machines)
+		if p := partner[k]; p >= 0 {
+			frac[p] = frac[k]
+		}
+	}
+	// Base rate: the flow's share of the fleet's utilization, at its work factor.
+	fleet := 0.0
+	for _, cap := range run.CapacityMHz {
+		fleet += cap
+	}
+	base := make([]float64, c.Flows)
+	for k := range base {
+		base[k] = share[k] / total * c.Utilization * fleet / run.Flows[k].Alpha
+	}
+	// Keep the busiest machine's mean at most 50%, so that peaks of the rates
+	// (up to about twice the mean) stay below 100%: clamped readings are a
+	// different problem (Run.Clamped counts them).
+	busiest := 0.0
+	for m, cap := range run.CapacityMHz {
+		load := c.Background * cap
+		for k := range base {
+			load += base[k] * frac[k][m] * run.Flows[k].Alpha
+		}
+		busiest = max(busiest, load/cap)
+	}
+	if busiest > 0.5 {
+		for k := range base {
+			base[k] *= (0.5 - c.Background) / (busiest - c.Background)
+		}
+	}
+	if c.ReleaseAt > 0 {
+		run.Release = int64(math.Round(c.ReleaseAt*float64(c.Periods))) + 1
+	}
+	changed := map[int]bool{}
+	for _, k := range rng.Perm(c.Flows)[:c.ReleaseFlows] {
+		changed[k] = true
+	}
+	for k := range run.Flows {
+		f := &run.Flows[k]
+		f.AlphaAfter = f.Alpha
+		if changed[k] {
+			// ×0.5–0.8 or ×1.25–2: a release that matters.
+			x := 1.25 + 0.75*rng.Float64()
+			if rng.IntN(2) == 0 {
+				x = 1 / x
+			}
+			f.AlphaAfter = f.Alpha * x
+		}
+	}
+	// Rates: each driver is a slow log-normal AR(1) (σ 0.3, correlation 0.95
+	// per period) times a daily-like wave with its own phase, times Poisson-like
+	// period noise.
+	logRate := make([]float64, c.Flows)
+	phase := make([]float64, c.Flows)
+	wave := make([]float64, c.Flows)
+	for k := range logRate {
+		logRate[k] = 0.3 * rng.NormFloat64()
+		phase[k] = 2 * math.Pi * rng.Float64()
+		wave[k] = 60 + 200*rng.Float64()
+	}
+	const rho = 0.95
+	for p := 1; p <= c.Periods; p++ {
+		per := Period{Index: int64(p), Rates: map[string]float64{}}
+		rate := make([]float64, c.Flows)
+		for k := range rate {
+			logRate[k] = rho*logRate[k] + math.Sqrt(1-rho*rho)*0.3*rng.NormFloat64()
+			if q := partner[k]; q >= 0 {
+				continue
+			}
+			rate[k] = base[k] * math.Exp(logRate[k]-0.045) * (1 + 0.3*math.Sin(2*math.Pi*float64(p)/wave[k]+phase[k]))
+		}
+		for k := range rate {
+			if q := partner[k]; q >= 0 {
+				// A fixed multiple of its partner, scaled to its own base rate.
+				rate[k] = rate[q] * base[k] / base[q] * (1 + c.CollinearJitter*rng.NormFloat64())
+			}
+		}
+		for m := 0; m < c.Machines; m++ {
+			o := workfactor.Observation{Machine: fmt.Sprintf("m%d", m+1), CapacityMHz: run.CapacityMHz[m], Rates: map[string]float64{}}
+			mhz := c.Background * run.CapacityMHz[m]
+			for k, f := range run.Flows {
+				if frac[k][m] == 0 {
+					continue
+				}
+				x := rate[k] * frac[k][m]
+				o.Rates[f.Name] = x
+				mhz += x * run.AlphaAt(f, int64(p))
+			}
+			u := mhz/run.CapacityMHz[m] + c.Noise*rng.NormFloat64()
+			if u < 0 || u > 1 {
+				run.Clamped++
+			}
+			o.Utilization = min(max(u, 0), 1)
+			per.Obs = append(per.Obs, o)
+		}
+		for k, f := range run.Flows {
+			per.Rates[f.Name] = rate[k]
+		}
+		run.Periods = append(run.Periods, per)
+	}
+	return run, nil
+}
+
+// placement spreads a flow over a random non-empty subset of the machines.
+func placement(rng *rand.Rand, machines int) []float64 {
+	f := make([]float64, machines)
+	sum := 0.0
+	for sum == 0 {
+		for m := range f {
+			f[m] = 0
+			if rng.Float64() < 0.6 {
+				f[m] = 0.5 + rng.Float64()
+				sum += f[m]
+			}
+		}
+	}
+	for m := range f {
+		f[m] /= sum
+	}
+	return f
+}
