@@ -334,15 +334,20 @@ func nullScores(arcStart, arcObj []int32, arcScore []float64, got []int32, buf *
 }
 
 // bestStranger is the score the best of n strangers gets: the n/(n+1)
-// quantile of the sorted scores of candidates not chosen, 0 when there are
-// none. Had the true parent been lost, the chosen one would be that stranger;
-// a parent that explains its child no better is not written.
+// quantile of the sorted scores of candidates not chosen. Had the true parent
+// been lost, the chosen one would be that stranger; a parent that explains its
+// child no better is not written. With fewer than minStrangers scores (nearly
+// sequential requests: the few candidates not chosen are near misses, not
+// strangers) there is no stranger to speak of, and it is 0.
 func bestStranger(sorted []float64, n int) float64 {
-	if len(sorted) == 0 {
+	if len(sorted) < minStrangers {
 		return 0
 	}
 	return sorted[min(len(sorted)*n/(n+1), len(sorted)-1)]
 }
+
+// minStrangers is how many scores of candidates not chosen bestStranger needs.
+const minStrangers = 32
 
 func indexOf(arcStart, arcObj []int32, i, o int32) int32 {
 	for k := arcStart[i]; k < arcStart[i+1]; k++ {
