@@ -147,7 +147,10 @@
 //     given the others' parents; for a SERVER span a swap with the span holding
 //     a candidate counts as an alternative: s(q,c)·s(p,c')/s(q,c'), or that
 //     span moving to a caller no one holds; a local candidate ruled out by an
-//     inferred chain counts with weight 1 − Π(confidences of the chain).
+//     inferred chain counts with weight 1 − Π(confidences of the chain); and
+//     every confidence counts the alternative that the true parent is not
+//     among the spans, scored as the best of n strangers (the n/(n+1) quantile
+//     of the scores of the candidates not chosen, given at least 32 of them).
 //
 // docs/causal-report.md measures it against concurrency, fan-out, time scale,
 // skew, missing spans and attribute style (internal/stitcheval): on TrainTicket
