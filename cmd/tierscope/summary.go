@@ -38,11 +38,30 @@ func runSummary(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	repaired, traces := 0, map[string]bool{}
+	// Spans whose context was dropped on purpose (the testbed) carry their true
+	// parent: how many got it back, how many inferred parents were written, and
+	// how many of those are right.
+	var lost, restored, written, writtenRight int
 	for _, td := range batches {
 		stitch.ForEachSpan(td, func(s ptrace.Span) {
 			traces[s.TraceID().String()] = true
-			if _, ok := s.Attributes().Get(stitch.AttrInferredParent); ok {
+			inferred, hasInferred := s.Attributes().Get(stitch.AttrInferredParent)
+			if hasInferred {
 				repaired++
+			}
+			truth, ok := s.Attributes().Get(stitch.AttrTruthParent)
+			parent := s.ParentSpanID()
+			if !ok || truth.Str() == "" || (!hasInferred && !parent.IsEmpty() && parent.String() == truth.Str()) {
+				return // no truth, a true root, or it kept its context
+			}
+			lost++
+			if !hasInferred || parent.IsEmpty() || parent.String() != inferred.Str() {
+				return // no parent written
+			}
+			written++
+			if parent.String() == truth.Str() {
+				writtenRight++
+				restored++
 			}
 		})
 	}
@@ -60,6 +79,10 @@ func runSummary(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d spans in %d traces; %d spans had their parent inferred by causalpath\n", rep.Spans, len(traces), repaired)
+	if lost > 0 {
+		fmt.Fprintf(&b, "Against the truth the spans carry (%s): %d links lost their context, %d given their true parent back (%.1f%%); %d parents written, %d right (precision %.1f%%)\n",
+			stitch.AttrTruthParent, lost, restored, 100*float64(restored)/float64(lost), written, writtenRight, 100*float64(writtenRight)/float64(max(written, 1)))
+	}
 	patterns := toAPIPatterns(rep.Patterns)
 	slices.SortStableFunc(patterns, func(x, y api.PathPattern) int { return cmp.Compare(y.TotalLatencyMs, x.TotalLatencyMs) })
 	fmt.Fprintf(&b, "\nCausal paths: %d patterns, the %d with the most total latency\n", len(patterns), min(*top, len(patterns)))
