@@ -133,6 +133,11 @@
 //     are the prior). Real delays are not symmetric (a server queues before
 //     its span starts), so "in time" tolerates the estimates' median distance
 //     from θ.
+//   - Child counts (spancount.go). A handler makes the same calls each time, so
+//     a second child of one key (service and name) under a parent is scored by
+//     the learned hazard h(m) = (N(≥ m+1) + ½)/(N(≥ m) + 1), N(≥ m) the
+//     parents of the operation with at least m such children: two concurrent
+//     requests of one operation no longer take each other's children.
 //   - Call sites (spansite.go). The k-th call a handler makes goes to the same
 //     endpoint every time, although its span may say only "HTTP GET": the
 //     probability that a caller's site (its service and name, its parent's

@@ -308,6 +308,9 @@ func (s *spanStitcher) fit(round int) {
 			s.sortByStart(s.kids[p])
 		}
 	}
+	if round > 0 {
+		s.fitCounts()
+	}
 	for c := range spans {
 		ci := int32(c)
 		p := s.parent[c]
@@ -498,5 +501,9 @@ func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
 		kind, delay = s.siblingDelay(prev, c)
 	}
 	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*per + scoreFloor
-	return v * m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
+	v *= m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
+	if round > 0 {
+		v *= s.countFactor(p, c)
+	}
+	return v
 }

@@ -34,6 +34,7 @@ type spanStitcher struct {
 	hasKnownCallee []bool
 	models         *delayModels
 	site           *siteModels
+	counts         *countModels
 	guests, capped int
 	// offsets holds the fitted clock offsets of process pairs (fitOffsets),
 	// in denseOffsets when there are few processes, numbered by procIndex.
@@ -102,6 +103,7 @@ func (s *spanStitcher) run() *StitchResult {
 	s.indexProcesses()
 	s.models = newDelayModels(s.cfg.Bins)
 	s.site = newSiteModels()
+	s.counts = newCountModels()
 
 	// Round 0 is the paper's scoreboard; every later round refits the models to
 	// the assignment before assigning again.
