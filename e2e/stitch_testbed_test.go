@@ -251,22 +251,11 @@ func (r *stitchRecorder) shutdown(ctx context.Context) error {
 // writeStitchSpans writes one export request per line, in the order they were
 // sent, as the collector's file exporter writes what it receives.
 func writeStitchSpans(path string, requests []tracetest.SpanStubs) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	batches := make([]ptrace.Traces, len(requests))
+	for i, req := range requests {
+		batches[i] = stubsToTraces(req)
 	}
-	w := otlpjsonl.NewWriter(f)
-	for _, req := range requests {
-		if err := w.Write(stubsToTraces(req)); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return otlpjsonl.WriteFile(path, batches...)
 }
 
 // stubsToTraces converts SDK spans as the OTLP exporter does

@@ -26,18 +26,9 @@ func TestSummaryScoresAgainstTruth(t *testing.T) {
 	stitcheval.Strip(td, stitcheval.StripCrossProcess)
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
-	f, err := os.Create(in)
-	if err != nil {
+	if err := otlpjsonl.WriteFile(in, td); err != nil {
 		t.Fatal(err)
 	}
-	w := otlpjsonl.NewWriter(f)
-	if err := w.Write(td); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 	var stdout, stderr bytes.Buffer
 	if err := runStitch([]string{"--in", in, "--out", out}, nil, &stdout, &stderr); err != nil {
 		t.Fatalf("stitch: %v: %s", err, stderr.String())

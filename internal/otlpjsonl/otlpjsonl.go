@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -161,3 +162,23 @@ func (w *Writer) Write(td ptrace.Traces) error {
 
 // Flush writes out what is buffered.
 func (w *Writer) Flush() error { return w.bw.Flush() }
+
+// WriteFile writes the batches to a new file at path, one line each.
+func WriteFile(path string, batches ...ptrace.Traces) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := NewWriter(f)
+	for _, td := range batches {
+		if err := w.Write(td); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

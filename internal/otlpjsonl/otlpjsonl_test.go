@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -174,5 +176,26 @@ func TestHugeLine(t *testing.T) {
 	r.MaxLineBytes = firstLen
 	if _, _, err := r.Next(); err != nil {
 		t.Fatalf("last line of exactly the limit: %v", err)
+	}
+}
+
+// WriteFile writes what NewWriter writes, one line per batch, and fails
+// naming a path it cannot create.
+func TestWriteFile(t *testing.T) {
+	a, b := batch("a", 1, 3), batch("b", 10, 2)
+	path := filepath.Join(t.TempDir(), "spans.jsonl")
+	if err := WriteFile(path, a, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := write(t, a, b); string(got) != want {
+		t.Fatalf("file differs from the writer's output:\n got %s\nwant %s", got, want)
+	}
+	bad := filepath.Join(t.TempDir(), "missing", "spans.jsonl")
+	if err := WriteFile(bad, a); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("want an error naming %s, got %v", bad, err)
 	}
 }

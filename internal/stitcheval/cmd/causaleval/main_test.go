@@ -56,18 +56,9 @@ func TestScoreRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "spans.jsonl")
-	f, err := os.Create(path)
-	if err != nil {
+	if err := otlpjsonl.WriteFile(path, td); err != nil {
 		t.Fatal(err)
 	}
-	w := otlpjsonl.NewWriter(f)
-	if err := w.Write(td); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 	var out bytes.Buffer
 	if err := scoreRecording(path, &out); err != nil {
 		t.Fatal(err)
