@@ -138,6 +138,10 @@
 //     the learned hazard h(m) = (N(≥ m+1) + ½)/(N(≥ m) + 1), N(≥ m) the
 //     parents of the operation with at least m such children: two concurrent
 //     requests of one operation no longer take each other's children.
+//   - Child sequences (spanseq.go). Which child follows which under a parent
+//     of one operation is nearly fixed: each local score is multiplied by
+//     P(c | p, prev) = (n(p, prev, c) + P(c | p))/(n(p, prev) + 1), learned
+//     from the assignment, prev the previous sibling's service and name.
 //   - Call sites (spansite.go). The k-th call a handler makes goes to the same
 //     endpoint every time, although its span may say only "HTTP GET": the
 //     probability that a caller's site (its service and name, its parent's

@@ -310,6 +310,7 @@ func (s *spanStitcher) fit(round int) {
 	}
 	if round > 0 {
 		s.fitCounts()
+		s.fitSequences()
 	}
 	for c := range spans {
 		ci := int32(c)
@@ -503,7 +504,7 @@ func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
 	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*per + scoreFloor
 	v *= m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
 	if round > 0 {
-		v *= s.countFactor(p, c)
+		v *= s.countFactor(p, c) * s.seqFactor(p, prev, c)
 	}
 	return v
 }

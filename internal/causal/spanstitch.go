@@ -35,6 +35,7 @@ type spanStitcher struct {
 	models         *delayModels
 	site           *siteModels
 	counts         *countModels
+	seq            *seqModels
 	guests, capped int
 	// offsets holds the fitted clock offsets of process pairs (fitOffsets),
 	// in denseOffsets when there are few processes, numbered by procIndex.
@@ -104,6 +105,7 @@ func (s *spanStitcher) run() *StitchResult {
 	s.models = newDelayModels(s.cfg.Bins)
 	s.site = newSiteModels()
 	s.counts = newCountModels()
+	s.seq = newSeqModels()
 
 	// Round 0 is the paper's scoreboard; every later round refits the models to
 	// the assignment before assigning again.
