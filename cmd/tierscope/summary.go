@@ -12,6 +12,7 @@ import (
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/otlpjsonl"
 	"github.com/tierscope/tierscope/internal/stitch"
+	"github.com/tierscope/tierscope/internal/stitcheval"
 )
 
 // runSummary prints what a person wants to see of collected spans: the causal paths
@@ -38,33 +39,17 @@ func runSummary(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	repaired, traces := 0, map[string]bool{}
-	// Spans whose context was dropped on purpose (the testbed) carry their true
-	// parent: how many got it back, how many inferred parents were written, and
-	// how many of those are right.
-	var lost, restored, written, writtenRight int
 	for _, td := range batches {
 		stitch.ForEachSpan(td, func(s ptrace.Span) {
 			traces[s.TraceID().String()] = true
-			inferred, hasInferred := s.Attributes().Get(stitch.AttrInferredParent)
-			if hasInferred {
+			if _, ok := s.Attributes().Get(stitch.AttrInferredParent); ok {
 				repaired++
-			}
-			truth, ok := s.Attributes().Get(stitch.AttrTruthParent)
-			parent := s.ParentSpanID()
-			if !ok || truth.Str() == "" || (!hasInferred && !parent.IsEmpty() && parent.String() == truth.Str()) {
-				return // no truth, a true root, or it kept its context
-			}
-			lost++
-			if !hasInferred || parent.IsEmpty() || parent.String() != inferred.Str() {
-				return // no parent written
-			}
-			written++
-			if parent.String() == truth.Str() {
-				writtenRight++
-				restored++
 			}
 		})
 	}
+	// Spans whose context was dropped on purpose (the testbed) carry their true
+	// parent; the harness's scorer reads the output as written.
+	truth := stitcheval.Score(batches...)
 	// Annotate mode on a copy of nothing: the spans are only read for the report.
 	opt := stitch.DefaultOptions()
 	opt.Mode, opt.TagPaths = stitch.ModeAnnotate, false
@@ -79,9 +64,9 @@ func runSummary(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d spans in %d traces; %d spans had their parent inferred by causalpath\n", rep.Spans, len(traces), repaired)
-	if lost > 0 {
+	if truth.Links > 0 {
 		fmt.Fprintf(&b, "Against the truth the spans carry (%s): %d links lost their context, %d given their true parent back (%.1f%%); %d parents written, %d right (precision %.1f%%)\n",
-			stitch.AttrTruthParent, lost, restored, 100*float64(restored)/float64(lost), written, writtenRight, 100*float64(writtenRight)/float64(max(written, 1)))
+			stitch.AttrTruthParent, truth.Links, truth.Correct, 100*truth.Accuracy, truth.Written, truth.Correct, 100*truth.Precision)
 	}
 	patterns := toAPIPatterns(rep.Patterns)
 	slices.SortStableFunc(patterns, func(x, y api.PathPattern) int { return cmp.Compare(y.TotalLatencyMs, x.TotalLatencyMs) })

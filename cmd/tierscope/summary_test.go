@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,10 +11,9 @@ import (
 	"github.com/tierscope/tierscope/internal/stitcheval"
 )
 
-// The summary scores inferred parents against the truth the spans carry, as
-// the evaluation harness does: a generated application with its hops broken,
-// stitched by the CLI, gives the harness's counts of lost links, parents
-// written and parents right.
+// The summary scores inferred parents against the truth the spans carry: a
+// generated application with its cross-process hops broken, stitched by the
+// CLI, reports every broken hop as a lost link, and most of them given back.
 func TestSummaryScoresAgainstTruth(t *testing.T) {
 	p := stitcheval.DefaultParams()
 	p.Requests, p.Concurrency = 60, 2
@@ -23,7 +21,7 @@ func TestSummaryScoresAgainstTruth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stitcheval.Strip(td, stitcheval.StripCrossProcess)
+	broken := stitcheval.Strip(td, stitcheval.StripCrossProcess)
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
 	if err := otlpjsonl.WriteFile(in, td); err != nil {
@@ -37,19 +35,20 @@ func TestSummaryScoresAgainstTruth(t *testing.T) {
 	if err := runSummary([]string{"--in", out, "--top", "1"}, nil, &stdout, &stderr); err != nil {
 		t.Fatalf("summary: %v: %s", err, stderr.String())
 	}
-	g, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
+	var links, back, written, right int
+	var pct, prec float64
+	line := stdout.String()
+	i := strings.Index(line, "): ")
+	if i < 0 {
+		t.Fatalf("no truth line:\n%s", line)
 	}
-	batches, err := otlpjsonl.ReadBatches(g, out)
-	g.Close()
-	if err != nil {
-		t.Fatal(err)
+	if _, err := fmt.Sscanf(line[i+3:], "%d links lost their context, %d given their true parent back (%f%%); %d parents written, %d right (precision %f%%)",
+		&links, &back, &pct, &written, &right, &prec); err != nil {
+		t.Fatalf("truth line: %v\n%s", err, line)
 	}
-	s := stitcheval.Score(batches...)
-	want := fmt.Sprintf("%d links lost their context, %d given their true parent back", s.Links, s.Correct)
-	wantWritten := fmt.Sprintf("%d parents written, %d right", s.Written, s.Correct)
-	if s.Links == 0 || !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), wantWritten) {
-		t.Errorf("summary:\n%s\nwant %q and %q", stdout.String(), want, wantWritten)
+	t.Logf("broken %d; summary: %d lost, %d back, %d written, %d right", broken, links, back, written, right)
+	if links != broken || back != right || written < right || back < broken*8/10 || prec < 90 {
+		t.Errorf("broken %d; summary: %d lost, %d back (%.1f%%), %d written, %d right (%.1f%%): want every broken hop counted and ≥ 80%% given back at ≥ 90%% precision",
+			broken, links, back, pct, written, right, prec)
 	}
 }
