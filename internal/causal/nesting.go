@@ -837,7 +837,3 @@ func (n *Nesting) isAncestorOrSelf(a, p int32) bool {
 	return false
 }
 
-// sortStableBy sorts indices by a key, stably.
-func sortStableBy(idx []int32, key func(int32) int64) {
-	slices.SortStableFunc(idx, func(a, b int32) int { return cmpInt64(key(a), key(b)) })
-}

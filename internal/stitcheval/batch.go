@@ -35,15 +35,10 @@ func (b Batching) validate(prefix string) error {
 	return nil
 }
 
-// Rebatch returns the spans of td (copied) as an exporter would have sent them:
-// one ResourceSpans per export request of each resource and scope, requests in
-// the order they leave (their last span's end), spans in end-time order.
-func Rebatch(td ptrace.Traces, b Batching) ptrace.Traces {
-	return rebatch(collect(td), nil, b)
-}
-
 // rebatch copies the spans, shifted by shift[i] nanoseconds (nil: none), into
-// export requests (see Rebatch).
+// export requests as an exporter would have sent them: one ResourceSpans per
+// export request of each resource and scope, requests in the order they leave
+// (their last span's end), spans in end-time order.
 func rebatch(recs []spanRec, shift []int64, b Batching) ptrace.Traces {
 	type group struct {
 		key   string

@@ -943,8 +943,6 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int)
 	return jf, flows
 }
 
-func sq(x float64) float64 { return x * x }
-
 func boolInt(b bool) int {
 	if b {
 		return 1
