@@ -836,4 +836,3 @@ func (n *Nesting) isAncestorOrSelf(a, p int32) bool {
 	}
 	return false
 }
-
