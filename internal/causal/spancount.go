@@ -21,12 +21,12 @@ type countKey struct{ parentService, parentName, childService, childName int32 }
 
 type countModels struct {
 	// atLeast[k][m-1] counts parents with at least m children of key k.
-	atLeast map[countKey]*[maxCount + 1]float64
+	atLeast map[countKey]*[maxCount]float64
 	tally   map[countKey]int
 }
 
 func newCountModels() *countModels {
-	return &countModels{atLeast: make(map[countKey]*[maxCount + 1]float64), tally: make(map[countKey]int)}
+	return &countModels{atLeast: make(map[countKey]*[maxCount]float64), tally: make(map[countKey]int)}
 }
 
 // fitCounts rebuilds the count models from the parents' current children.
@@ -46,7 +46,7 @@ func (s *spanStitcher) fitCounts() {
 		for k, n := range m.tally {
 			h := m.atLeast[k]
 			if h == nil {
-				h = new([maxCount + 1]float64)
+				h = new([maxCount]float64)
 				m.atLeast[k] = h
 			}
 			for i := 1; i <= min(n, maxCount); i++ {
