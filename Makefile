@@ -65,9 +65,9 @@ vet:
 # packages, each alone, so that no other test package competes for the cores
 # (run in parallel, nfqdelay's floor and probe checks once read 2 ms over).
 unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/exporter/perfmodelexporter$$' -e '/injector/internal/nfqdelay$$')
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/exporter/perfmodelexporter$$' -e '/internal/nfqdelay$$')
 	$(GO) test -count=1 ./exporter/perfmodelexporter/
-	$(GO) test -count=1 ./injector/internal/nfqdelay/
+	$(GO) test -count=1 ./internal/nfqdelay/
 
 # The real collector with generated configs, fed by the OTel SDK (e2e/).
 e2e: build-otelcol
@@ -97,7 +97,7 @@ node-check:
 # backend) run alone, after the rest, so no other test package competes
 # for the two cores.
 test-timing:
-	$(GO) test -p 1 -tags timing -count=1 -timeout 5m -run 'TestPrecision|TestThroughput|TestSquareWaveFFTPeak|TestRealDelayLease' -v ./injector/internal/nfqdelay/ ./injector/
+	$(GO) test -p 1 -tags timing -count=1 -timeout 5m -run 'TestPrecision|TestThroughput|TestSquareWaveFFTPeak|TestRealDelayLease' -v ./internal/nfqdelay/ ./injector/
 
 # examples/injector.yaml has no default token: validation gets a throwaway one.
 validate-examples: build-otelcol
@@ -136,7 +136,7 @@ bench-gradient:
 # a floor under the wave; the probe stream's CPU; a wave at a receiver against
 # the Delayer's and the probes' on − off (root, ~90 s).
 bench-hold-cost:
-	$(GO) test -tags timing -count=1 -run "TestOnPhaseCost|TestProbeCost|TestWaveAtReceiver" -v ./injector/internal/nfqdelay/
+	$(GO) test -tags timing -count=1 -run "TestOnPhaseCost|TestProbeCost|TestWaveAtReceiver" -v ./internal/nfqdelay/
 
 # Packets/s the blackbox receiver captures without drops (root).
 bench-capture:

@@ -456,22 +456,8 @@ type faultLab struct {
 
 func newFaultLab(t *testing.T) *faultLab {
 	t.Helper()
-	lab, err := netns.New(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := lab.Host("client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := lab.Host("server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lk, err := lab.Link(cli, srv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := netns.NewChain(t, "client", "server")
+	lab, cli, srv, lk := c.Lab, c.Hosts[0], c.Hosts[1], c.Links[0]
 	ln, err := srv.Listen("tcp4", netip.AddrPortFrom(lk.BAddr, 0).String())
 	if err != nil {
 		t.Fatal(err)

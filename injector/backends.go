@@ -12,7 +12,7 @@ import (
 
 	"github.com/tierscope/tierscope/injector/internal/cgroupcpu"
 	"github.com/tierscope/tierscope/injector/internal/cpufreq"
-	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
 // actuator is one lease's hold on a backend. Apply sets the wave's current

@@ -11,7 +11,7 @@ import (
 
 	"go.opentelemetry.io/collector/config/confighttp"
 
-	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
 // Config is the configuration of the injector extension.

@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/collector/extension"
 	"go.uber.org/zap"
 
-	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
-	"github.com/tierscope/tierscope/injector/internal/wave"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/wave"
 )
 
 // sweepStale deletes the tagged rules of owners that are gone (never a live

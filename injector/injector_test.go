@@ -24,8 +24,8 @@ import (
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/tierscope/tierscope/injector/internal/metadata"
-	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
-	"github.com/tierscope/tierscope/injector/internal/wave"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/wave"
 )
 
 var sweeps atomic.Int32

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tierscope/tierscope/injector/internal/cgroupcpu"
 	"github.com/tierscope/tierscope/injector/internal/cpufreq"
-	"github.com/tierscope/tierscope/injector/internal/owner"
+	"github.com/tierscope/tierscope/internal/owner"
 )
 
 // journal keeps, on disk and synced, the original value of every quota and

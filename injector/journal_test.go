@@ -13,7 +13,7 @@ import (
 
 	"github.com/tierscope/tierscope/injector/internal/metadata"
 
-	"github.com/tierscope/tierscope/injector/internal/owner"
+	"github.com/tierscope/tierscope/internal/owner"
 )
 
 // TestJournalRecordsBeforeChangeAndClearsAfter: a capacity and a cpufreq

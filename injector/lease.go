@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
-	"github.com/tierscope/tierscope/injector/internal/wave"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/wave"
 )
 
 // The lease kinds.

@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/tierscope/tierscope/injector/internal/metadata"
-	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
 func TestRealDelayLeaseOnLoopback(t *testing.T) {

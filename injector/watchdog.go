@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
-	"github.com/tierscope/tierscope/injector/internal/owner"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/owner"
 )
 
 // watchdogEnv, set to "<owner id>/<injector instance>", makes this binary

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tierscope/tierscope/injector/internal/nfqdelay"
-	"github.com/tierscope/tierscope/injector/internal/wave"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/wave"
 )
 
 // TestWatchdogFailsOpenOnSilence: no heartbeat for the last bound given

@@ -39,26 +39,15 @@ import (
 // of in an address.
 func TestCaptureUninstrumentedDB(t *testing.T) {
 	requireRoot(t)
-	lab, err := netns.New(t)
-	if err != nil {
-		t.Fatal(err)
-	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	webH, err := lab.Host("web")
-	must(err)
-	appH, err := lab.Host("app")
-	must(err)
-	dbH, err := lab.Host("db")
-	must(err)
-	webApp, err := lab.Link(webH, appH)
-	must(err)
-	appDB, err := lab.Link(appH, dbH)
-	must(err)
+	tiers := netns.NewChain(t, "web", "app", "db")
+	webH, appH, dbH := tiers.Hosts[0], tiers.Hosts[1], tiers.Hosts[2]
+	webApp, appDB := tiers.Links[0], tiers.Links[1]
 	cfg, err := config.Load("")
 	must(err)
 	cfg.CPUMHz = 20000

@@ -18,7 +18,7 @@
 //
 // A lab's id is <pid>x<seq>: the owning process and a per-process counter.
 // Its namespaces are ts-<id>-<host>, every iptables rule it adds carries the
-// comment tierscope-<id>, and its links are numbered from the private
+// comment Lab.Tag, and its links are numbered from the private
 // block 10.213.<seq mod 256>.0/24, one /30 per link (at most MaxLinks links
 // and MaxHosts hosts per lab). Veths are created directly inside the two namespaces and
 // never exist in the host's namespace; there are no routes beyond the
@@ -45,36 +45,34 @@
 // go with them) whose owner pid is gone, is a zombie, or was reused by a
 // process that started after the namespace was created; ts-* names without an
 // owner are removed once older than StaleAge. Namespaces of live processes are
-// never touched, so parallel test processes do not disturb each other. Once
-// per process it also deletes rules in the host's namespace tagged by a dead
-// lab (the harness never adds rules there; listing is read-only).
+// never touched, so parallel test processes do not disturb each other.
 //
 // # Delay loop
 //
-// Host.StartDelay is a minimal NFQUEUE delay loop for tests (the real injector
-// is a separate component). It opens an NFQUEUE queue with go-nfqueue from a
-// thread inside the host's namespace (queues are per namespace), then appends
+// Host.StartDelay runs the injector's delay engine (internal/nfqdelay) with a
+// constant delay inside the host's namespace: the queue is opened from a
+// thread in that namespace (queues are per namespace), then the engine
+// appends
 //
-//	-p tcp [--sport P] [--dport P] -m comment --comment tierscope-<id> \
+//	-p tcp [-o IF] [--sport P] [--dport P] -m comment --comment <lab tag> \
 //	  -j NFQUEUE --queue-num N --queue-bypass
 //
-// to OUTPUT (or FORWARD, INPUT) in that namespace. Every queued packet is
-// held for the constant delay and then accepted. One goroutine with one timer
-// schedules the verdicts: since the delay is constant, a FIFO in arrival order
-// is already sorted by due time, so there is no heap and no goroutine per
-// packet; every release is one batch verdict (NFQA verdict batch) up to the
-// newest due packet, which also frees any packet whose queue message was lost.
-// The loop measures, per packet, the time from its arrival in user space to
-// its verdict (DelayStats: count, mean, std, min, max).
+// to OUTPUT (or FORWARD, INPUT) there. The lab tag is the engine's,
+// tierscope-inj-<owner>-lab<id>. Every queued packet is held for the delay and
+// then accepted; DelayStats is the engine's measurement of the delay each
+// packet actually got.
+//
+// NewChain builds the usual test lab (hosts joined in a line: "client",
+// "server" is two hosts and a link) and RequireRoot fails a test that cannot
+// create one.
 //
 // # Safety rules
 //
 //   - Traffic stays inside namespaces the lab created (and their loopbacks);
 //     nothing is routed or NATed to the host's namespace.
 //   - The host's namespace is never modified: no interfaces, routes or rules
-//     are added there. The only exception is Sweep's deletion of rules tagged
-//     by a dead lab.
-//   - Every rule is tagged tierscope-<lab id> and removed by Delay.Stop, by
+//     are added there.
+//   - Every rule is tagged with the lab and removed by Delay.Stop, by
 //     Lab.Close and, after a crash, by Sweep (with its namespace).
 //   - Delay loops fail open: --queue-bypass lets packets through when nothing
 //     listens on the queue (the process died), the queue's fail-open flag lets
@@ -87,9 +85,9 @@
 //
 // # iptables backend
 //
-// The first StartDelay of a process probes the iptables binaries in the order
-// iptables-legacy, iptables-nft, iptables (skipping names that resolve to the
-// same backend), or only $TIERSCOPE_IPTABLES when set. A backend is chosen only
+// The first StartDelay of a process probes the iptables binaries in the delay
+// engine's order (nfqdelay.Backends: iptables, iptables-legacy, iptables-nft,
+// each kernel backend once), or only $TIERSCOPE_IPTABLES when set. A backend is chosen only
 // if a tagged NFQUEUE rule added with it really delivers a packet to a queue
 // opened in the namespace and the accept verdict releases it (a TCP connection
 // to a listener on the namespace's loopback through a zero-delay loop); an

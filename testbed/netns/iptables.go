@@ -6,26 +6,23 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
 // IPTablesEnv, when set, names the only iptables binary the harness may use
 // (e.g. iptables-legacy); otherwise the backend is chosen by a probe.
-const IPTablesEnv = "TIERSCOPE_IPTABLES"
+const IPTablesEnv = nfqdelay.IPTablesEnv
 
 var (
 	backendMu     sync.Mutex
 	backendChosen string
 )
 
-// iptablesCandidates lists the iptables binaries to try, most preferred first:
-// iptables-legacy (the x_tables path, xt_NFQUEUE), then iptables-nft (x_tables
-// targets through nft_compat), then whatever `iptables` is. Binaries that
-// resolve to the same file (iptables -> alternatives -> iptables-nft) are
-// tried once.
+// iptablesCandidates lists the iptables binaries to try: $TIERSCOPE_IPTABLES
+// alone when set, else every kernel backend once, in the delay engine's order.
 func iptablesCandidates() []string {
 	if v := os.Getenv(IPTablesEnv); v != "" {
 		if p, err := lookPath(v); err == nil {
@@ -33,40 +30,7 @@ func iptablesCandidates() []string {
 		}
 		return []string{v}
 	}
-	var out []string
-	seen := map[string]bool{}
-	for _, n := range []string{"iptables-legacy", "iptables-nft", "iptables"} {
-		p, err := lookPath(n)
-		if err != nil {
-			continue
-		}
-		key := iptablesMode(p)
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		out = append(out, p)
-	}
-	return out
-}
-
-// iptablesMode is "legacy" or "nft" for the binary at p, judged by its name
-// and by the file it resolves to (iptables -> /etc/alternatives/iptables ->
-// iptables-nft -> xtables-nft-multi), or the resolved path if neither says.
-func iptablesMode(p string) string {
-	r, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		r = p
-	}
-	for _, name := range []string{filepath.Base(p), filepath.Base(r)} {
-		switch {
-		case strings.Contains(name, "legacy"):
-			return "legacy"
-		case strings.Contains(name, "nft"):
-			return "nft"
-		}
-	}
-	return r
+	return nfqdelay.Backends()
 }
 
 // IPTablesBackend is the iptables binary the delay loops of this process
@@ -92,7 +56,7 @@ func chooseBackend(h *Host) (string, error) {
 	}
 	cands := iptablesCandidates()
 	if len(cands) == 0 {
-		return "", errors.New("netns: no iptables binary found: apt-get install -y iptables")
+		return "", errNoBackend
 	}
 	var errs []error
 	for _, bin := range cands {
@@ -142,96 +106,4 @@ func probeBackend(h *Host, bin string) error {
 		return fmt.Errorf("packets were queued (%d seen) but not released by verdicts: %w", st.Count, dialErr)
 	}
 	return nil
-}
-
-// iptables runs bin with args inside namespace ns ("" = this process's
-// namespace), waiting for the xtables lock.
-func iptables(ns, bin string, args ...string) (string, error) {
-	full := append([]string{"-w", "10"}, args...)
-	if ns == "" {
-		return run(bin, full...)
-	}
-	return run("ip", append([]string{"netns", "exec", ns, bin}, full...)...)
-}
-
-// removeTaggedRules deletes, in namespace ns ("" = this process's namespace),
-// every rule listed by <bin>-save whose comment starts with RuleTagPrefix and
-// satisfies match. Listing is read-only (iptables-save creates no table);
-// nothing else is touched.
-func removeTaggedRules(ns, bin string, match func(tag string) bool) error {
-	save := bin + "-save"
-	if _, err := lookPath(save); err != nil {
-		return nil // nothing to list with; a namespace's rules go with it anyway
-	}
-	var out string
-	var err error
-	if ns == "" {
-		out, err = run(save)
-	} else {
-		out, err = run("ip", "netns", "exec", ns, save)
-	}
-	if err != nil {
-		if ns != "" && !namespaceExists(ns) {
-			return nil
-		}
-		return err
-	}
-	var errs []error
-	table := ""
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "*") {
-			table = line[1:]
-			continue
-		}
-		if !strings.HasPrefix(line, "-A ") || !strings.Contains(line, RuleTagPrefix) {
-			continue
-		}
-		f := splitRule(line)
-		tag := ""
-		for i := 0; i+1 < len(f); i++ {
-			if f[i] == "--comment" {
-				tag = f[i+1]
-			}
-		}
-		if !strings.HasPrefix(tag, RuleTagPrefix) || !match(tag) {
-			continue
-		}
-		f[0] = "-D"
-		if _, err := iptables(ns, bin, append([]string{"-t", table}, f...)...); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// splitRule splits an iptables-save line into arguments, honouring double
-// quotes and backslash escapes inside them.
-func splitRule(line string) []string {
-	var out []string
-	var cur strings.Builder
-	inQ, have := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case inQ && c == '\\' && i+1 < len(line):
-			i++
-			cur.WriteByte(line[i])
-		case c == '"':
-			inQ, have = !inQ, true
-		case !inQ && (c == ' ' || c == '\t'):
-			if have {
-				out = append(out, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteByte(c)
-			have = true
-		}
-	}
-	if have {
-		out = append(out, cur.String())
-	}
-	return out
 }

@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tierscope/tierscope/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/owner"
 )
 
 const (
 	// NamespacePrefix starts the name of every namespace the harness creates.
 	NamespacePrefix = "ts-"
-	// RuleTagPrefix starts the iptables comment that tags every rule the harness adds.
-	RuleTagPrefix = "tierscope-"
 
 	netnsDir = "/run/netns"
 
@@ -66,7 +67,6 @@ type Lab struct {
 	cmds      []*exec.Cmd
 	delays    []*Delay
 	closers   []interface{ Close() error }
-	backends  map[string]bool // iptables binaries that added rules in this lab
 	nextQueue uint16
 }
 
@@ -91,7 +91,6 @@ func New(owner Owner) (*Lab, error) {
 		owner:     "lab",
 		block:     netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 213, byte(seq), 0}), 24),
 		byName:    map[string]*Host{},
-		backends:  map[string]bool{},
 		nextQueue: 100,
 	}
 	if owner != nil {
@@ -119,8 +118,12 @@ func logf(owner Owner, format string, args ...any) {
 // ts-<id>-<host> and rules are tagged tierscope-<id>.
 func (l *Lab) ID() string { return l.id }
 
-// Tag is the iptables comment carried by every rule of this lab.
-func (l *Lab) Tag() string { return RuleTagPrefix + l.id }
+// Tag is the iptables comment carried by every rule of this lab: the delay
+// engine's tag, naming this process and the lab.
+func (l *Lab) Tag() string { return nfqdelay.TagPrefix + owner.Self() + "-" + l.ruleID() }
+
+// ruleID is the delay engine's rule id of this lab's loops.
+func (l *Lab) ruleID() string { return "lab" + l.id }
 
 // Block is the private /24 that this lab's links are numbered from.
 func (l *Lab) Block() netip.Prefix { return l.block }
@@ -299,10 +302,6 @@ func (l *Lab) Close() error {
 	l.closed = true
 	delays, closers, cmds := l.delays, l.closers, l.cmds
 	hosts, links := l.hosts, l.links
-	backends := make([]string, 0, len(l.backends))
-	for b := range l.backends {
-		backends = append(backends, b)
-	}
 	l.mu.Unlock()
 
 	var errs []error
@@ -320,13 +319,6 @@ func (l *Lab) Close() error {
 	for _, h := range hosts {
 		if err := killNamespacePids(h.ns); err != nil {
 			errs = append(errs, err)
-		}
-	}
-	for _, h := range hosts {
-		for _, b := range backends {
-			if err := removeTaggedRules(h.ns, b, func(tag string) bool { return tag == l.Tag() }); err != nil {
-				errs = append(errs, err)
-			}
 		}
 	}
 	for _, lk := range links {
@@ -444,4 +436,62 @@ func lookPath(name string) (string, error) {
 		}
 	}
 	return "", err
+}
+
+// TB is what NewChain needs of a test (testing.TB has it).
+type TB interface {
+	Owner
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Chain is a lab whose hosts are joined in a line: Hosts[i] and Hosts[i+1]
+// by Links[i].
+type Chain struct {
+	Lab   *Lab
+	Hosts []*Host
+	Links []*Link
+}
+
+// NewChain creates, for test t, a lab with the named hosts joined in a line
+// ("client", "server": two hosts and a link). It fails t on any error, and
+// the lab closes when t ends.
+func NewChain(t TB, names ...string) *Chain {
+	t.Helper()
+	lab, err := New(t)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	c := &Chain{Lab: lab}
+	for i, name := range names {
+		h, err := lab.Host(name)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		c.Hosts = append(c.Hosts, h)
+		if i > 0 {
+			lk, err := lab.Link(c.Hosts[i-1], h)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			c.Links = append(c.Links, lk)
+		}
+	}
+	return c
+}
+
+// RequireRoot fails t (never skips: CI runs as root, and a skipped namespace
+// test would hide that nothing was exercised) unless this process is root
+// and has `ip` and an iptables binary. pkg names the package for the message.
+func RequireRoot(t TB, pkg string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("the %s tests need root (network namespaces, veth pairs, iptables rules, NFQUEUE); run them as root, e.g. `sudo -E env PATH=$PATH go test %s` (CI runs as root)", pkg, pkg)
+	}
+	if _, err := lookPath("ip"); err != nil {
+		t.Fatalf("the %s tests need iproute2 (`ip`): apt-get install -y iproute2", pkg)
+	}
+	if len(iptablesCandidates()) == 0 {
+		t.Fatalf("the %s tests need iptables: apt-get install -y iptables", pkg)
+	}
 }

@@ -18,22 +18,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
 const childEnv = "TIERSCOPE_NETNS_CHILD"
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("the netns tests need root (they create network namespaces, veth pairs and iptables rules); run them as root, e.g. `sudo -E env PATH=$PATH go test ./testbed/netns/` (CI runs as root)")
-	}
-	if _, err := lookPath("ip"); err != nil {
-		t.Fatalf("the netns tests need iproute2 (`ip`): apt-get install -y iproute2")
-	}
-	if len(iptablesCandidates()) == 0 {
-		t.Fatalf("the netns tests need iptables: apt-get install -y iptables")
-	}
-}
+func requireRoot(t *testing.T) { RequireRoot(t, "./testbed/netns/") }
 
 func newLab(t *testing.T) *Lab {
 	t.Helper()
@@ -69,10 +60,9 @@ const srvPort = 8080
 
 func newPair(t *testing.T) *pair {
 	t.Helper()
-	lab := newLab(t)
-	cli := must[*Host](t)(lab.Host("client"))
-	srv := must[*Host](t)(lab.Host("server"))
-	lk := must[*Link](t)(lab.Link(cli, srv))
+	requireRoot(t)
+	c := NewChain(t, "client", "server")
+	lab, cli, srv, lk := c.Lab, c.Hosts[0], c.Hosts[1], c.Links[0]
 	ln := must[net.Listener](t)(srv.Listen("tcp4", netip.AddrPortFrom(lk.BAddr, srvPort).String()))
 	hs := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") }),
@@ -139,7 +129,7 @@ func savedRules(t *testing.T, ns, tag string) []string {
 			t.Fatalf("%v: %v", args, err)
 		}
 		for _, line := range strings.Split(b, "\n") {
-			f := splitRule(line)
+			f := strings.Fields(line) // the harness's tags have no spaces or quotes
 			for i := 0; i+1 < len(f); i++ {
 				if f[i] == "--comment" && f[i+1] == tag {
 					out = append(out, bin+": "+line)
@@ -292,7 +282,7 @@ func TestDelayFailOpen(t *testing.T) {
 	if held.median < 50*time.Millisecond {
 		t.Fatalf("delay not applied before the simulated death: %v", held)
 	}
-	d.closeQueue() // what the kernel sees when the process dies
+	d.abandon() // what the kernel sees when the process dies
 	if r := savedRules(t, p.srv.Namespace(), p.lab.Tag()); len(r) != 1 {
 		t.Fatalf("the rule should still be there: %q", r)
 	}
@@ -378,6 +368,23 @@ func TestCleanup(t *testing.T) {
 	}
 }
 
+// hostRulesOfLab lists the rules in this process's namespace that carry the
+// tag of lab id (whichever process owned it).
+func hostRulesOfLab(t *testing.T, id string) []nfqdelay.Rule {
+	t.Helper()
+	rules, err := nfqdelay.Rules(nfqdelay.TagPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []nfqdelay.Rule
+	for _, r := range rules {
+		if strings.HasSuffix(r.Tag, "-lab"+id) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // child runs this test binary as a child process in the given mode and
 // returns its lab id, the pid of a process it started in the lab, and its
 // output.
@@ -450,7 +457,7 @@ func TestCleanupAfterFailure(t *testing.T) {
 				t.Fatalf("namespaces left after a %s: %v\n%s", mode, ns, out)
 			}
 			waitDead(t, pid)
-			if r := savedRules(t, "", RuleTagPrefix+id); len(r) != 0 {
+			if r := hostRulesOfLab(t, id); len(r) != 0 {
 				t.Fatalf("tagged rules in the host's namespace: %q", r)
 			}
 			t.Logf("child lab %s removed after a %s", id, mode)

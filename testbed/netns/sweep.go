@@ -17,10 +17,8 @@ import (
 const StaleAge = 10 * time.Minute
 
 var (
-	sweepMu      sync.Mutex
-	rootRuleOnce sync.Once
-	nsNameRE     = regexp.MustCompile(`^` + NamespacePrefix + `([0-9]+)x([0-9]+)-`)
-	ruleTagRE    = regexp.MustCompile(`^` + RuleTagPrefix + `([0-9]+)x([0-9]+)$`)
+	sweepMu  sync.Mutex
+	nsNameRE = regexp.MustCompile(`^` + NamespacePrefix + `([0-9]+)x([0-9]+)-`)
 )
 
 // Sweep removes what crashed earlier runs left behind, and nothing that a
@@ -31,11 +29,9 @@ var (
 //     namespace was created (the pid was reused); its processes are killed
 //     and it is deleted, which also removes its veths and its rules;
 //   - a ts-* namespace whose name carries no pid is stale when older than
-//     StaleAge;
-//   - once per process, rules in this (the host's) namespace tagged
-//     tierscope-<pid>x<seq> whose <pid> is gone are deleted. The harness never
-//     adds rules there; this only repairs a future misuse. Listing uses the
-//     read-only iptables-save.
+//     StaleAge.
+//
+// The harness adds rules only inside its namespaces, so they go with them.
 //
 // Labs of this process are never swept (their owner is alive). New calls
 // Sweep; it returns the namespaces it removed.
@@ -65,13 +61,6 @@ func Sweep() ([]string, error) {
 		}
 		removed = append(removed, name)
 	}
-	rootRuleOnce.Do(func() {
-		for _, bin := range iptablesCandidates() {
-			if err := removeTaggedRules("", bin, staleTag); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	})
 	return removed, errors.Join(errs...)
 }
 
@@ -106,21 +95,6 @@ func staleNamespace(name string) (bool, string) {
 		return true, fmt.Sprintf("pid %d was reused (started %v, namespace created %v)", pid, start, created)
 	}
 	return false, "owner alive"
-}
-
-// staleTag says whether a rule tag tierscope-<pid>x<seq> belongs to a dead
-// process. Tags of other shapes are left alone.
-func staleTag(tag string) bool {
-	m := ruleTagRE.FindStringSubmatch(tag)
-	if m == nil {
-		return false
-	}
-	pid, err := strconv.Atoi(m[1])
-	if err != nil || pid == os.Getpid() {
-		return false
-	}
-	alive, _ := procAlive(pid)
-	return !alive
 }
 
 // procAlive reports whether pid is a live (non-zombie) process and, if it can

@@ -116,7 +116,7 @@ func TestTierDelayInSpans(t *testing.T) {
 		warmup = 2  // requests before every block, not counted
 		txn    = "Home"
 	)
-	lab := newLab(t) // fails (not skips) when not root
+	requireRoot(t) // fails (not skips) when not root
 
 	cfg, err := config.Load("")
 	if err != nil {
@@ -134,11 +134,10 @@ func TestTierDelayInSpans(t *testing.T) {
 	op := home.Steps[0].Op
 	hop := "POST /op/" + op // the web CLIENT span and the app SERVER span
 
-	webH := must[*Host](t)(lab.Host("web"))
-	appH := must[*Host](t)(lab.Host("app"))
-	dbH := must[*Host](t)(lab.Host("db"))
-	webApp := must[*Link](t)(lab.Link(webH, appH))
-	appDB := must[*Link](t)(lab.Link(appH, dbH))
+	tiers := NewChain(t, "web", "app", "db")
+	lab := tiers.Lab
+	webH, appH, dbH := tiers.Hosts[0], tiers.Hosts[1], tiers.Hosts[2]
+	webApp, appDB := tiers.Links[0], tiers.Links[1]
 
 	// Tiers back to front, each listening on its end of a link.
 	dbN := newTierNode(t, cfg, dbH, appDB.BAddr, config.DB, "db-primary")

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tierscope/tierscope/injector/internal/owner"
+	"github.com/tierscope/tierscope/internal/owner"
 )
 
 // inNS runs fn on a fresh thread inside the network namespace nsFD (child
@@ -58,9 +58,9 @@ func runIPT(bin string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// backends lists the iptables binaries to inspect, each kernel backend once:
+// Backends lists the iptables binaries there are, each kernel backend once:
 // $TIERSCOPE_IPTABLES or iptables, then iptables-legacy and iptables-nft.
-func backends() []string {
+func Backends() []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, n := range []string{os.Getenv(IPTablesEnv), "iptables", "iptables-legacy", "iptables-nft"} {
@@ -117,7 +117,7 @@ func Rules(tagPrefix string) ([]Rule, error) {
 	}
 	var rules []Rule
 	var errs []error
-	for _, bin := range backends() {
+	for _, bin := range Backends() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		out, err := exec.CommandContext(ctx, bin+"-save").Output()
 		cancel()

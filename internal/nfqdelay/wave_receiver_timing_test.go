@@ -1,6 +1,6 @@
 //go:build timing
 
-package nfqdelay
+package nfqdelay_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/stat"
+
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
 // TestWaveAtReceiver compares the wave a receiver sees with the one the
@@ -48,7 +50,7 @@ func TestWaveAtReceiver(t *testing.T) {
 				in := at.Sub(start) % half
 				return at.Sub(start)/half%2 == 0, in > edgeSkip && in < half-edgeSkip
 			}
-			d := tb.start(t, Options{Floor: floor, Probe: 5 * time.Millisecond, Delay: func(now time.Time) time.Duration {
+			d := tb.start(t, nfqdelay.Options{Floor: floor, Probe: 5 * time.Millisecond, Delay: func(now time.Time) time.Duration {
 				if o, _ := on(now); o {
 					return amp
 				}

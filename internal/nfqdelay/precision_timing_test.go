@@ -1,6 +1,6 @@
 //go:build timing
 
-package nfqdelay
+package nfqdelay_test
 
 // The precision and throughput requirements of the delay backend. They measure
 // time, so `make test` runs them in a step of their own (`make test-timing`)
@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
 const (
@@ -38,7 +40,7 @@ func TestPrecision(t *testing.T) {
 	for _, amp := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond} {
 		var problems []string
 		for attempt := 1; attempt <= timingAttempts; attempt++ {
-			d := tb.start(t, Options{Delay: Constant(amp)})
+			d := tb.start(t, nfqdelay.Options{Delay: nfqdelay.Constant(amp)})
 			host := startHostWake()
 			sent, rs := tb.run(t, 1000, 2*time.Second)
 			hostMean, hostP99 := host.stop()
@@ -97,7 +99,7 @@ func TestPrecision(t *testing.T) {
 
 func TestThroughput(t *testing.T) {
 	tb := newTestbed(t)
-	d := tb.start(t, Options{Delay: Constant(time.Millisecond)})
+	d := tb.start(t, nfqdelay.Options{Delay: nfqdelay.Constant(time.Millisecond)})
 	var ru0, ru1 unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	t0 := time.Now()
@@ -138,7 +140,7 @@ func startHostWake() *hostWakeProbe {
 		// exits with this goroutine.
 		runtime.LockOSThread()
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-		raiseThreadPriority(DefaultRealtimePriority)
+		nfqdelay.RaiseThreadPriority(nfqdelay.DefaultRealtimePriority)
 		ts := unix.NsecToTimespec(int64(time.Millisecond))
 		over := make([]time.Duration, 0, 4096)
 		for {

@@ -15,7 +15,7 @@
 //
 // Start opens queue N in the current network namespace, then appends one rule
 //
-//	-p tcp|udp [-s SRC] [-d DST] [--sport P] [--dport P] \
+//	-p tcp|udp [-o IF] [-s SRC] [-d DST] [--sport P] [--dport P] \
 //	  -m comment --comment tierscope-inj-<id> -j NFQUEUE --queue-num N --queue-bypass
 //
 // to OUTPUT (Direction "out"), INPUT ("in") or FORWARD ("fwd"). Stop deletes

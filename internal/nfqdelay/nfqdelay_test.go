@@ -1,4 +1,4 @@
-package nfqdelay
+package nfqdelay_test
 
 import (
 	"bufio"
@@ -20,20 +20,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 	"github.com/tierscope/tierscope/testbed/netns"
 )
 
 const childEnv = "TIERSCOPE_NFQDELAY_CHILD"
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("the nfqdelay tests need root (network namespaces, veth pairs, iptables rules, NFQUEUE); run them as root, e.g. `sudo -E env PATH=$PATH go test ./injector/internal/nfqdelay/`")
-	}
-	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Fatalf("the nfqdelay tests need iptables: apt-get install -y iptables")
-	}
-}
+func requireRoot(t *testing.T) { netns.RequireRoot(t, "./internal/nfqdelay/") }
 
 type testbed struct {
 	lab      *netns.Lab
@@ -48,22 +41,8 @@ type testbed struct {
 func newTestbed(t *testing.T) *testbed {
 	t.Helper()
 	requireRoot(t)
-	lab, err := netns.New(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := lab.Host("client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := lab.Host("server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lk, err := lab.Link(cli, srv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := netns.NewChain(t, "client", "server")
+	lab, cli, srv, lk := c.Lab, c.Hosts[0], c.Hosts[1], c.Links[0]
 	rx, err := srv.ListenPacket("udp4", netip.AddrPortFrom(lk.BAddr, 0).String())
 	if err != nil {
 		t.Fatal(err)
@@ -80,16 +59,16 @@ func newTestbed(t *testing.T) *testbed {
 	return &testbed{lab: lab, cli: cli, srv: srv, link: lk, port: port, rx: rx, tx: tx}
 }
 
-func (tb *testbed) start(t *testing.T, opt Options) *Delayer {
+func (tb *testbed) start(t *testing.T, opt nfqdelay.Options) *nfqdelay.Delayer {
 	t.Helper()
-	opt.Match = Match{Proto: "udp", Dst: netip.PrefixFrom(tb.link.BAddr, 32), DstPort: tb.port, Direction: "out"}
+	opt.Match = nfqdelay.Match{Proto: "udp", Dst: netip.PrefixFrom(tb.link.BAddr, 32), DstPort: tb.port, Direction: "out"}
 	if opt.Lease == 0 {
 		opt.Lease = 30 * time.Second
 	}
-	var d *Delayer
+	var d *nfqdelay.Delayer
 	if err := tb.cli.Run(func() error {
 		var err error
-		d, err = Start(opt)
+		d, err = nfqdelay.Start(opt)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -172,7 +151,7 @@ func medianOWD(rs []rec) time.Duration {
 func TestOrderingOnFallingEdge(t *testing.T) {
 	tb := newTestbed(t)
 	var edge time.Time
-	d := tb.start(t, Options{Delay: func(now time.Time) time.Duration {
+	d := tb.start(t, nfqdelay.Options{Delay: func(now time.Time) time.Duration {
 		if edge.IsZero() {
 			edge = now.Add(500 * time.Millisecond)
 		}
@@ -213,7 +192,7 @@ func TestFloorUnderSquareWave(t *testing.T) {
 	b := medianOWD(base)
 	const floor, amp, half = 2 * time.Millisecond, 5 * time.Millisecond, 250 * time.Millisecond
 	var start time.Time
-	d := tb.start(t, Options{Floor: floor, Delay: func(now time.Time) time.Duration {
+	d := tb.start(t, nfqdelay.Options{Floor: floor, Delay: func(now time.Time) time.Duration {
 		if start.IsZero() {
 			start = now
 		}
@@ -261,7 +240,7 @@ func TestFloorUnderSquareWave(t *testing.T) {
 		t.Errorf("the receiver's lower quartile of added delay is %v, want between the floor %v and the off-phase's %v (+ 1 ms)", q, floor, st.Off.Mean)
 	}
 
-	if _, err := Start(Options{Match: Match{Proto: "udp", DstPort: 9}, Floor: time.Second, MaxDelay: time.Second}); err == nil {
+	if _, err := nfqdelay.Start(nfqdelay.Options{Match: nfqdelay.Match{Proto: "udp", DstPort: 9}, Floor: time.Second, MaxDelay: time.Second}); err == nil {
 		t.Errorf("a floor of max_delay was accepted")
 	}
 }
@@ -269,14 +248,14 @@ func TestFloorUnderSquareWave(t *testing.T) {
 // latenessSlack is the slack an absolute timing check needs on a host whose
 // scheduler is as busy as this run found it: twice the delayer's own mean
 // |actual − requested|, plus 1 ms.
-func latenessSlack(st Stats) time.Duration {
+func latenessSlack(st nfqdelay.Stats) time.Duration {
 	return 2*st.ErrMean + time.Millisecond
 }
 
 // phaseLatenessBound bounds either phase's mean lateness by the delayer's
 // own account: Count·ErrMean is the total |actual − requested| over both
 // phases, so the smaller phase's mean error is at most that over its count.
-func phaseLatenessBound(st Stats) time.Duration {
+func phaseLatenessBound(st nfqdelay.Stats) time.Duration {
 	fewer := min(st.On.Count, st.Off.Count)
 	if fewer == 0 {
 		return 0
@@ -286,7 +265,7 @@ func phaseLatenessBound(st Stats) time.Duration {
 
 // waveTolerance is the slack for an on − off difference of means: at least
 // least, widened to three standard errors when the phases' spread is wide.
-func waveTolerance(on, off PhaseStats, least time.Duration) time.Duration {
+func waveTolerance(on, off nfqdelay.PhaseStats, least time.Duration) time.Duration {
 	if on.Count == 0 || off.Count == 0 {
 		return least
 	}
@@ -302,14 +281,14 @@ func TestProbeThroughTheQueue(t *testing.T) {
 	tb := newTestbed(t)
 	const floor, amp, half = 2 * time.Millisecond, 5 * time.Millisecond, 250 * time.Millisecond
 	start := time.Now()
-	d := tb.start(t, Options{Floor: floor, Probe: 2 * time.Millisecond, Delay: func(now time.Time) time.Duration {
+	d := tb.start(t, nfqdelay.Options{Floor: floor, Probe: 2 * time.Millisecond, Delay: func(now time.Time) time.Duration {
 		if now.Sub(start)/half%2 == 0 {
 			return amp
 		}
 		return 0
 	}})
-	var rules []Rule
-	if err := tb.cli.Run(func() (err error) { rules, err = Rules(d.Tag()); return err }); err != nil {
+	var rules []nfqdelay.Rule
+	if err := tb.cli.Run(func() (err error) { rules, err = nfqdelay.Rules(d.Tag()); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if len(rules) != 2 {
@@ -342,10 +321,10 @@ func TestProbeThroughTheQueue(t *testing.T) {
 	if p.Off.Mean < floor || p.Off.RequestedMean != floor || p.On.RequestedMean != floor+amp {
 		t.Errorf("probe off-phase: %+v, want at least the floor %v, requested %v and %v", p.Off, floor, floor, floor+amp)
 	}
-	if err := tb.cli.Run(func() (err error) { rules, err = Rules(d.Tag()); return err }); err != nil || len(rules) != 0 {
+	if err := tb.cli.Run(func() (err error) { rules, err = nfqdelay.Rules(d.Tag()); return err }); err != nil || len(rules) != 0 {
 		t.Fatalf("after Stop: %d rules left (%v)", len(rules), err)
 	}
-	if _, err := Start(Options{Match: Match{Proto: "udp", DstPort: 9}, Probe: -time.Millisecond}); err == nil {
+	if _, err := nfqdelay.Start(nfqdelay.Options{Match: nfqdelay.Match{Proto: "udp", DstPort: 9}, Probe: -time.Millisecond}); err == nil {
 		t.Errorf("a negative probe interval was accepted")
 	}
 }
@@ -370,7 +349,7 @@ func TestChildDelayer(t *testing.T) {
 	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Start(Options{ID: id, Queue: 7, Match: Match{Proto: "udp", DstPort: port}, Delay: Constant(5 * time.Millisecond), Lease: 30 * time.Second}); err != nil {
+	if _, err := nfqdelay.Start(nfqdelay.Options{ID: id, Queue: 7, Match: nfqdelay.Match{Proto: "udp", DstPort: port}, Delay: nfqdelay.Constant(5 * time.Millisecond), Lease: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("CHILD READY")
@@ -437,18 +416,18 @@ func TestKill9FailOpen(t *testing.T) {
 	}
 	// A live Delayer of this process (another port) beside the dead child's
 	// rule: SweepStale removes the child's only.
-	live := tb.start(t, Options{Queue: 8, Match: Match{Proto: "udp", DstPort: tb.port + 1}})
+	live := tb.start(t, nfqdelay.Options{Queue: 8, Match: nfqdelay.Match{Proto: "udp", DstPort: tb.port + 1}})
 	var left, removed, remain int
 	if err := tb.cli.Run(func() error {
-		rules, err := Rules(TagPrefix)
+		rules, err := nfqdelay.Rules(nfqdelay.TagPrefix)
 		if err != nil {
 			return err
 		}
 		left = len(rules)
-		if removed, err = SweepStale(); err != nil {
+		if removed, err = nfqdelay.SweepStale(); err != nil {
 			return err
 		}
-		rules, err = Rules(TagPrefix)
+		rules, err = nfqdelay.Rules(nfqdelay.TagPrefix)
 		remain = len(rules)
 		for _, r := range rules {
 			if r.Tag != live.Tag() {
@@ -470,12 +449,12 @@ func TestKill9FailOpen(t *testing.T) {
 // fail for the missing rule.
 func TestRuleGoneStops(t *testing.T) {
 	tb := newTestbed(t)
-	d := tb.start(t, Options{Delay: Constant(3 * time.Millisecond), RuleCheck: 100 * time.Millisecond})
+	d := tb.start(t, nfqdelay.Options{Delay: nfqdelay.Constant(3 * time.Millisecond), RuleCheck: 100 * time.Millisecond})
 	if err := tb.cli.Run(func() error {
-		if n, err := SweepStale(); err != nil || n != 0 {
+		if n, err := nfqdelay.SweepStale(); err != nil || n != 0 {
 			return fmt.Errorf("SweepStale removed %d live rules (%v)", n, err)
 		}
-		_, err := Sweep(d.Tag())
+		_, err := nfqdelay.Sweep(d.Tag())
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -487,7 +466,7 @@ func TestRuleGoneStops(t *testing.T) {
 		t.Fatal("the Delayer still runs 2 s after its rule was deleted")
 	}
 	t.Logf("stopped %v after its rule was deleted: %v", time.Since(deleted).Round(time.Millisecond), d.Cause())
-	if !errors.Is(d.Cause(), ErrRuleGone) {
+	if !errors.Is(d.Cause(), nfqdelay.ErrRuleGone) {
 		t.Errorf("Cause() = %v, want ErrRuleGone", d.Cause())
 	}
 	if _, err := d.Stop(); err != nil {

@@ -1,12 +1,14 @@
 //go:build timing
 
-package nfqdelay
+package nfqdelay_test
 
 import (
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
 // TestOnPhaseCost measures what holding packets costs the host beyond passing
@@ -31,7 +33,7 @@ func TestOnPhaseCost(t *testing.T) {
 		{"off-phase over a 0.3 ms floor", 300 * time.Microsecond, 0},
 		{"on-phase 1.5 ms over a 0.3 ms floor", 1800 * time.Microsecond, 0},
 	} {
-		d := tb.start(t, Options{Delay: Constant(s.delay), SpinMargin: s.spin})
+		d := tb.start(t, nfqdelay.Options{Delay: nfqdelay.Constant(s.delay), SpinMargin: s.spin})
 		sent, rs := tb.run(t, rate, dur)
 		st, err := d.Stop()
 		if err != nil {
@@ -54,7 +56,7 @@ func TestProbeCost(t *testing.T) {
 	tb := newTestbed(t)
 	const dur = 5 * time.Second
 	for _, probe := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
-		d := tb.start(t, Options{Floor: 300 * time.Microsecond, Probe: probe})
+		d := tb.start(t, nfqdelay.Options{Floor: 300 * time.Microsecond, Probe: probe})
 		cpu0 := processCPU(t)
 		time.Sleep(dur)
 		used := processCPU(t) - cpu0

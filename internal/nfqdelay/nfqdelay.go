@@ -19,7 +19,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/tierscope/tierscope/injector/internal/owner"
+	"github.com/tierscope/tierscope/internal/owner"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
@@ -62,6 +62,8 @@ type Match struct {
 	// Direction is "out" (OUTPUT: packets this host sends, the default),
 	// "in" (INPUT: packets it receives) or "fwd" (FORWARD: packets it routes).
 	Direction string
+	// OutIface matches -o (the interface a packet leaves by) when not empty.
+	OutIface string
 }
 
 // Options configures a Delayer.
@@ -253,6 +255,7 @@ type Delayer struct {
 	ruleMu            sync.Mutex
 	ruleAdded, ruleGo bool // ruleGo: Stop has run, never add
 	stopOnce          sync.Once
+	closeOnce         sync.Once
 	stopErr           error
 	stopCause         error // why it stopped by itself: nil for Stop
 
@@ -330,6 +333,9 @@ func Start(opt Options) (*Delayer, error) {
 		return nil, errors.New("nfqdelay: id too long")
 	}
 	spec := []string{"-p", m.Proto}
+	if m.OutIface != "" {
+		spec = append(spec, "-o", m.OutIface)
+	}
 	for _, p := range []struct {
 		flag string
 		pfx  netip.Prefix
@@ -789,14 +795,29 @@ func (d *Delayer) Stop() (Stats, error) {
 		if d.probe != nil {
 			d.probe.stop()
 		}
-		d.cancel()
-		if err := d.nf.Close(); err != nil {
+		if err := d.closeQueue(); err != nil {
 			errs = append(errs, err)
 		}
 		_ = unix.Close(d.nsFD)
 		d.stopErr = errors.Join(errs...)
 	})
 	return d.Stats(), d.stopErr
+}
+
+// Abandon closes the queue but leaves the rule, which is what the kernel
+// sees when the process holding the queue dies: --queue-bypass then lets the
+// link's packets through undelayed. It is for fail-open tests; Stop still
+// removes the rule.
+func (d *Delayer) Abandon() { _ = d.closeQueue() }
+
+// closeQueue stops receiving and closes the netlink socket, once.
+func (d *Delayer) closeQueue() error {
+	var err error
+	d.closeOnce.Do(func() {
+		d.cancel()
+		err = d.nf.Close()
+	})
+	return err
 }
 
 // raisePriority gives the calling (locked) thread real-time scheduling: a

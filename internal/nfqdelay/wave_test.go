@@ -1,6 +1,6 @@
 //go:build timing
 
-package nfqdelay
+package nfqdelay_test
 
 // The end-to-end check of the spectral method's premise: a square-wave delay
 // driven by package wave shows up as a spike at the wave's frequency in the
@@ -20,7 +20,8 @@ import (
 
 	"gonum.org/v1/gonum/dsp/fourier"
 
-	"github.com/tierscope/tierscope/injector/internal/wave"
+	"github.com/tierscope/tierscope/internal/nfqdelay"
+	"github.com/tierscope/tierscope/internal/wave"
 )
 
 const (
@@ -150,10 +151,10 @@ func measureSquareWave(t *testing.T, tb *testbed, attempt int) []string {
 	// The delay is applied to the echo direction: the server's replies to the
 	// client, delayed in the server's OUTPUT chain.
 	w := wave.Wave{Amplitude: float64(waveAmp) / float64(time.Millisecond), Period: wavePeriod, Cycles: waveCycles}
-	var d *Delayer
+	var d *nfqdelay.Delayer
 	started := make(chan struct{})
-	opt := Options{
-		Match: Match{Proto: "udp", Src: netip.PrefixFrom(tb.link.BAddr, 32), SrcPort: tb.port,
+	opt := nfqdelay.Options{
+		Match: nfqdelay.Match{Proto: "udp", Src: netip.PrefixFrom(tb.link.BAddr, 32), SrcPort: tb.port,
 			Dst: netip.PrefixFrom(tb.link.AAddr, 32), Direction: "out"},
 		Lease: 30 * time.Second,
 		Delay: func(now time.Time) time.Duration {
@@ -167,7 +168,7 @@ func measureSquareWave(t *testing.T, tb *testbed, attempt int) []string {
 	}
 	if err := tb.srv.Run(func() error {
 		var err error
-		d, err = Start(opt)
+		d, err = nfqdelay.Start(opt)
 		return err
 	}); err != nil {
 		t.Fatal(err)
