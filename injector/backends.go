@@ -12,6 +12,7 @@ import (
 
 	"github.com/tierscope/tierscope/injector/internal/cgroupcpu"
 	"github.com/tierscope/tierscope/injector/internal/cpufreq"
+	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
@@ -82,58 +83,16 @@ func (a *delayActuator) Done() <-chan struct{} { return a.d.Done() }
 // another process deleted its rule).
 func (a *delayActuator) Cause() error { return a.d.Cause() }
 
-// delayStats is the delay actually injected (paper 000 §3), in ms.
-type delayStats struct {
-	Count           int     `json:"count"`
-	MeanMs          float64 `json:"mean_ms"`
-	StdMs           float64 `json:"std_ms"`
-	MinMs           float64 `json:"min_ms"`
-	MaxMs           float64 `json:"max_ms"`
-	P50Ms           float64 `json:"p50_ms"`
-	P90Ms           float64 `json:"p90_ms"`
-	P99Ms           float64 `json:"p99_ms"`
-	RequestedMeanMs float64 `json:"requested_mean_ms"`
-	// On and Off split the packets by whether the wave requested a delay
-	// for them: on.mean_ms − off.mean_ms is the delay the wave added.
-	On  phaseStats `json:"on"`
-	Off phaseStats `json:"off"`
-	// Probe is the loopback probe stream's one-way delay by phase
-	// (delay_probe_interval): unlike on/off, timed from send to receive.
-	Probe        *probeStats `json:"probe,omitempty"`
-	ErrMeanMs    float64     `json:"err_mean_ms"`
-	ErrP99Ms     float64     `json:"err_p99_ms"`
-	HeldForOrder int         `json:"held_for_order"`
-	Flushed      int         `json:"flushed"`
-	Errors       int         `json:"errors"`
-	LastError    string      `json:"last_error,omitempty"`
-}
-
-// phaseStats is the delay applied in one phase of the wave.
-type phaseStats struct {
-	Count           int     `json:"count"`
-	MeanMs          float64 `json:"mean_ms"`
-	StdMs           float64 `json:"std_ms"`
-	RequestedMeanMs float64 `json:"requested_mean_ms"`
-}
-
-// probeStats is what a delay lease's probe stream measured.
-type probeStats struct {
-	Sent     int        `json:"sent"`
-	Received int        `json:"received"`
-	On       phaseStats `json:"on"`
-	Off      phaseStats `json:"off"`
-}
-
-func toPhaseStats(s nfqdelay.PhaseStats) phaseStats {
-	return phaseStats{Count: s.Count, MeanMs: ms(s.Mean), StdMs: ms(s.Std), RequestedMeanMs: ms(s.RequestedMean)}
+func toPhaseStats(s nfqdelay.PhaseStats) *leaseapi.PhaseStats {
+	return &leaseapi.PhaseStats{Count: s.Count, MeanMs: ms(s.Mean), StdMs: ms(s.Std), RequestedMeanMs: ms(s.RequestedMean)}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func (a *delayActuator) Stats() any { return toDelayStats(a.d.Stats()) }
 
-func toDelayStats(s nfqdelay.Stats) delayStats {
-	out := delayStats{
+func toDelayStats(s nfqdelay.Stats) leaseapi.DelayStats {
+	out := leaseapi.DelayStats{
 		Count: s.Count, MeanMs: ms(s.Mean), StdMs: ms(s.Std), MinMs: ms(s.Min), MaxMs: ms(s.Max),
 		P50Ms: ms(s.P50), P90Ms: ms(s.P90), P99Ms: ms(s.P99), RequestedMeanMs: ms(s.RequestedMean),
 		ErrMeanMs: ms(s.ErrMean), ErrP99Ms: ms(s.ErrP99), HeldForOrder: s.HeldForOrder,
@@ -143,7 +102,7 @@ func toDelayStats(s nfqdelay.Stats) delayStats {
 		out.LastError = s.LastError.Error()
 	}
 	if p := s.Probe; p != nil {
-		out.Probe = &probeStats{Sent: p.Sent, Received: p.Received, On: toPhaseStats(p.On), Off: toPhaseStats(p.Off)}
+		out.Probe = &leaseapi.ProbeStats{Sent: p.Sent, Received: p.Received, On: toPhaseStats(p.On), Off: toPhaseStats(p.Off)}
 	}
 	return out
 }
@@ -203,7 +162,7 @@ func (a *freqActuator) Restore() error { return a.c.Restore() }
 // Stats gives the step the on-phases actually took (step_khz), which may
 // differ from the wave's amplitude by the rounding to a P-state.
 func (a *freqActuator) Stats() any {
-	return map[string]any{"base_khz": a.base, "step_khz": a.step.Load()}
+	return leaseapi.FreqStats{BaseKHz: a.base, StepKHz: a.step.Load()}
 }
 
 // capActuator withholds the wave's value (a fraction) of a cgroup's

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/extension"
 	"go.uber.org/zap"
 
+	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/nfqdelay"
 	"github.com/tierscope/tierscope/internal/wave"
 )
@@ -146,10 +147,10 @@ func (i *injector) Shutdown(ctx context.Context) error {
 
 func (i *injector) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+leaseapi.PathHealth, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "active_leases": i.mgr.activeCount()})
 	})
-	mux.HandleFunc("POST /v1/leases", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+leaseapi.PathLeases, func(w http.ResponseWriter, r *http.Request) {
 		var req leaseRequest
 		if err := decode(r, &req); err != nil {
 			writeErr(w, err)
@@ -161,9 +162,9 @@ func (i *injector) handler() http.Handler {
 			return
 		}
 		st := l.status()
-		writeJSON(w, http.StatusCreated, map[string]any{"id": st.ID, "expires": st.Expires})
+		writeJSON(w, http.StatusCreated, leaseapi.Created{ID: st.ID, Expires: st.Expires})
 	})
-	mux.HandleFunc("GET /v1/leases/{id}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+leaseapi.PathLeases+"/{id}", func(w http.ResponseWriter, r *http.Request) {
 		l, err := i.mgr.get(r.PathValue("id"))
 		if err != nil {
 			writeErr(w, err)
@@ -171,7 +172,7 @@ func (i *injector) handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, l.status())
 	})
-	mux.HandleFunc("POST /v1/leases/{id}/renew", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+leaseapi.PathLeases+"/{id}/renew", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Duration string `json:"duration,omitempty"`
 		}
@@ -193,9 +194,9 @@ func (i *injector) handler() http.Handler {
 			return
 		}
 		st := l.status()
-		writeJSON(w, http.StatusOK, map[string]any{"id": st.ID, "expires": st.Expires})
+		writeJSON(w, http.StatusOK, leaseapi.Created{ID: st.ID, Expires: st.Expires})
 	})
-	mux.HandleFunc("DELETE /v1/leases/{id}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("DELETE "+leaseapi.PathLeases+"/{id}", func(w http.ResponseWriter, r *http.Request) {
 		st, err := i.mgr.stop(r.Context(), r.PathValue("id"))
 		if err != nil {
 			writeErr(w, err)

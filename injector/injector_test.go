@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/tierscope/tierscope/injector/internal/metadata"
+	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/nfqdelay"
 	"github.com/tierscope/tierscope/internal/wave"
 )
@@ -154,7 +155,7 @@ func (f *fakeDelay) Restore() error {
 	return nil
 }
 
-func (f *fakeDelay) Stats() any { return delayStats{Count: 7, MeanMs: 5} }
+func (f *fakeDelay) Stats() any { return leaseapi.DelayStats{Count: 7, MeanMs: 5} }
 
 func (f *fakeDelay) last() (float64, int) {
 	f.mu.Lock()

@@ -13,24 +13,25 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/nfqdelay"
 	"github.com/tierscope/tierscope/internal/wave"
 )
 
 // The lease kinds.
 const (
-	kindDelay    = "delay"
-	kindCPUFreq  = "cpufreq"
-	kindCapacity = "capacity"
+	kindDelay    = leaseapi.KindDelay
+	kindCPUFreq  = leaseapi.KindCPUFreq
+	kindCapacity = leaseapi.KindCapacity
 )
 
 // The lease states.
 const (
-	stateActive    = "active"    // the wave runs (or waits for its start)
-	stateCompleted = "completed" // the wave finished; restored
-	stateExpired   = "expired"   // the lease ran out; restored
-	stateStopped   = "stopped"   // deleted, or the extension shut down; restored
-	stateFailed    = "failed"    // the backend failed; restored as far as it could be
+	stateActive    = leaseapi.StateActive
+	stateCompleted = leaseapi.StateCompleted
+	stateExpired   = leaseapi.StateExpired
+	stateStopped   = leaseapi.StateStopped
+	stateFailed    = leaseapi.StateFailed
 )
 
 const (
@@ -57,51 +58,16 @@ func apiErrorf(code int, format string, args ...any) error {
 	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// leaseRequest is the body of POST /v1/leases.
+// leaseRequest is the body of POST /v1/leases, with what validate parses
+// from it.
 type leaseRequest struct {
-	Kind   string     `json:"kind"`
-	Target targetSpec `json:"target"`
-	Wave   waveSpec   `json:"wave"`
-	// Duration of the lease, a Go duration ("90s"); default 1m.
-	Duration string `json:"duration,omitempty"`
+	leaseapi.Request
 
-	// Parsed by validate.
 	id       string
 	w        wave.Wave
 	duration time.Duration
 	match    nfqdelay.Match
 	cgroup   string
-}
-
-type targetSpec struct {
-	Link   *linkSpec `json:"link,omitempty"`
-	CPUs   []int     `json:"cpus,omitempty"`
-	Cgroup string    `json:"cgroup,omitempty"`
-}
-
-type linkSpec struct {
-	Proto     string `json:"proto"`
-	Dst       string `json:"dst"`
-	DstPort   uint16 `json:"dst_port"`
-	Direction string `json:"direction,omitempty"`
-}
-
-type waveSpec struct {
-	// Amplitude: ms of delay, kHz below base, or the fraction of capacity
-	// withheld.
-	Amplitude float64 `json:"amplitude"`
-	// Period, a Go duration ("1s").
-	Period string     `json:"period"`
-	Cycles int        `json:"cycles,omitempty"`
-	Start  *time.Time `json:"start,omitempty"`
-	Single bool       `json:"single,omitempty"`
-	// Floor, for delay leases, is ms of delay every packet gets for the
-	// whole lease under the wave, so that holding packets costs the host
-	// the same in both phases (nfqdelay.Options.Floor). For capacity leases
-	// it is the fraction withheld in the off-phases, the on-phases
-	// withholding floor + amplitude; a negative floor grants capacity above
-	// the saved quota, so a floor of −amplitude/2 centers the wave on it.
-	Floor float64 `json:"floor,omitempty"`
 }
 
 // validate parses req (400) and checks it against the allowlist (403) and
@@ -279,17 +245,8 @@ type lease struct {
 	err     error
 }
 
-// leaseStatus is the body of lease responses.
-type leaseStatus struct {
-	ID      string     `json:"id"`
-	Kind    string     `json:"kind"`
-	Target  targetSpec `json:"target"`
-	Wave    waveSpec   `json:"wave"`
-	State   string     `json:"state"`
-	Expires time.Time  `json:"expires"`
-	Error   string     `json:"error,omitempty"`
-	Stats   any        `json:"stats,omitempty"`
-}
+// leaseStatus is the body of lease responses; its stats are the backend's.
+type leaseStatus = leaseapi.Status[any]
 
 func (l *lease) status() leaseStatus {
 	l.mu.Lock()

@@ -1,14 +1,12 @@
 package perfmodelexporter
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
+	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/spectral"
 	"github.com/tierscope/tierscope/internal/store"
@@ -426,8 +425,8 @@ type elementPlan struct {
 	// elements holds one element, or for a capacity one per side its
 	// waves are measured on (ExperimentCapacity.Sides).
 	elements []gradient.Element
-	target   injTarget
-	inj      *injectorClient
+	target   leaseapi.Target
+	inj      *leaseapi.Client
 	route    elementRoute
 }
 
@@ -552,7 +551,7 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 			return p, badf("element %q: %v", name, err)
 		}
 		injURL = firstNonEmpty(reqInjector, lt.injector, xc.Injector)
-		p.target = injTarget{Link: &injLink{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
+		p.target = leaseapi.Target{Link: &leaseapi.Link{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
 		p.route = elementRoute{caller: src, address: net.JoinHostPort(lt.host, strconv.Itoa(int(lt.port)))}
 		p.elements = []gradient.Element{{
 			ID: name, Basis: gradient.Link(),
@@ -570,7 +569,7 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 			return p, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", name, err)}
 		}
 		injURL = firstNonEmpty(reqInjector, cp.Injector, xc.Injector)
-		p.target = injTarget{Cgroup: cp.Cgroup}
+		p.target = leaseapi.Target{Cgroup: cp.Cgroup}
 		a0, maxA := cp.fractions()
 		for _, b := range cp.bases(basis) {
 			el := gradient.Element{ID: name, Basis: b, InitialAmplitude: a0, MinAmplitude: 0.01, MaxAmplitude: maxA, SeparateAdaptive: true}
@@ -589,7 +588,7 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 			return p, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", name, err)}
 		}
 		injURL = firstNonEmpty(reqInjector, fr.Injector, xc.Injector)
-		p.target = injTarget{CPUs: fr.CPUs}
+		p.target = leaseapi.Target{CPUs: fr.CPUs}
 		// The knob is kHz below f.
 		a0, maxA := fr.fractions()
 		khz := basis.Operating * 1000
@@ -609,7 +608,7 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 	if !slices.Contains(xc.injectorURLs(), injURL) {
 		return p, statusError{http.StatusForbidden, fmt.Sprintf("element %q: injector %q is not a configured injector (experiments.injector or an element's own)", name, injURL)}
 	}
-	p.inj = newInjectorClient(injURL, string(xc.Token), e.injectorHTTP())
+	p.inj = leaseapi.NewClient(injURL, string(xc.Token), e.injectorHTTP())
 	return p, nil
 }
 
@@ -900,75 +899,17 @@ func (r *runner) execute(acts []gradient.Action) {
 	}
 }
 
-// injector lease API bodies (injector/lease.go).
-type injLeaseRequest struct {
-	Kind     string    `json:"kind"`
-	Target   injTarget `json:"target"`
-	Wave     injWave   `json:"wave"`
-	Duration string    `json:"duration"`
-}
-
-type injTarget struct {
-	Link   *injLink `json:"link,omitempty"`
-	Cgroup string   `json:"cgroup,omitempty"`
-	CPUs   []int    `json:"cpus,omitempty"`
-}
-
-type injLink struct {
-	Proto     string `json:"proto"`
-	Dst       string `json:"dst"`
-	DstPort   uint16 `json:"dst_port"`
-	Direction string `json:"direction"`
-}
-
-type injWave struct {
-	Amplitude float64   `json:"amplitude"`
-	Period    string    `json:"period"`
-	Cycles    int       `json:"cycles,omitempty"`
-	Start     time.Time `json:"start"`
-	Floor     float64   `json:"floor,omitempty"` // ms of delay, or the capacity withheld off (< 0 grants)
-}
-
-type injLeaseStatus struct {
-	ID    string `json:"id"`
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-	Stats *struct {
-		Count           int       `json:"count"`
-		MeanMs          float64   `json:"mean_ms"`
-		MinMs           float64   `json:"min_ms"`
-		RequestedMeanMs float64   `json:"requested_mean_ms"`
-		On              *injPhase `json:"on"`
-		Off             *injPhase `json:"off"`
-		// Probe is the one-way delay of the injector's loopback probes
-		// through the lease's queue, by phase.
-		Probe *struct {
-			On  *injPhase `json:"on"`
-			Off *injPhase `json:"off"`
-		} `json:"probe"`
-		// StepKHz is the P-state step a cpufreq lease's on-phases took.
-		StepKHz float64 `json:"step_khz"`
-	} `json:"stats,omitempty"`
-}
-
-// injPhase is the delay the injector applied in one phase of the wave.
-type injPhase struct {
-	Count           int     `json:"count"`
-	MeanMs          float64 `json:"mean_ms"`
-	StdMs           float64 `json:"std_ms"`
-	RequestedMeanMs float64 `json:"requested_mean_ms"`
-}
-
 func (r *runner) startLease(a gradient.Action) error {
 	p, ok := r.plans[a.Element]
 	if !ok {
 		return fmt.Errorf("no element %q in this experiment", a.Element)
 	}
-	body := injLeaseRequest{
+	start := a.Start.UTC()
+	body := leaseapi.Request{
 		Kind:   a.LeaseKind,
 		Target: p.target,
-		Wave: injWave{Amplitude: a.Amplitude, Period: a.Period.String(), Cycles: a.Cycles,
-			Start: a.Start.UTC()},
+		Wave: leaseapi.Wave{Amplitude: a.Amplitude, Period: a.Period.String(), Cycles: a.Cycles,
+			Start: &start},
 		Duration: a.Duration.Round(time.Millisecond).String(),
 	}
 	if a.LeaseKind == gradient.KindLink.LeaseKind() {
@@ -976,10 +917,10 @@ func (r *runner) startLease(a gradient.Action) error {
 	} else {
 		body.Wave.Floor = a.Floor // a centered or above capacity wave's grant
 	}
-	var st injLeaseStatus
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	if err := p.inj.do(ctx, http.MethodPost, "/v1/leases", body, &st); err != nil {
+	st, err := p.inj.Create(ctx, body)
+	if err != nil {
 		return err
 	}
 	if st.ID == "" {
@@ -1000,10 +941,8 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool, failed e
 	p := r.plans[ref.element]
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	var st injLeaseStatus
-	err := p.inj.do(ctx, http.MethodDelete, "/v1/leases/"+ref.id, nil, &st)
-	var he httpStatusError
-	if errors.As(err, &he) && he.code == http.StatusNotFound {
+	st, err := p.inj.Stop(ctx, ref.id)
+	if leaseapi.IsNotFound(err) {
 		delete(r.leases, name) // already forgotten by the injector: nothing active
 		return 0, 0, false, nil
 	}
@@ -1013,7 +952,7 @@ func (r *runner) stopLease(name string) (mean, stdErr float64, ok bool, failed e
 		return 0, 0, false, nil
 	}
 	delete(r.leases, name)
-	if st.State == "failed" {
+	if st.State == leaseapi.StateFailed {
 		return 0, 0, false, fmt.Errorf("lease %s failed: %s", ref.id, st.Error)
 	}
 	if p.target.CPUs != nil {
@@ -1058,12 +997,12 @@ const minProbesPerPhase = 200
 // without the split gives only the mean over every packet; then the
 // on-phase delay is the amplitude scaled by the ratio of actual to requested
 // means, after the pass-through time (at least min_ms) is subtracted.
-func injectedDelay(amplitude float64, st injLeaseStatus) (mean, stdErr float64, ok bool) {
+func injectedDelay(amplitude float64, st leaseapi.Status[*leaseapi.Stats]) (mean, stdErr float64, ok bool) {
 	s := st.Stats
 	if s == nil || s.Count == 0 {
 		return 0, 0, false
 	}
-	byPhase := func(on, off *injPhase, min int) (mean, stdErr float64, ok bool) {
+	byPhase := func(on, off *leaseapi.PhaseStats, min int) (mean, stdErr float64, ok bool) {
 		if on == nil || off == nil || on.Count < min || off.Count < min || !(on.RequestedMeanMs > off.RequestedMeanMs) {
 			return 0, 0, false
 		}
@@ -1226,18 +1165,6 @@ func gradientKey(g api.Gradient) string {
 	return k
 }
 
-// injectorClient is a small client of the injector's lease API.
-type injectorClient struct {
-	base    string
-	token   string
-	hc      *http.Client
-	retries int
-}
-
-func newInjectorClient(base, token string, hc *http.Client) *injectorClient {
-	return &injectorClient{base: strings.TrimRight(base, "/"), token: token, hc: hc, retries: 3}
-}
-
 // injectorHTTP is the client built from experiments.client at Start; before
 // Start (in tests) a plain one with request_timeout.
 func (e *engine) injectorHTTP() *http.Client {
@@ -1247,67 +1174,4 @@ func (e *engine) injectorHTTP() *http.Client {
 		e.injHTTP = &http.Client{Timeout: e.cfg.Experiments.RequestTimeout}
 	}
 	return e.injHTTP
-}
-
-// httpStatusError is a refusal by the injector.
-type httpStatusError struct {
-	code int
-	msg  string
-}
-
-func (h httpStatusError) Error() string { return fmt.Sprintf("injector: %d %s", h.code, h.msg) }
-
-// do sends one request, retrying transport errors and 5xx a bounded number
-// of times. A retried POST whose first attempt did reach the injector is
-// refused as a conflict; the orphan lease expires by itself.
-func (c *injectorClient) do(ctx context.Context, method, path string, in, out any) error {
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return err
-		}
-	}
-	var last error
-	for attempt := 0; attempt < c.retries; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return errors.Join(last, ctx.Err())
-			case <-time.After(time.Duration(attempt) * 250 * time.Millisecond):
-			}
-		}
-		req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		if in != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			last = err
-			continue
-		}
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		_ = resp.Body.Close()
-		switch {
-		case err != nil:
-			last = err
-			continue
-		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-			last = httpStatusError{resp.StatusCode, strings.TrimSpace(string(b))}
-			continue
-		case resp.StatusCode >= 300:
-			return httpStatusError{resp.StatusCode, strings.TrimSpace(string(b))}
-		}
-		if out != nil {
-			return json.Unmarshal(b, out)
-		}
-		return nil
-	}
-	return last
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/tierscope/tierscope/injector"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
+	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/model"
 )
 
@@ -489,7 +490,7 @@ func TestExperimentAbortAndShutdownReleaseLeases(t *testing.T) {
 // its probes' when they are enough: the pass-through time every packet pays
 // is no part of the wave, however small the amplitude.
 func TestInjectedDelayFromPhaseSplit(t *testing.T) {
-	var st injLeaseStatus
+	var st leaseapi.Status[*leaseapi.Stats]
 	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.27,"min_ms":0.02,"requested_mean_ms":0.13,
 		"on":{"count":1000,"mean_ms":0.40,"std_ms":0.10,"requested_mean_ms":0.26},
 		"off":{"count":1000,"mean_ms":0.14,"std_ms":0.10,"requested_mean_ms":0}}}`), &st); err != nil {
@@ -500,7 +501,7 @@ func TestInjectedDelayFromPhaseSplit(t *testing.T) {
 		t.Errorf("phase split: got %v ± %v (%v), want 0.26 ± %.4f", mean, se, ok, math.Hypot(0.1, 0.1)/math.Sqrt(1000))
 	}
 	// Over a floor both phases request it; the difference is still the wave.
-	floored := injLeaseStatus{}
+	floored := leaseapi.Status[*leaseapi.Stats]{}
 	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.57,"min_ms":0.32,"requested_mean_ms":0.43,
 		"on":{"count":1000,"mean_ms":0.70,"std_ms":0.10,"requested_mean_ms":0.56},
 		"off":{"count":1000,"mean_ms":0.44,"std_ms":0.10,"requested_mean_ms":0.30}}}`), &floored); err != nil {
@@ -511,7 +512,7 @@ func TestInjectedDelayFromPhaseSplit(t *testing.T) {
 	}
 	// Probes timed from send to receive win once each phase has enough of
 	// them; too few, and the packets' own split is used.
-	probed := injLeaseStatus{}
+	probed := leaseapi.Status[*leaseapi.Stats]{}
 	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.57,"min_ms":0.32,"requested_mean_ms":0.43,
 		"on":{"count":1000,"mean_ms":0.70,"std_ms":0.10,"requested_mean_ms":0.56},
 		"off":{"count":1000,"mean_ms":0.44,"std_ms":0.10,"requested_mean_ms":0.30},
@@ -604,9 +605,9 @@ func TestCapacityElementBasis(t *testing.T) {
 // a capacity lease carries its action's floor, a centered wave's grant, and
 // none otherwise.
 func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
-	var got []injLeaseRequest
+	var got []leaseapi.Request
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req injLeaseRequest
+		var req leaseapi.Request
 		require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
 		got = append(got, req)
 		w.WriteHeader(http.StatusCreated)
@@ -614,10 +615,10 @@ func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := createDefaultConfig().(*Config)
-	inj := newInjectorClient(srv.URL, "", &http.Client{Timeout: time.Second})
+	inj := leaseapi.NewClient(srv.URL, "", &http.Client{Timeout: time.Second})
 	r := &runner{x: &experiments{e: &engine{cfg: cfg}}, leases: map[string]*leaseRef{}, plans: map[string]elementPlan{
-		"link":     {inj: inj, target: injTarget{Link: &injLink{Proto: "tcp", Dst: "10.0.0.2", DstPort: 5432, Direction: "out"}}},
-		"capacity": {inj: inj, target: injTarget{Cgroup: "db"}}}}
+		"link":     {inj: inj, target: leaseapi.Target{Link: &leaseapi.Link{Proto: "tcp", Dst: "10.0.0.2", DstPort: 5432, Direction: "out"}}},
+		"capacity": {inj: inj, target: leaseapi.Target{Cgroup: "db"}}}}
 	start := time.Now()
 	for _, kind := range []gradient.Kind{gradient.KindLink, gradient.KindCapacity} {
 		require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: string(kind), Element: string(kind), LeaseKind: kind.LeaseKind(),

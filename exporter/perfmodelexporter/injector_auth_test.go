@@ -20,6 +20,7 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
+	"github.com/tierscope/tierscope/internal/leaseapi"
 )
 
 // TestTokenGoesOnlyToConfiguredInjectors: a request that names its own
@@ -54,7 +55,7 @@ func TestTokenGoesOnlyToConfiguredInjectors(t *testing.T) {
 	// and its client carries the token there.
 	r, err := te.engine.newRunner(api.ExperimentRequest{Element: "link:a->b", Injector: inj.URL + "/"})
 	require.NoError(t, err)
-	err = r.plans["link:a->b"].inj.do(context.Background(), "GET", "/v1/health", nil, nil)
+	err = r.plans["link:a->b"].inj.Do(context.Background(), "GET", "/v1/health", nil, nil)
 	require.ErrorContains(t, err, "403")
 	require.Equal(t, int32(1), configured.Load(), "the configured injector gets the token")
 	require.Zero(t, stolen.Load())
@@ -99,10 +100,10 @@ func TestFailedLeaseMeasurementIsDiscarded(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := createDefaultConfig().(*Config)
-	inj := newInjectorClient(srv.URL, "", &http.Client{Timeout: time.Second})
+	inj := leaseapi.NewClient(srv.URL, "", &http.Client{Timeout: time.Second})
 	set := exportertest.NewNopSettings(metadata.Type)
 	r := &runner{x: &experiments{e: &engine{cfg: cfg, set: set}}, leases: map[string]*leaseRef{}, plans: map[string]elementPlan{
-		"link": {inj: inj, target: injTarget{Link: &injLink{Proto: "tcp", Dst: "10.0.0.2", DstPort: 5432, Direction: "out"}}}}}
+		"link": {inj: inj, target: leaseapi.Target{Link: &leaseapi.Link{Proto: "tcp", Dst: "10.0.0.2", DstPort: 5432, Direction: "out"}}}}}
 	start := func() {
 		require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: "L", Element: "link", LeaseKind: "delay",
 			Amplitude: 10, Period: time.Second, Cycles: 4, Start: time.Now(), Duration: time.Minute}))
