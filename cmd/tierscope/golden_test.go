@@ -2,15 +2,14 @@ package main
 
 import (
 	"crypto/sha256"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var updateGolden = flag.Bool("update", false, "rewrite testdata/golden from the current output")
+	"github.com/tierscope/tierscope/internal/golden"
+)
 
 // goldenStep is one command line of the golden session. $D in an argument is
 // the session's scratch directory; files lists outputs written there whose
@@ -80,40 +79,5 @@ func TestGoldenCLI(t *testing.T) {
 			fmt.Fprintf(&rec, "--- sha256($D/%s) = %x (%d bytes)\n", f, sha256.Sum256(data), len(data))
 		}
 	}
-	compareGolden(t, filepath.Join("testdata", "golden", "cli.txt"), strings.ReplaceAll(rec.String(), dir, "$D"))
-}
-
-// compareGolden fails unless got equals the golden file, or rewrites the file
-// under -update.
-func compareGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *updateGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (create it with -update)", err)
-	}
-	if string(want) == got {
-		return
-	}
-	wl, gl := strings.Split(string(want), "\n"), strings.Split(got, "\n")
-	for i := 0; i < max(len(wl), len(gl)); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			t.Fatalf("%s differs from line %d:\nwant: %s\ngot:  %s", path, i+1, w, g)
-		}
-	}
+	golden.Compare(t, filepath.Join("testdata", "golden", "cli.txt"), strings.ReplaceAll(rec.String(), dir, "$D"))
 }

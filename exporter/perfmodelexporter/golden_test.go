@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,11 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/golden"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/store"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite testdata/golden from the current output")
 
 // The API's JSON on fixed inputs, byte for byte: the documents a refactor of
 // the engine must leave unchanged. Regenerate (only when a change is meant)
@@ -77,7 +74,7 @@ func TestGoldenAPI(t *testing.T) {
 	} {
 		goldenGet(t, ta, &rec, path)
 	}
-	compareGolden(t, filepath.Join("testdata", "golden", "api.txt"), rec.String())
+	golden.Compare(t, filepath.Join("testdata", "golden", "api.txt"), rec.String())
 }
 
 // firstTransaction is the first transaction the catalog lists for web.
@@ -116,33 +113,4 @@ func goldenGet(t *testing.T, te *testEngine, rec *strings.Builder, path string) 
 	var out bytes.Buffer
 	require.NoError(t, json.Indent(&out, body, "", " "), string(body))
 	fmt.Fprintf(rec, "GET %s\n%d %s\n%s\n", path, resp.StatusCode, resp.Header.Get("Content-Type"), out.String())
-}
-
-// compareGolden fails unless got equals the golden file, or rewrites the file
-// under -update.
-func compareGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *updateGolden {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "create it with -update")
-	if string(want) == got {
-		return
-	}
-	wl, gl := strings.Split(string(want), "\n"), strings.Split(got, "\n")
-	for i := 0; i < max(len(wl), len(gl)); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			t.Fatalf("%s differs from line %d:\nwant: %s\ngot:  %s", path, i+1, w, g)
-		}
-	}
 }
