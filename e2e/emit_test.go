@@ -12,7 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tierscope/tierscope/internal/loadgen"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
 // Emitted is the truth about one span the SDK sent.

@@ -8,7 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/tierscope/tierscope/internal/loadgen"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
 // The attributes docs/formats.md §4 puts on a span whose parent was inferred.
@@ -25,7 +25,7 @@ const (
 	dropFraction = 0.8
 )
 
-// scenario is 200 overlapping web → app → db requests (see internal/loadgen)
+// scenario is 200 overlapping web → app → db requests (see internal/sim/loadgen)
 // timed so that the last span ends just now: they arrive as live traffic would.
 func scenario(t *testing.T) []loadgen.Trace {
 	t.Helper()

@@ -8,7 +8,7 @@
 #                 servicegraph (metrics) → debug/servicegraph-metrics
 #   baseline:     otlp/baseline     → batch → debug/baseline   (optional ceiling)
 #
-# internal/loadgen/cmd/loadgen sends the same three-tier spans (DROP_FRACTION of
+# internal/sim/loadgen/cmd/loadgen sends the same three-tier spans (DROP_FRACTION of
 # the requests lost their context on the web → app hop) to one pipeline at a
 # time, as fast as it accepts them, for DURATION each. Reported per pipeline:
 # spans/s accepted by the receiver, spans/s that reached the pipeline's exporter
@@ -102,7 +102,7 @@ cpu_seconds() {
 }
 
 log "building the load generator"
-go build -o "$OUT_DIR/loadgen" ./internal/loadgen/cmd/loadgen
+go build -o "$OUT_DIR/loadgen" ./internal/sim/loadgen/cmd/loadgen
 
 metrics_port=$(free_port)
 declare -A port

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The spectral gradient benchmarks on the simulator (internal/gradient/sim):
+# The spectral gradient benchmarks on the simulator (internal/sim/gradientsim):
 #   - paper 000 figure 8(a)–(f): the sensitivity sweeps of the §4 micro-benchmark
 #     (front → back end of N(100 ms, 30 ms), k = 8, N = 128, 30 ms delay, 10
 #     replications per point);
@@ -36,14 +36,14 @@ run() { # title, package, test regexp
   } >> "$report"
 }
 
-run "Figure 8(a): samples per injection period" ./internal/gradient/sim/ 'TestFigure8a'
-run "Figure 8(b): total sampling points N" ./internal/gradient/sim/ 'TestFigure8b'
-run "Figure 8(c): σ(FFT⁰) against N" ./internal/gradient/sim/ 'TestFigure8c'
-run "Figure 8(d): data points per bin k (N = 64, 32 samples per period)" ./internal/gradient/sim/ 'TestFigure8d'
-run "Figure 8(e): delay scale factor d (N = 64, k = 12)" ./internal/gradient/sim/ 'TestFigure8e'
-run "Figure 8(f): A_d against the response time's σ" ./internal/gradient/sim/ 'TestFigure8f'
-run "Spectral against time-domain estimates at equal perturbation (20 replications)" ./internal/gradient/sim/ 'TestSpectralVsTimeDomain'
-run "Spectral against the before/after step as the service time drifts (20 replications)" ./internal/gradient/sim/ 'TestSpectralVsStepUnderDrift'
+run "Figure 8(a): samples per injection period" ./internal/sim/gradientsim/ 'TestFigure8a'
+run "Figure 8(b): total sampling points N" ./internal/sim/gradientsim/ 'TestFigure8b'
+run "Figure 8(c): σ(FFT⁰) against N" ./internal/sim/gradientsim/ 'TestFigure8c'
+run "Figure 8(d): data points per bin k (N = 64, 32 samples per period)" ./internal/sim/gradientsim/ 'TestFigure8d'
+run "Figure 8(e): delay scale factor d (N = 64, k = 12)" ./internal/sim/gradientsim/ 'TestFigure8e'
+run "Figure 8(f): A_d against the response time's σ" ./internal/sim/gradientsim/ 'TestFigure8f'
+run "Spectral against time-domain estimates at equal perturbation (20 replications)" ./internal/sim/gradientsim/ 'TestSpectralVsTimeDomain'
+run "Spectral against the before/after step as the service time drifts (20 replications)" ./internal/sim/gradientsim/ 'TestSpectralVsStepUnderDrift'
 run "Communication patterns through the experiment state machine (10 seeds)" ./internal/gradient/ 'TestLongPatterns'
 run "Length of one link experiment (paper defaults)" ./internal/gradient/ 'TestLongTiming'
 run "The adaptive cycle inside the active window (20 seeds each way)" ./internal/gradient/ 'TestLongAdaptiveInWindow'

@@ -9,5 +9,5 @@ cd "$(dirname "$0")/.."
 SEEDS="${SEEDS:-10}"
 mkdir -p out
 SIGNATURE_REPORT="$PWD/out/signature-report.md" SIGNATURE_SEEDS="$SEEDS" \
-  go test -count=1 -timeout 60m -run '^TestSignatureReport$' ./internal/signature/tpcwsim/
+  go test -count=1 -timeout 60m -run '^TestSignatureReport$' ./internal/sim/tpcwsim/
 echo "wrote out/signature-report.md"

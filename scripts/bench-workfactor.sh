@@ -9,13 +9,13 @@ cd "$(dirname "$0")/.."
 out=${OUT:-out}/workfactor
 mkdir -p "$out"
 go build -o bin/tierscope ./cmd/tierscope
-go run ./internal/workfactor/paperexp/cmd/wfreplay -report > "$out/tables.md"
+go run ./internal/sim/paperexp/cmd/wfreplay -report > "$out/tables.md"
 echo "tables: $out/tables.md"
 for mode in machine process; do
   flag=""
   [ "$mode" = process ] && flag=-per-process
   csv="$out/replay-$mode.csv"
-  go run ./internal/workfactor/paperexp/cmd/wfreplay -csv "$csv" $flag
+  go run ./internal/sim/paperexp/cmd/wfreplay -csv "$csv" $flag
   rows=$(($(wc -l < "$csv") - 1))
   start=$(date +%s.%N)
   bin/tierscope workfactor --in "$csv" --every-period --out "$out/estimates-$mode.jsonl"

@@ -19,7 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/tierscope/tierscope/internal/api"
-	"github.com/tierscope/tierscope/internal/loadgen"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
 const crashChildEnv = "TIERSCOPE_PERFMODEL_CRASH_CHILD"

@@ -26,7 +26,7 @@ import (
 
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/internal/api"
-	"github.com/tierscope/tierscope/internal/loadgen"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
 var loadStart = time.Unix(1_700_000_000, 0)

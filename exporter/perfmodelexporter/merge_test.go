@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierscope/tierscope/internal/api"
-	"github.com/tierscope/tierscope/internal/loadgen"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 	"github.com/tierscope/tierscope/internal/store/pgtest"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/gradient/sim"
+	sim "github.com/tierscope/tierscope/internal/sim/gradientsim"
 )
 
 // Where the response is not one line in the basis, a one-sided capacity

@@ -18,7 +18,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/gradient/sim"
+	sim "github.com/tierscope/tierscope/internal/sim/gradientsim"
 	"github.com/tierscope/tierscope/internal/spectral"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/gradient/sim"
+	sim "github.com/tierscope/tierscope/internal/sim/gradientsim"
 	"github.com/tierscope/tierscope/internal/spectral"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/gradient/sim"
+	sim "github.com/tierscope/tierscope/internal/sim/gradientsim"
 )
 
 // With the adaptive cycle as the window's first period, one link costs its

@@ -6,7 +6,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/tierscope/tierscope/internal/loadgen"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
 // BenchmarkStitch stitches 2,000 overlapping web → app → db requests (about

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
-	"github.com/tierscope/tierscope/internal/loadgen"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 	"github.com/tierscope/tierscope/internal/stitch"
 	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadata"
 	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadatatest"

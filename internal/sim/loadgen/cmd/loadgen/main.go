@@ -1,9 +1,9 @@
-// Command loadgen sends the three-tier shop scenario of internal/loadgen to an
+// Command loadgen sends the three-tier shop scenario of internal/sim/loadgen to an
 // OTLP/gRPC endpoint as fast as it accepts it, for a bounded time and span
 // count, and prints one JSON line with the accepted rate. It is the load side of
 // scripts/bench-causalpath.sh and not part of the tierscope CLI.
 //
-//	go run ./internal/loadgen/cmd/loadgen --endpoint 127.0.0.1:4317 --duration 20s
+//	go run ./internal/sim/loadgen/cmd/loadgen --endpoint 127.0.0.1:4317 --duration 20s
 //
 // Span timestamps follow the scenario's own timeline (a request every 12–24 ms
 // by default), starting at the current time. Sending faster than real time
@@ -29,7 +29,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/tierscope/tierscope/internal/loadgen"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
 type result struct {

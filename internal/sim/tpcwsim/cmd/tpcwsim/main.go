@@ -1,8 +1,8 @@
 // Command tpcwsim writes the monitoring windows (docs/formats.md §6) of one run of
 // the paper 004 case-study replay. testdata/signature/ was made with it:
 //
-//	go run ./internal/signature/tpcwsim/cmd/tpcwsim --workload I --seed 1 --out testdata/signature/tpcw-v1-mix1.csv
-//	go run ./internal/signature/tpcwsim/cmd/tpcwsim --workload II --seed 2 --home-extra-ms 2 --out testdata/signature/tpcw-v2-home+2ms-mix2.csv
+//	go run ./internal/sim/tpcwsim/cmd/tpcwsim --workload I --seed 1 --out testdata/signature/tpcw-v1-mix1.csv
+//	go run ./internal/sim/tpcwsim/cmd/tpcwsim --workload II --seed 2 --home-extra-ms 2 --out testdata/signature/tpcw-v2-home+2ms-mix2.csv
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 	"slices"
 
 	"github.com/tierscope/tierscope/internal/signature"
-	"github.com/tierscope/tierscope/internal/signature/tpcwsim"
+	"github.com/tierscope/tierscope/internal/sim/tpcwsim"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 //go:build long
 
-package sim
+package gradientsim
 
 // The sensitivity sweeps of paper 000 figure 8(a)–(f) and the comparison of
 // the spectral estimate with time-domain ones, on the §4 micro-benchmark.

@@ -75,7 +75,7 @@ func AppendOTLP(td ptrace.Traces, traces []Trace, ids *IDs) [][]SpanIDs {
 				attrs.PutStr("telemetry.sdk.language", "go")
 				attrs.PutStr("telemetry.sdk.name", "opentelemetry")
 				ss := rs.ScopeSpans().AppendEmpty()
-				ss.Scope().SetName("github.com/tierscope/tierscope/internal/loadgen")
+				ss.Scope().SetName("github.com/tierscope/tierscope/internal/sim/loadgen")
 				spans = ss.Spans()
 				scopes[s.Instance] = spans
 			}

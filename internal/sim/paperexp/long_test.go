@@ -3,7 +3,7 @@
 package paperexp
 
 // The full experiments of docs/workfactor-report.md: every seed, every variant.
-// About a minute: go test -tags long -run Long -v ./internal/workfactor/paperexp/
+// About a minute: go test -tags long -run Long -v ./internal/sim/paperexp/
 // (scripts/bench-workfactor.sh writes the same tables to a file).
 
 import (

@@ -1,4 +1,4 @@
-// Package sim is a deterministic discrete-event simulator of a front tier
+// Package gradientsim is a deterministic discrete-event simulator of a front tier
 // calling back ends over one-way links, with an injector that runs the
 // experiment's square-wave leases. It reproduces the micro-benchmark of
 // paper 000 §4 (a front end calling one back end whose service time is
@@ -11,7 +11,7 @@
 //
 // Time is in Unix seconds. The same Config and seed always give the same
 // samples.
-package sim
+package gradientsim
 
 import (
 	"container/heap"

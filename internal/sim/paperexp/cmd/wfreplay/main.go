@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tierscope/tierscope/internal/workfactor/paperexp"
+	"github.com/tierscope/tierscope/internal/sim/paperexp"
 )
 
 func main() {
