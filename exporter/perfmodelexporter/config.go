@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/spectral"
 	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
@@ -141,106 +140,44 @@ func isLoopback(endpoint string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-// ExperimentsConfig configures the gradient experiments (paper 000 §3):
-// where the injectors are, the spectral defaults and the safety bounds.
+// ExperimentsConfig configures the gradient experiments (paper 000 §3): where
+// the injectors are, the experiment settings and the safety bounds. The
+// reasons behind the defaults are in docs/configuration.md.
 type ExperimentsConfig struct {
+	// Settings are k, n, chunks, scale, min_samples_per_period, min_snr,
+	// max_windows, max_perturbation, perturbation_measure,
+	// adaptive_in_window and reference_requests, passed to every experiment
+	// as they are (a request may override k, n and scale).
+	gradient.Settings `mapstructure:",squash"`
+
 	// Injector is the default injector URL (http://host:18777).
 	Injector string `mapstructure:"injector"`
-	// Token, when set, is sent as a bearer token to the configured injectors,
-	// never to any other URL: a request may only name a configured injector.
+	// Token is sent as a bearer token to the configured injectors only.
 	Token configopaque.String `mapstructure:"token"`
-	// Client is how the coordinator reaches the injectors: TLS, CA, proxy
-	// (its endpoint is unused; a zero timeout takes request_timeout).
+	// Client is how the coordinator reaches the injectors (TLS, CA, proxy);
+	// its endpoint is unused and a zero timeout takes request_timeout.
 	Client confighttp.ClientConfig `mapstructure:"client"`
 	// Links gives, per "source->target", the address a delay lease matches
-	// and the injector on the caller's host. A link without an entry takes
-	// the address its caller's CLIENT spans called the target at most
-	// (server.address and server.port, learned from the traces) or the
-	// connection inventory shows open connections to, and the default
-	// injector; a target that is itself host:port is its address.
+	// and the injector on the caller's host; unlisted links are learned from
+	// the traces and the connection inventory.
 	Links map[string]ExperimentLink `mapstructure:"links"`
-	// Capacities names the cgroups whose CPU capacity "capacity:<name>"
-	// experiments perturb (paper 003 §III-C).
+	// Capacities names the cgroups "capacity:<name>" experiments perturb.
 	Capacities map[string]ExperimentCapacity `mapstructure:"capacities"`
-	// Frequencies names the CPUs whose speed "frequency:<name>" experiments
-	// perturb through the injector's cpufreq lease (paper 003 §III-B).
+	// Frequencies names the CPUs "frequency:<name>" experiments perturb.
 	Frequencies map[string]ExperimentFrequency `mapstructure:"frequencies"`
 	// FrontServices are the services whose SERVER spans are the measured
-	// transactions; empty means the root span of every trace.
+	// transactions; empty means every trace's root span.
 	FrontServices []string `mapstructure:"front_services"`
-	// K, N, Chunks (M) and Scale (d) are the spectral defaults a request
-	// may override (k, n, scale).
-	K      int     `mapstructure:"k"`
-	N      int     `mapstructure:"n"`
-	Chunks int     `mapstructure:"chunks"`
-	Scale  float64 `mapstructure:"scale"`
-	// MaxP99Ms is the default SLO bound of the guard; 0 turns it off.
+	// MaxP99Ms is the guard's default SLO bound; 0 turns it off.
 	MaxP99Ms float64 `mapstructure:"max_p99_ms"`
-	// MaxDelay caps every requested delay; keep it at the injectors'
-	// max_delay so no lease is refused as over the cap.
+	// MaxDelay caps every requested delay; keep it at the injectors' max_delay.
 	MaxDelay time.Duration `mapstructure:"max_delay"`
-	// MinDelay is the smallest amplitude a delay wave is given. Below about
-	// a millisecond the injected delay is no more certain than its size
-	// (paper 000 figure 7; our injector's error is ~0.13 ms), and a wave
-	// that small is lost in the response time's noise.
+	// MinDelay is the smallest amplitude a delay wave is given.
 	MinDelay time.Duration `mapstructure:"min_delay"`
-	// DelayFloor is a delay every packet of a link lease gets under the
-	// wave (the injector's wave.floor). Holding a packet costs the injector
-	// more CPU than passing it; with a floor both phases hold every packet,
-	// so that CPU does not rise and fall with the wave, where on a host the
-	// application shares it would read as gradient. It moves the response
-	// time by floor × gradient for the whole lease; 0 turns it off.
+	// DelayFloor is a delay every packet of a link lease gets under the wave
+	// (the injector's wave.floor), so the injector's CPU does not follow the
+	// wave; 0 turns it off.
 	DelayFloor time.Duration `mapstructure:"delay_floor"`
-	// MinSNR is the least SNR of the target transaction's spike; below it
-	// an element is measured again with up to 3 times the amplitude, and the
-	// windows' spikes are averaged coherently, until the combined SNR
-	// reaches it or max_windows have run (0 turns it off). At SNR 6 the
-	// estimate's standard error is ~12%.
-	MinSNR float64 `mapstructure:"min_snr"`
-	// MinSamplesPerPeriod bounds the wave's frequency: every period spans at
-	// least this many bins, k_d ≤ N/min_samples_per_period (default 8, paper
-	// 000 figure 8(a)). A CPU capacity or frequency element answers through
-	// a queue that needs time to settle after each change; a half period
-	// shorter than a few of its relaxation times attenuates the response and
-	// reads the gradient low, so such experiments want 16 or more.
-	MinSamplesPerPeriod float64 `mapstructure:"min_samples_per_period"`
-	// MaxWindows bounds an element's active windows of N bins (default 2).
-	// On a noisy host, where the perturbation bound keeps the amplitude
-	// down, more windows are what buys precision: the SNR grows with their
-	// square root.
-	MaxWindows int `mapstructure:"max_windows"`
-	// MaxPerturbation bounds the active windows' perturbation of each
-	// transaction's response time, in standard deviations of its natural
-	// noise (paper 000 Table 3 keeps it under 1): A_d′ is kept to 0.8 of it
-	// by the adaptive cycle's gradients, leaving room for their error, and a
-	// second window that would pass it keeps the first's amplitude.
-	// min_delay overrides it. 0 lifts the bound. A capacity wave above the
-	// operating point only grants, so no request is slower for it, and only
-	// max_grant_fraction bounds it.
-	MaxPerturbation float64 `mapstructure:"max_perturbation"`
-	// PerturbationMeasure is what max_perturbation bounds: "peak" (the
-	// default), the change while the wave is on, or "mean", that change
-	// averaged over the window, half the peak: paper 000 Table 3's
-	// increase in response time during the measurement. "mean" lets the
-	// wave's peak reach twice the bound; on the namespace testbed it did
-	// not save windows, as the first is still kept down by the one-cycle
-	// gradients' error (docs/gradient-report.md, run AF).
-	PerturbationMeasure string `mapstructure:"perturbation_measure"`
-	// AdaptiveInWindow runs a link's adaptive cycle (paper 000 §3) as the
-	// active window's first periods instead of a phase of its own: A⁰ for
-	// as few periods as the first on-phase's spans need to arrive
-	// (lateness), then A_d′ for the rest. A link then takes its N bins, the
-	// lead time and the lateness, a period and a lateness less; a plan
-	// whose window is too short for it runs the separate phase. On by
-	// default: on the namespace testbed, with the requests that did not
-	// cross the link as references, three runs read 24 of 24 asserted
-	// values within ±10% (the separate phase 22 of 24 in three), one
-	// window of 128 bins taking N·ΔTs + 6.6–7.3 s against N·ΔTs + 22–26 s
-	// (docs/gradient-report.md, runs AV–BA); before the references three
-	// runs read 15 of 24 (runs N, O and Q). CPU waves (frequencies,
-	// capacities) keep the separate phase, as the real cgroup runs measured
-	// them.
-	AdaptiveInWindow bool `mapstructure:"adaptive_in_window"`
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`
 	// Lateness is how long after a bin ends its samples may still arrive;
@@ -250,29 +187,9 @@ type ExperimentsConfig struct {
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
 	// SampleBuffer bounds the samples queued per experiment; more are dropped.
 	SampleBuffer int `mapstructure:"sample_buffer"`
-	// StealCovariate adjusts the training and every active window for the
-	// hosts' CPU steal (spectral.Adjust): the time a hypervisor takes from
-	// the VMs slows every tier at once, and on the namespace testbed it
-	// explained 88% of the variance of 5 s response-time means. It needs the
-	// hostmetrics cpu scraper with system.cpu.utilization enabled and a
-	// collection_interval shorter than a bin (1s); without those metrics,
-	// or on hosts without steal, nothing changes. Off by default: in
-	// simulation it halves the error, but its two testbed runs so far read
-	// 4 and 5 of 8 values within ±10% (docs/gradient-report.md, AC and AE).
+	// StealCovariate adjusts the training and the active windows for the
+	// hosts' CPU steal (needs system.cpu.utilization at least once a bin).
 	StealCovariate bool `mapstructure:"steal_covariate"`
-	// ReferenceRequests adjusts each transaction's active windows of a link
-	// for its requests that did not call over the link (gradient.Config.
-	// References): where a transaction splits over replicas, the other
-	// replica's requests share the host's noise but not the wave. A request
-	// counts as one that did not cross only when its trace shows the
-	// link's caller calling, every call at a known address, none at the
-	// delayed one. A reference whose own response to the wave is
-	// significant is dropped for the estimate without it. On by default: on
-	// the namespace testbed's load-balanced links it read 10 of 12 values
-	// within ±10% in three runs, where the same windows without it read 8
-	// of 12, and its SNR was 1.4–2.2× (docs/gradient-report.md, AO–AQ).
-	// Where traces lack server.address and server.port nothing changes.
-	ReferenceRequests bool `mapstructure:"reference_requests"`
 }
 
 // injectorURLs is the configured set of injectors: experiments.injector and
@@ -389,21 +306,24 @@ type ExperimentCPU struct {
 	MaxFraction     float64 `mapstructure:"max_fraction"`
 }
 
-func (n ExperimentCPU) validate(f string, bad func(field, format string, args ...any)) {
+// Validate checks the node's own fields.
+func (n ExperimentCPU) Validate() error {
+	var errs []error
 	if n.Injector != "" {
 		if err := checkURL(n.Injector); err != nil {
-			bad(f+".injector", "%v", err)
+			errs = append(errs, fmt.Errorf("injector: %w", err))
 		}
 	}
 	if n.FrequencyMHz < 0 {
-		bad(f+".frequency_mhz", "must be ≥ 0, got %v", n.FrequencyMHz)
+		errs = append(errs, fmt.Errorf("frequency_mhz: must be ≥ 0, got %v", n.FrequencyMHz))
 	}
 	if n.Machine == "" || n.Process == "" {
-		bad(f, "machine and process are required: their CPU readings give the demand α·w")
+		errs = append(errs, errors.New("machine and process are required: their CPU readings give the demand α·w"))
 	}
 	if n.InitialFraction < 0 || n.InitialFraction >= 1 || n.MaxFraction < 0 || n.MaxFraction >= 1 {
-		bad(f, "initial_fraction and max_fraction must be in [0, 1), got %v and %v", n.InitialFraction, n.MaxFraction)
+		errs = append(errs, fmt.Errorf("initial_fraction and max_fraction must be in [0, 1), got %v and %v", n.InitialFraction, n.MaxFraction))
 	}
+	return errors.Join(errs...)
 }
 
 // fractions are A⁰ and the largest amplitude, with their defaults.
@@ -430,104 +350,152 @@ type ExperimentFrequency struct {
 	CPUs []int `mapstructure:"cpus"`
 }
 
-func (c ExperimentsConfig) validate(bad func(field, format string, args ...any)) {
-	for name, fr := range c.Frequencies {
-		f := "experiments.frequencies." + name
-		fr.validate(f, bad)
-		if len(fr.CPUs) == 0 {
-			bad(f+".cpus", "is required: the CPU numbers whose speed the lease changes")
-		}
-		for _, cpu := range fr.CPUs {
-			if cpu < 0 {
-				bad(f+".cpus", "CPU numbers are ≥ 0, got %d", cpu)
-			}
+// Validate checks the CPUs the lease drives (the node's own fields are
+// checked by ExperimentCPU.Validate).
+func (fr ExperimentFrequency) Validate() error {
+	if len(fr.CPUs) == 0 {
+		return errors.New("cpus: is required: the CPU numbers whose speed the lease changes")
+	}
+	for _, cpu := range fr.CPUs {
+		if cpu < 0 {
+			return fmt.Errorf("cpus: CPU numbers are ≥ 0, got %d", cpu)
 		}
 	}
-	for name, cp := range c.Capacities {
-		f := "experiments.capacities." + name
-		cp.validate(f, bad)
-		if strings.TrimSpace(cp.Cgroup) == "" {
-			bad(f+".cgroup", "is required")
+	return nil
+}
+
+// Validate checks the cgroup, its cores and the sides (the node's own fields
+// are checked by ExperimentCPU.Validate).
+func (cp ExperimentCapacity) Validate() error {
+	var errs []error
+	if strings.TrimSpace(cp.Cgroup) == "" {
+		errs = append(errs, errors.New("cgroup: is required"))
+	}
+	if !(cp.Cores > 0) {
+		errs = append(errs, fmt.Errorf("cores: must be > 0, got %v", cp.Cores))
+	}
+	if !(cp.MaxGrantFraction >= 0) || math.IsInf(cp.MaxGrantFraction, 0) {
+		errs = append(errs, fmt.Errorf("max_grant_fraction: must be ≥ 0 (0: the default, 1), got %v", cp.MaxGrantFraction))
+	}
+	seen := map[string]bool{}
+	for i, side := range cp.Sides {
+		switch {
+		case side != gradient.SideBelow && side != gradient.SideCentered && side != gradient.SideAbove:
+			errs = append(errs, fmt.Errorf("sides[%d]: want below, centered or above, got %q", i, side))
+		case seen[side]:
+			errs = append(errs, fmt.Errorf("sides[%d]: %q is listed twice", i, side))
 		}
-		if !(cp.Cores > 0) {
-			bad(f+".cores", "must be > 0, got %v", cp.Cores)
+		seen[side] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the link's address and injector.
+func (l ExperimentLink) Validate() error {
+	var errs []error
+	if _, err := parseLinkAddress(l.Address); err != nil {
+		errs = append(errs, fmt.Errorf("address: %w", err))
+	}
+	if l.Injector != "" {
+		if err := checkURL(l.Injector); err != nil {
+			errs = append(errs, fmt.Errorf("injector: %w", err))
 		}
-		if !(cp.MaxGrantFraction >= 0) || math.IsInf(cp.MaxGrantFraction, 0) {
-			bad(f+".max_grant_fraction", "must be ≥ 0 (0: the default, 1), got %v", cp.MaxGrantFraction)
-		}
-		seen := map[string]bool{}
-		for i, side := range cp.Sides {
-			switch {
-			case side != gradient.SideBelow && side != gradient.SideCentered && side != gradient.SideAbove:
-				bad(fmt.Sprintf("%s.sides[%d]", f, i), "want below, centered or above, got %q", side)
-			case seen[side]:
-				bad(fmt.Sprintf("%s.sides[%d]", f, i), "%q is listed twice", side)
-			}
-			seen[side] = true
-		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the coordinator's own fields; the experiment settings,
+// links, capacities and frequencies validate themselves.
+func (c ExperimentsConfig) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	if c.Injector != "" {
 		if err := checkURL(c.Injector); err != nil {
-			bad("experiments.injector", "%v", err)
+			bad("injector", "%v", err)
 		}
-	}
-	for name, l := range c.Links {
-		if _, err := parseLinkAddress(l.Address); err != nil {
-			bad("experiments.links."+name+".address", "%v", err)
-		}
-		if l.Injector != "" {
-			if err := checkURL(l.Injector); err != nil {
-				bad("experiments.links."+name+".injector", "%v", err)
-			}
-		}
-	}
-	train := spectral.TrainConfig{K: c.K, N: c.N, Chunks: c.Chunks, Scale: c.Scale, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod}
-	if err := train.Validate(); err != nil {
-		bad("experiments", "%v", err)
-	} else if err := spectral.CheckMinSamplesPerPeriod(c.MinSamplesPerPeriod, c.N); err != nil {
-		bad("experiments.min_samples_per_period", "%v", err)
 	}
 	if !(c.MaxP99Ms >= 0) {
-		bad("experiments.max_p99_ms", "must be ≥ 0, got %v", c.MaxP99Ms)
-	}
-	if !(c.MinSNR >= 0) || math.IsInf(c.MinSNR, 0) {
-		bad("experiments.min_snr", "must be ≥ 0, got %v", c.MinSNR)
-	}
-	if c.MaxWindows < 1 || c.MaxWindows > gradient.MaxWindowsLimit {
-		bad("experiments.max_windows", "must be in [1, %d], got %d", gradient.MaxWindowsLimit, c.MaxWindows)
-	}
-	if !(c.MaxPerturbation >= 0) || math.IsInf(c.MaxPerturbation, 0) {
-		bad("experiments.max_perturbation", "must be ≥ 0, got %v", c.MaxPerturbation)
-	}
-	if err := gradient.CheckPerturbationMeasure(c.PerturbationMeasure); err != nil {
-		bad("experiments.perturbation_measure", "%v", err)
+		bad("max_p99_ms", "must be ≥ 0, got %v", c.MaxP99Ms)
 	}
 	if c.DelayFloor < 0 || c.DelayFloor >= c.MaxDelay {
-		bad("experiments.delay_floor", "must be in [0, max_delay %v), got %v", c.MaxDelay, c.DelayFloor)
+		bad("delay_floor", "must be in [0, max_delay %v), got %v", c.MaxDelay, c.DelayFloor)
 	}
 	if c.MinDelay < 0 || c.MinDelay > c.MaxDelay {
-		bad("experiments.min_delay", "must be in [0, max_delay %v], got %v", c.MaxDelay, c.MinDelay)
+		bad("min_delay", "must be in [0, max_delay %v], got %v", c.MaxDelay, c.MinDelay)
 	}
 	if c.MaxDelay <= 0 {
-		bad("experiments.max_delay", "must be > 0, got %v", c.MaxDelay)
+		bad("max_delay", "must be > 0, got %v", c.MaxDelay)
 	}
 	if c.MaxConcurrent < 1 {
-		bad("experiments.max_concurrent", "must be ≥ 1, got %d", c.MaxConcurrent)
+		bad("max_concurrent", "must be ≥ 1, got %d", c.MaxConcurrent)
 	}
 	if c.Lateness < 0 {
-		bad("experiments.lateness", "must be ≥ 0, got %v", c.Lateness)
+		bad("lateness", "must be ≥ 0, got %v", c.Lateness)
 	}
 	if c.RequestTimeout <= 0 {
-		bad("experiments.request_timeout", "must be > 0, got %v", c.RequestTimeout)
+		bad("request_timeout", "must be > 0, got %v", c.RequestTimeout)
 	}
 	if c.SampleBuffer < 1 {
-		bad("experiments.sample_buffer", "must be ≥ 1, got %d", c.SampleBuffer)
+		bad("sample_buffer", "must be ≥ 1, got %d", c.SampleBuffer)
 	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the solver.
+func (c WorkFactorsConfig) Validate() error {
+	if _, err := workfactor.ParseMethod(c.Method); err != nil {
+		return fmt.Errorf("method: %w", err)
+	}
+	return nil
+}
+
+// Validate checks that every bound admits something.
+func (c LimitsConfig) Validate() error {
+	if c.MaxServices < 1 || c.MaxEdges < 1 || c.MaxPatterns < 1 {
+		return fmt.Errorf("max_services, max_edges and max_patterns must be ≥ 1, got %+v", c)
+	}
+	return nil
+}
+
+// Validate checks the quantum and the message bound (the quantum's bound by
+// the window is Config's).
+func (c AsyncConfig) Validate() error {
+	var errs []error
+	if c.Quantum <= 0 {
+		errs = append(errs, fmt.Errorf("quantum: must be > 0, got %v", c.Quantum))
+	}
+	if c.MaxMessages < 0 {
+		errs = append(errs, fmt.Errorf("max_messages: must be ≥ 0, got %d", c.MaxMessages))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the DSN and the retention (downsample_to's fit with the
+// window is Config's).
+func (c StorageConfig) Validate() error {
+	var errs []error
+	if strings.TrimSpace(c.DSN) == "" {
+		errs = append(errs, errors.New("dsn: must be set (sqlite:///path.db or postgres://...)"))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("retention: must be ≥ 0, got %v", c.Retention))
+	}
+	if c.DownsampleAfter < 0 || c.DownsampleTo < 0 {
+		errs = append(errs, errors.New("downsample_after and downsample_to must be ≥ 0"))
+	}
+	if c.DownsampleAfter > 0 && c.Retention > 0 && c.Retention <= c.DownsampleAfter {
+		errs = append(errs, fmt.Errorf("retention: must exceed downsample_after (%v), got %v", c.DownsampleAfter, c.Retention))
+	}
+	return errors.Join(errs...)
 }
 
 var _ component.Config = (*Config)(nil)
 
-// Validate checks the configuration, naming the field at fault.
+// Validate checks the top-level fields and what spans several nested structs
+// (the window against the time constants, the auth experiments need); the
+// collector calls each nested struct's Validate too (xconfmap.Validate).
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -554,39 +522,18 @@ func (c *Config) Validate() error {
 	if c.MaxSpansPerTrace < 1 {
 		bad("max_spans_per_trace", "must be ≥ 1, got %d", c.MaxSpansPerTrace)
 	}
-	if c.Limits.MaxServices < 1 || c.Limits.MaxEdges < 1 || c.Limits.MaxPatterns < 1 {
-		bad("limits", "max_services, max_edges and max_patterns must be ≥ 1, got %+v", c.Limits)
-	}
 	if c.WorkFactors.HalfLife < c.Window {
 		bad("work_factors.half_life", "must be at least one window (%v), got %v", c.Window, c.WorkFactors.HalfLife)
 	}
 	if c.WorkFactors.SmoothingHalfLife < c.Window {
 		bad("work_factors.smoothing_half_life", "must be at least one window (%v), got %v", c.Window, c.WorkFactors.SmoothingHalfLife)
 	}
-	if _, err := workfactor.ParseMethod(c.WorkFactors.Method); err != nil {
-		bad("work_factors.method", "%v", err)
-	}
-	if c.Async.Quantum <= 0 || c.Async.Quantum > c.Window {
-		bad("async.quantum", "must be > 0 and at most window, got %v", c.Async.Quantum)
-	}
-	if c.Async.MaxMessages < 0 {
-		bad("async.max_messages", "must be ≥ 0, got %d", c.Async.MaxMessages)
-	}
-	if strings.TrimSpace(c.Storage.DSN) == "" {
-		bad("storage.dsn", "must be set (sqlite:///path.db or postgres://...)")
-	}
-	if c.Storage.Retention < 0 {
-		bad("storage.retention", "must be ≥ 0, got %v", c.Storage.Retention)
-	}
-	if c.Storage.DownsampleAfter < 0 || c.Storage.DownsampleTo < 0 {
-		bad("storage.downsample_after", "and downsample_to must be ≥ 0")
+	if c.Async.Quantum > c.Window {
+		bad("async.quantum", "must be at most window, got %v", c.Async.Quantum)
 	}
 	if c.Storage.DownsampleAfter > 0 {
 		if c.Storage.DownsampleTo <= c.Window || c.Storage.DownsampleTo%c.Window != 0 {
 			bad("storage.downsample_to", "must be a multiple of window larger than it, got %v", c.Storage.DownsampleTo)
-		}
-		if c.Storage.Retention > 0 && c.Storage.Retention <= c.Storage.DownsampleAfter {
-			bad("storage.retention", "must exceed downsample_after (%v), got %v", c.Storage.DownsampleAfter, c.Storage.Retention)
 		}
 	}
 	if c.CapacityMHz < 0 {
@@ -597,7 +544,6 @@ func (c *Config) Validate() error {
 			bad("machine_capacity_mhz."+m, "must be > 0, got %v", v)
 		}
 	}
-	c.Experiments.validate(bad)
 	// Experiments make injectors perturb hosts: their API is for
 	// authenticated callers, or for local ones on a loopback endpoint.
 	if len(c.Experiments.injectorURLs()) > 0 && !c.Auth.HasValue() && !isLoopback(c.NetAddr.Endpoint) {

@@ -23,7 +23,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, time.Minute, c.Window)
 			require.Equal(t, "sqlite://perfmodel.db", c.Storage.DSN)
 			require.Equal(t, 2, c.Experiments.MaxWindows)
-			require.Equal(t, 8.0, c.Experiments.MinSamplesPerPeriod, "paper 000 figure 8(a)")
+			require.Equal(t, 8.0, c.Experiments.Train.MinSamplesPerPeriod, "paper 000 figure 8(a)")
 			require.Equal(t, "peak", c.Experiments.PerturbationMeasure)
 			require.Equal(t, WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"}, c.WorkFactors)
 		},
@@ -34,7 +34,7 @@ func TestLoadConfig(t *testing.T) {
 			require.Equal(t, 12*time.Hour, c.Storage.DownsampleAfter)
 			require.Equal(t, 9170.0, c.MachineCapacityMHz["xd008"])
 			require.Equal(t, 4, c.Experiments.MaxWindows)
-			require.Equal(t, 16.0, c.Experiments.MinSamplesPerPeriod)
+			require.Equal(t, 16.0, c.Experiments.Train.MinSamplesPerPeriod)
 			require.Equal(t, "mean", c.Experiments.PerturbationMeasure)
 			require.Equal(t, WorkFactorsConfig{HalfLife: time.Hour, SmoothingHalfLife: 15 * time.Minute, Method: "ridge"}, c.WorkFactors)
 		},
@@ -57,21 +57,21 @@ func TestValidateNamesField(t *testing.T) {
 		"trace_wait":                         func(c *Config) { c.TraceWait = -1 },
 		"max_open_traces":                    func(c *Config) { c.MaxOpenTraces = 0 },
 		"limits":                             func(c *Config) { c.Limits.MaxEdges = 0 },
-		"storage.dsn":                        func(c *Config) { c.Storage.DSN = " " },
+		"storage: dsn":                       func(c *Config) { c.Storage.DSN = " " },
 		"storage.downsample_to":              func(c *Config) { c.Storage.DownsampleTo = 90 * time.Second },
-		"storage.retention":                  func(c *Config) { c.Storage.Retention = time.Hour },
+		"storage: retention":                 func(c *Config) { c.Storage.Retention = time.Hour },
 		"machine_capacity_mhz.x1":            func(c *Config) { c.MachineCapacityMHz = map[string]float64{"x1": 0} },
 		"work_factors.half_life":             func(c *Config) { c.WorkFactors.HalfLife = 30 * time.Second },
 		"work_factors.smoothing_half_life":   func(c *Config) { c.WorkFactors.SmoothingHalfLife = 0 },
-		"work_factors.method":                func(c *Config) { c.WorkFactors.Method = "lasso" },
-		"experiments.max_windows":            func(c *Config) { c.Experiments.MaxWindows = 0 },
-		"experiments.min_snr":                func(c *Config) { c.Experiments.MinSNR = -1 },
-		"experiments.min_samples_per_period": func(c *Config) { c.Experiments.MinSamplesPerPeriod = 1 },
-		"experiments.perturbation_measure":   func(c *Config) { c.Experiments.PerturbationMeasure = "max" },
+		"work_factors: method":               func(c *Config) { c.WorkFactors.Method = "lasso" },
+		"experiments::settings: max_windows": func(c *Config) { c.Experiments.MaxWindows = 0 },
+		"experiments::settings: min_snr":     func(c *Config) { c.Experiments.MinSNR = -1 },
+		"experiments::settings: min_samples_per_period": func(c *Config) { c.Experiments.Train.MinSamplesPerPeriod = 1 },
+		"experiments::settings: perturbation_measure":   func(c *Config) { c.Experiments.PerturbationMeasure = "max" },
 	} {
 		cfg := createDefaultConfig().(*Config)
 		mutate(cfg)
-		err := cfg.Validate()
+		err := xconfmap.Validate(cfg)
 		require.Error(t, err, field)
 		require.Contains(t, err.Error(), field+":", field)
 	}
@@ -82,7 +82,7 @@ func TestValidateNamesField(t *testing.T) {
 func TestMinSamplesPerPeriodBoundsTheWave(t *testing.T) {
 	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
 		c.Experiments.Links = map[string]ExperimentLink{"a->b": {Address: "tcp://127.0.0.1:9", Injector: "http://127.0.0.1:9"}}
-		c.Experiments.N, c.Experiments.MinSamplesPerPeriod = 128, 16
+		c.Experiments.Train.N, c.Experiments.Train.MinSamplesPerPeriod = 128, 16
 	})
 	r, err := te.engine.newRunner(api.ExperimentRequest{Element: "link:a->b", Injector: "http://127.0.0.1:9"})
 	require.NoError(t, err)

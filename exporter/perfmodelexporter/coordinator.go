@@ -461,7 +461,8 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 			routes = append(routes, p.route)
 		}
 	}
-	train := spectral.TrainConfig{K: xc.K, N: xc.N, Chunks: xc.Chunks, Scale: xc.Scale, MinSamplesPerPeriod: xc.MinSamplesPerPeriod}
+	settings := xc.Settings
+	train := &settings.Train
 	if req.K != 0 {
 		train.K = req.K
 	}
@@ -489,17 +490,11 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 	}
 	id := newExperimentID()
 	gcfg := gradient.Config{
-		ID:                  id,
-		Train:               train,
-		Elements:            elements,
-		Lateness:            lateness,
-		MinSNR:              xc.MinSNR,
-		MaxWindows:          xc.MaxWindows,
-		MaxPerturbation:     xc.MaxPerturbation,
-		PerturbationMeasure: xc.PerturbationMeasure,
-		AdaptiveInWindow:    xc.AdaptiveInWindow,
-		References:          xc.ReferenceRequests,
-		Guard:               gradient.Guard{P99Ms: p99},
+		ID:       id,
+		Settings: settings,
+		Elements: elements,
+		Lateness: lateness,
+		Guard:    gradient.Guard{P99Ms: p99},
 	}
 	now := time.Now()
 	label := strings.Join(names, ",")

@@ -41,7 +41,7 @@ func coordinatorChild(t *testing.T, arg string) {
 	te := startLiveEngine(t, "sqlite://"+filepath.Join(args[2], "p.db"), func(c *Config) {
 		c.Experiments.Injector = injectorURL
 		c.Experiments.Links = map[string]ExperimentLink{"front->back": {Address: fmt.Sprintf("udp://127.0.0.1:%d", echo)}}
-		c.Experiments.K, c.Experiments.N, c.Experiments.Chunks, c.Experiments.Scale = 4, 32, 2, 30
+		c.Experiments.Train.K, c.Experiments.Train.N, c.Experiments.Train.Chunks, c.Experiments.Train.Scale = 4, 32, 2, 30
 	})
 	startFront(t, te.engine, uint16(echo), 400)
 	var ex api.Experiment

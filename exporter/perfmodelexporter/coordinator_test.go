@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/confmap/xconfmap"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -53,50 +54,50 @@ func TestExperimentsConfigLoads(t *testing.T) {
 	require.Equal(t, ExperimentFrequency{CPUs: []int{2, 3}, ExperimentCPU: ExperimentCPU{FrequencyMHz: 2400, Machine: "db-host", Process: "postgres"}}, x.Frequencies["db"])
 	require.Equal(t, ExperimentCapacity{Cgroup: "system.slice/db.service", Cores: 2, Sides: []string{"below", "above"}, ExperimentCPU: ExperimentCPU{Machine: "db-host", Process: "postgres"}}, x.Capacities["db"])
 	require.Equal(t, []string{"web"}, x.FrontServices)
-	require.Equal(t, 16, x.K)
-	require.Equal(t, 64, x.N)
+	require.Equal(t, 16, x.Train.K)
+	require.Equal(t, 64, x.Train.N)
 	require.Equal(t, 2, x.MaxConcurrent)
 	require.Equal(t, 50*time.Millisecond, x.MaxDelay)
 	require.Equal(t, 5*time.Second, x.Lateness)
 	require.True(t, x.StealCovariate)
-	require.False(t, x.ReferenceRequests)
+	require.False(t, x.References)
 
 	def := createDefaultConfig().(*Config)
 	require.NoError(t, def.Validate())
 	require.Equal(t, 1, def.Experiments.MaxConcurrent)
 	require.Equal(t, 300*time.Microsecond, def.Experiments.DelayFloor)
 	require.False(t, def.Experiments.StealCovariate, "opt-in")
-	require.True(t, def.Experiments.ReferenceRequests, "on by default")
+	require.True(t, def.Experiments.References, "on by default")
 	for field, mutate := range map[string]func(*ExperimentsConfig){
-		"experiments.injector":           func(c *ExperimentsConfig) { c.Injector = "10.0.0.4:18777" },
-		"experiments.links.a->b.address": func(c *ExperimentsConfig) { c.Links = map[string]ExperimentLink{"a->b": {Address: "sctp://x:1"}} },
-		"experiments":                    func(c *ExperimentsConfig) { c.N = 100 },
-		"experiments.max_concurrent":     func(c *ExperimentsConfig) { c.MaxConcurrent = 0 },
-		"experiments.max_delay":          func(c *ExperimentsConfig) { c.MaxDelay = 0 },
-		"experiments.delay_floor":        func(c *ExperimentsConfig) { c.DelayFloor = c.MaxDelay },
-		"experiments.request_timeout":    func(c *ExperimentsConfig) { c.RequestTimeout = 0 },
-		"experiments.frequencies.db.cpus": func(c *ExperimentsConfig) {
+		"experiments: injector":             func(c *ExperimentsConfig) { c.Injector = "10.0.0.4:18777" },
+		"experiments::links::a->b: address": func(c *ExperimentsConfig) { c.Links = map[string]ExperimentLink{"a->b": {Address: "sctp://x:1"}} },
+		"experiments":                       func(c *ExperimentsConfig) { c.Train.N = 100 },
+		"experiments: max_concurrent":       func(c *ExperimentsConfig) { c.MaxConcurrent = 0 },
+		"max_delay":                         func(c *ExperimentsConfig) { c.MaxDelay = 0 },
+		"experiments: delay_floor":          func(c *ExperimentsConfig) { c.DelayFloor = c.MaxDelay },
+		"experiments: request_timeout":      func(c *ExperimentsConfig) { c.RequestTimeout = 0 },
+		"experiments::frequencies::db: cpus": func(c *ExperimentsConfig) {
 			c.Frequencies = map[string]ExperimentFrequency{"db": {ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
-		"experiments.frequencies.db": func(c *ExperimentsConfig) {
+		"experiments::frequencies::db": func(c *ExperimentsConfig) {
 			c.Frequencies = map[string]ExperimentFrequency{"db": {CPUs: []int{0}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p", MaxFraction: 1}}}
 		},
-		"experiments.links.a->b.injector": func(c *ExperimentsConfig) {
+		"experiments::links::a->b: injector": func(c *ExperimentsConfig) {
 			c.Links = map[string]ExperimentLink{"a->b": {Address: "h:1", Injector: "ftp://x"}}
 		},
-		"experiments.capacities.db.max_grant_fraction": func(c *ExperimentsConfig) {
+		"experiments::capacities::db: max_grant_fraction": func(c *ExperimentsConfig) {
 			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, MaxGrantFraction: -1, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
-		"experiments.capacities.db.sides[0]": func(c *ExperimentsConfig) {
+		"experiments::capacities::db: sides[0]": func(c *ExperimentsConfig) {
 			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"upward"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
-		"experiments.capacities.db.sides[2]": func(c *ExperimentsConfig) {
+		"experiments::capacities::db: sides[2]": func(c *ExperimentsConfig) {
 			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"above", "below", "above"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
 	} {
 		c := createDefaultConfig().(*Config)
 		mutate(&c.Experiments)
-		err := c.Validate()
+		err := xconfmap.Validate(c)
 		require.Error(t, err, field)
 		require.Contains(t, err.Error(), field+":", field)
 	}
@@ -423,10 +424,10 @@ func linkSetup(t *testing.T, queueBase uint16, k, chunks, n int, scale float64) 
 	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
 		c.Experiments.Injector = inj.url
 		c.Experiments.Links = map[string]ExperimentLink{"front->back": {Address: fmt.Sprintf("udp://127.0.0.1:%d", echo)}}
-		c.Experiments.K = k
-		c.Experiments.N = n
-		c.Experiments.Chunks = chunks
-		c.Experiments.Scale = scale
+		c.Experiments.Train.K = k
+		c.Experiments.Train.N = n
+		c.Experiments.Train.Chunks = chunks
+		c.Experiments.Train.Scale = scale
 	})
 	front := startFront(t, te.engine, echo, 400)
 	return te, inj, echo, front
@@ -652,7 +653,7 @@ func TestExperimentMeasuresSeveralElementsAfterOneTraining(t *testing.T) {
 			"front->back": {Address: fmt.Sprintf("udp://127.0.0.1:%d", echo)},
 			"front->idle": {Address: fmt.Sprintf("udp://127.0.0.1:%d", idle)},
 		}
-		c.Experiments.K, c.Experiments.N, c.Experiments.Chunks, c.Experiments.Scale = 8, 64, 3, 80
+		c.Experiments.Train.K, c.Experiments.Train.N, c.Experiments.Train.Chunks, c.Experiments.Train.Scale = 8, 64, 3, 80
 		c.Experiments.StealCovariate = true
 	})
 	front := startFront(t, te.engine, echo, 400)

@@ -14,7 +14,6 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
-	"github.com/tierscope/tierscope/internal/spectral"
 )
 
 // DefaultEndpoint serves the API on loopback only; exposing it is a decision.
@@ -49,9 +48,9 @@ func createDefaultConfig() component.Config {
 		},
 		WorkFactors: WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"},
 		Experiments: ExperimentsConfig{
-			K: spectral.DefaultK, N: spectral.DefaultN, Chunks: spectral.DefaultChunks, Scale: spectral.DefaultScale,
-			MaxDelay: 100 * time.Millisecond, MinDelay: time.Millisecond, DelayFloor: 300 * time.Microsecond, MinSNR: 6, MinSamplesPerPeriod: spectral.DefaultMinSamplesPerPeriod, MaxWindows: 2, MaxPerturbation: 1, PerturbationMeasure: gradient.PerturbationPeak, MaxConcurrent: 1,
-			RequestTimeout: 5 * time.Second, SampleBuffer: 1 << 16, ReferenceRequests: true, AdaptiveInWindow: true,
+			Settings: gradient.DefaultSettings(),
+			MaxDelay: 100 * time.Millisecond, MinDelay: time.Millisecond, DelayFloor: 300 * time.Microsecond, MaxConcurrent: 1,
+			RequestTimeout: 5 * time.Second, SampleBuffer: 1 << 16,
 			Client: confighttp.NewDefaultClientConfig(),
 		},
 	}

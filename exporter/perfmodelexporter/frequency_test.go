@@ -160,7 +160,7 @@ func TestFrequencyExperimentThroughInjector(t *testing.T) {
 		c.Experiments.Injector = injURL
 		// A spike well above the noise (d 200, no perturbation bound): this
 		// checks the plumbing and the basis, not how quiet a wave can be.
-		c.Experiments.K, c.Experiments.N, c.Experiments.Chunks, c.Experiments.Scale = 8, 64, 3, 200
+		c.Experiments.Train.K, c.Experiments.Train.N, c.Experiments.Train.Chunks, c.Experiments.Train.Scale = 8, 64, 3, 200
 		c.Experiments.MaxPerturbation = 0
 		c.Experiments.Frequencies = map[string]ExperimentFrequency{"cpu0": {CPUs: []int{0}, ExperimentCPU: ExperimentCPU{Machine: "m1", Process: "front"}}}
 	})

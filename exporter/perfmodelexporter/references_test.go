@@ -65,8 +65,8 @@ func TestReferenceRequestsThroughInjector(t *testing.T) {
 			"front->back1": {Address: fmt.Sprintf("udp://127.0.0.1:%d", back1)},
 			"front->back2": {Address: fmt.Sprintf("udp://127.0.0.1:%d", back2)},
 		}
-		c.Experiments.K, c.Experiments.N, c.Experiments.Chunks, c.Experiments.Scale = 8, 64, 3, 80
-		c.Experiments.ReferenceRequests = true
+		c.Experiments.Train.K, c.Experiments.Train.N, c.Experiments.Train.Chunks, c.Experiments.Train.Scale = 8, 64, 3, 80
+		c.Experiments.References = true
 	})
 	front := startBalancedFront(t, te.engine, 400, back1, back2)
 

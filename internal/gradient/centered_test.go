@@ -124,11 +124,11 @@ func sideElements() (below, above gradient.Element) {
 // waves of one side on one id are refused.
 func TestOneExperimentMeasuresBothSides(t *testing.T) {
 	below, above := sideElements()
-	if _, err := gradient.NewExperiment(gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{below, below}}); err == nil {
+	if _, err := gradient.NewExperiment(gradient.Config{Target: "Cap", Settings: gradient.Settings{Train: capacityTraining()}, Elements: []gradient.Element{below, below}}); err == nil {
 		t.Fatal("two below waves of one element must be refused")
 	}
 	s, _ := sim.New(sim.PS(7, sidesRate, sidesWork, sidesOperating, sidesMHz))
-	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{below, above}})
+	x := newExperiment(t, gradient.Config{Target: "Cap", Settings: gradient.Settings{Train: capacityTraining()}, Elements: []gradient.Element{below, above}})
 	d := &sim.Driver{Sim: s, X: x}
 	run(t, d, 40000)
 	res := x.Result().Elements
@@ -159,7 +159,7 @@ func TestOneExperimentMeasuresBothSides(t *testing.T) {
 func measureCapacity(t *testing.T, b gradient.Basis, cfg sim.Config) gradient.Gradient {
 	t.Helper()
 	s, _ := sim.New(cfg)
-	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{
+	x := newExperiment(t, gradient.Config{Target: "Cap", Settings: gradient.Settings{Train: capacityTraining()}, Elements: []gradient.Element{
 		{ID: "cpu", Basis: b, InitialAmplitude: 0.15, MaxAmplitude: 0.4}}})
 	d := &sim.Driver{Sim: s, X: x}
 	run(t, d, 20000)
@@ -181,7 +181,7 @@ func measureCapacity(t *testing.T, b gradient.Basis, cfg sim.Config) gradient.Gr
 func TestPerturbationBoundLeavesAGrantToItsCap(t *testing.T) {
 	below, above := sideElements()
 	s, _ := sim.New(sim.PS(7, sidesRate, sidesWork, sidesOperating, sidesMHz))
-	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), MaxPerturbation: 0.3,
+	x := newExperiment(t, gradient.Config{Target: "Cap", Settings: gradient.Settings{Train: capacityTraining(), MaxPerturbation: 0.3},
 		Elements: []gradient.Element{below, above}})
 	run(t, &sim.Driver{Sim: s, X: x}, 40000)
 	res := x.Result().Elements

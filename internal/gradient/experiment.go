@@ -135,12 +135,12 @@ type Config struct {
 	// ID names the experiment; lease names begin with it, so leases of
 	// several experiments never collide.
 	ID string
+	// Settings are the knobs a deployment chooses once (the perfmodel
+	// exporter's experiments configuration embeds the same struct).
+	Settings
 	// Target is the transaction whose baseline chooses the plan, and whose
 	// rough gradient scales the amplitude.
 	Target string
-	// Train holds k, N, M, d and the samples-per-period bound
-	// (spectral.DefaultTrainConfig when zero).
-	Train spectral.TrainConfig
 	// Plan, when set, skips the training phase.
 	Plan     *spectral.Plan
 	Elements []Element
@@ -169,6 +169,73 @@ type Config struct {
 	GradientFloor float64
 	// MaxGrowth bounds the active amplitude to MaxGrowth·A⁰ (default 20).
 	MaxGrowth float64
+	// RemeasureGrowth bounds the remeasured amplitude to this many times
+	// the first (default 3).
+	RemeasureGrowth float64
+	// PerturbationAim is the fraction of MaxPerturbation the amplitudes are
+	// chosen for (default 0.8). Aiming at the bound itself overshoots it in
+	// about half the windows: σ, the one-cycle gradients and the measured
+	// perturbation each carry 5–10% of error, and the rarer transactions'
+	// one-cycle gradients are too noisy to be counted at all.
+	PerturbationAim float64
+	Guard           Guard
+	// MaxTransactions bounds the series kept (default 64); samples of
+	// further transactions are counted and dropped.
+	MaxTransactions int
+	// MaxBuffered bounds the samples held while the bins are sized
+	// (default 200000); sizing happens early when it fills.
+	MaxBuffered int
+	// MaxCovariates bounds the exogenous series kept (ObserveCovariate;
+	// default 8), and MaxCovariateSamples the samples kept of each (default
+	// 20000, the oldest dropped first); what is left out is counted.
+	MaxCovariates       int
+	MaxCovariateSamples int
+}
+
+// Settings are an experiment's knobs that a deployment chooses once: the
+// perfmodel exporter's experiments configuration squashes this struct, so
+// its keys are the exporter's (docs/configuration.md has the evidence behind
+// each default). Config embeds it.
+type Settings struct {
+	// Train holds k, N, M, d and the samples-per-period bound
+	// (spectral.DefaultTrainConfig when zero).
+	Train spectral.TrainConfig `mapstructure:",squash"`
+	// MinSNR, when > 0, is the least SNR the target transaction's spike
+	// must reach in the active phase. Below it the element is measured
+	// again, its amplitude scaled by the shortfall (at most RemeasureGrowth
+	// times, within the element's bounds), and each transaction's estimates
+	// are combined by inverse variance, until the combined SNR reaches
+	// MinSNR or MaxWindows windows have run. The rough gradient of one
+	// cycle can be far off in noise that is not white, and then A_d/g′
+	// leaves the spike in the noise; the active window's own SNR tells.
+	MinSNR float64 `mapstructure:"min_snr"`
+	// MaxWindows bounds the active windows of one element (default 2). Each
+	// window is N bins; under the perturbation bound the SNR grows with the
+	// square root of the windows once the amplitude has reached it, so a
+	// noisy host buys precision with time here.
+	MaxWindows int `mapstructure:"max_windows"`
+	// MaxPerturbation, when > 0, bounds the active windows' perturbation of
+	// every transaction's response time, in standard deviations of its
+	// natural noise (paper 000 Table 3 keeps it under 1). The first window's
+	// A_d′ is kept to where each transaction's one-cycle gradient (target
+	// and significant ones, at their upper standard error; the others at
+	// their prior gradient, if any) would reach it; a remeasured window
+	// grows at most to where the largest perturbation measured so far (by
+	// the windows' combined gradients, bounded alike) would. When it cannot
+	// grow, the next window is taken at the same amplitude; combined, two
+	// windows still halve the variance. The element's MinAmplitude
+	// overrides it. A wave above the operating point (Basis.Above) only
+	// grants, so no request is slower for it, and the bound leaves it to
+	// the element's caps.
+	MaxPerturbation float64 `mapstructure:"max_perturbation"`
+	// PerturbationMeasure is what MaxPerturbation bounds: PerturbationPeak
+	// (the default), the change g·A while the wave is on, or
+	// PerturbationMean, that change averaged over the window, g·A/2 for a
+	// square wave on half the time. The mean is what paper 000 Table 3
+	// reports ("the increase in response time due to the delays injected
+	// during measurement"); the peak, what a request sees while the wave
+	// is on, is twice as strict.
+	PerturbationMeasure string `mapstructure:"perturbation_measure"`
 	// AdaptiveInWindow makes the adaptive cycle the active window's first
 	// j periods (fold.go): A⁰ for them, the rough gradient from their
 	// on-phases against their off-phases and the quiet level just before
@@ -178,7 +245,7 @@ type Config struct {
 	// instead of that plus a period, a lead time and a lateness more. A
 	// plan whose window cannot hold j + 1 periods, and an element with
 	// SeparateAdaptive, runs the separate adaptive phase.
-	AdaptiveInWindow bool
+	AdaptiveInWindow bool `mapstructure:"adaptive_in_window"`
 	// References adjusts each transaction's active windows for its own
 	// requests that did not cross the element, as a covariate (equation 5
 	// is unchanged; the adjustment is spectral.Adjust's, not the papers').
@@ -193,64 +260,50 @@ type Config struct {
 	// not reach the other requests through a resource both share (the
 	// caller's threads, say): a part of the gradient that does is taken
 	// away with β times its share. At most MaxRoutedElements elements.
-	References bool
-	// MinSNR, when > 0, is the least SNR the target transaction's spike
-	// must reach in the active phase. Below it the element is measured
-	// again, its amplitude scaled by the shortfall (at most RemeasureGrowth
-	// times, within the element's bounds), and each transaction's estimates
-	// are combined by inverse variance, until the combined SNR reaches
-	// MinSNR or MaxWindows windows have run. The rough gradient of one
-	// cycle can be far off in noise that is not white, and then A_d/g′
-	// leaves the spike in the noise; the active window's own SNR tells.
-	MinSNR float64
-	// MaxWindows bounds the active windows of one element (default 2). Each
-	// window is N bins; under the perturbation bound the SNR grows with the
-	// square root of the windows once the amplitude has reached it, so a
-	// noisy host buys precision with time here.
-	MaxWindows int
-	// RemeasureGrowth bounds the remeasured amplitude to this many times
-	// the first (default 3).
-	RemeasureGrowth float64
-	// MaxPerturbation, when > 0, bounds the active windows' perturbation of
-	// every transaction's response time, in standard deviations of its
-	// natural noise (paper 000 Table 3 keeps it under 1). The first window's
-	// A_d′ is kept to where each transaction's one-cycle gradient (target
-	// and significant ones, at their upper standard error; the others at
-	// their prior gradient, if any) would reach it; a remeasured window
-	// grows at most to where the largest perturbation measured so far (by
-	// the windows' combined gradients, bounded alike) would. When it cannot
-	// grow, the next window is taken at the same amplitude; combined, two
-	// windows still halve the variance. The element's MinAmplitude
-	// overrides it. A wave above the operating point (Basis.Above) only
-	// grants, so no request is slower for it, and the bound leaves it to
-	// the element's caps.
-	MaxPerturbation float64
-	// PerturbationAim is the fraction of MaxPerturbation the amplitudes are
-	// chosen for (default 0.8). Aiming at the bound itself overshoots it in
-	// about half the windows: σ, the one-cycle gradients and the measured
-	// perturbation each carry 5–10% of error, and the rarer transactions'
-	// one-cycle gradients are too noisy to be counted at all.
-	PerturbationAim float64
-	// PerturbationMeasure is what MaxPerturbation bounds: PerturbationPeak
-	// (the default), the change g·A while the wave is on, or
-	// PerturbationMean, that change averaged over the window, g·A/2 for a
-	// square wave on half the time. The mean is what paper 000 Table 3
-	// reports ("the increase in response time due to the delays injected
-	// during measurement"); the peak, what a request sees while the wave
-	// is on, is twice as strict.
-	PerturbationMeasure string
-	Guard               Guard
-	// MaxTransactions bounds the series kept (default 64); samples of
-	// further transactions are counted and dropped.
-	MaxTransactions int
-	// MaxBuffered bounds the samples held while the bins are sized
-	// (default 200000); sizing happens early when it fills.
-	MaxBuffered int
-	// MaxCovariates bounds the exogenous series kept (ObserveCovariate;
-	// default 8), and MaxCovariateSamples the samples kept of each (default
-	// 20000, the oldest dropped first); what is left out is counted.
-	MaxCovariates       int
-	MaxCovariateSamples int
+	References bool `mapstructure:"reference_requests"`
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// DefaultSettings are the settings a deployment starts from: the paper's
+// training (spectral.DefaultTrainConfig), remeasurement to SNR 6 within two
+// windows, the perturbation bounded by one standard deviation at its peak,
+// the adaptive cycle inside the window and reference requests on.
+func DefaultSettings() Settings {
+	return Settings{
+		Train:               spectral.DefaultTrainConfig(),
+		MinSNR:              6,
+		MaxWindows:          2,
+		MaxPerturbation:     1,
+		PerturbationMeasure: PerturbationPeak,
+		AdaptiveInWindow:    true,
+		References:          true,
+	}
+}
+
+// Validate reports the settings that are out of range, naming their keys.
+func (s Settings) Validate() error {
+	var errs []error
+	train := s.Train
+	train.MinSamplesPerPeriod = spectral.DefaultMinSamplesPerPeriod // its own check names its key
+	if err := train.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if err := spectral.CheckMinSamplesPerPeriod(s.Train.MinSamplesPerPeriod, s.Train.N); err != nil {
+		errs = append(errs, fmt.Errorf("min_samples_per_period: %w", err))
+	}
+	if !(s.MinSNR >= 0) || math.IsInf(s.MinSNR, 0) {
+		errs = append(errs, fmt.Errorf("min_snr: must be ≥ 0, got %v", s.MinSNR))
+	}
+	if s.MaxWindows < 1 || s.MaxWindows > MaxWindowsLimit {
+		errs = append(errs, fmt.Errorf("max_windows: must be in [1, %d], got %d", MaxWindowsLimit, s.MaxWindows))
+	}
+	if !(s.MaxPerturbation >= 0) || math.IsInf(s.MaxPerturbation, 0) {
+		errs = append(errs, fmt.Errorf("max_perturbation: must be ≥ 0, got %v", s.MaxPerturbation))
+	}
+	if err := CheckPerturbationMeasure(s.PerturbationMeasure); err != nil {
+		errs = append(errs, fmt.Errorf("perturbation_measure: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // MaxWindowsLimit is the largest MaxWindows: past it the SNR's square-root

@@ -94,7 +94,7 @@ func TestExperimentPatterns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(),
+	x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise()},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x}
 	o := run(t, d, 20000)
@@ -142,7 +142,7 @@ func TestExperimentLoadBalanced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newExperiment(t, gradient.Config{Target: "LB", Train: precise(), Elements: []gradient.Element{
+	x := newExperiment(t, gradient.Config{Target: "LB", Settings: gradient.Settings{Train: precise()}, Elements: []gradient.Element{
 		{ID: "front->back1", Basis: gradient.Link(), MaxAmplitude: 100},
 		{ID: "front->back2", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x}
@@ -166,7 +166,7 @@ func TestExperimentInjectorErrorAndSkew(t *testing.T) {
 	cfg := sim.FrontBack(2, 0.1, 0.03)
 	cfg.InjectorOffsetMs, cfg.InjectorJitterMs = 1, 0.3
 	s, _ := sim.New(cfg)
-	x := newExperiment(t, gradient.Config{Target: "T", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
+	x := newExperiment(t, gradient.Config{Target: "T", Settings: gradient.Settings{Train: precise()}, Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x, InjectorSkew: 0.8}
 	run(t, d, 20000)
 	el := x.Result().Elements[0]
@@ -181,7 +181,7 @@ func TestExperimentInjectorErrorAndSkew(t *testing.T) {
 // injected afterwards.
 func TestExperimentSLOAbort(t *testing.T) {
 	s, _ := sim.New(sim.Patterns(3, 0.1, 0.03))
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: spectral.DefaultTrainConfig(),
+	x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: spectral.DefaultTrainConfig()},
 		Guard:    gradient.Guard{P99Ms: 200, Transactions: []string{"Sync"}},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 80}}})
 	d := &sim.Driver{Sim: s, X: x}
@@ -219,7 +219,7 @@ func TestExperimentSLOAbort(t *testing.T) {
 // The guard also refuses to start a lease while the p99 is already over.
 func TestExperimentGuardBlocksStart(t *testing.T) {
 	s, _ := sim.New(sim.FrontBack(4, 0.1, 0.03))
-	x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(), Guard: gradient.Guard{P99Ms: 120},
+	x := newExperiment(t, gradient.Config{Target: "T", Settings: gradient.Settings{Train: spectral.DefaultTrainConfig()}, Guard: gradient.Guard{P99Ms: 120},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link()}}})
 	d := &sim.Driver{Sim: s, X: x}
 	d.Run(s.Now() + 20000)
@@ -232,7 +232,7 @@ func TestExperimentGuardBlocksStart(t *testing.T) {
 // makes the experiment assume the requested amplitude, and say so.
 func TestExperimentLeaseFailureAndLostStatus(t *testing.T) {
 	s, _ := sim.New(sim.FrontBack(5, 0.1, 0.03))
-	x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(), InjectedTimeout: 5 * time.Second, Elements: []gradient.Element{
+	x := newExperiment(t, gradient.Config{Target: "T", Settings: gradient.Settings{Train: spectral.DefaultTrainConfig()}, InjectedTimeout: 5 * time.Second, Elements: []gradient.Element{
 		{ID: "front", Basis: gradient.Link()}, // not a link: refused
 		{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 30}}})
 	d := &sim.Driver{Sim: s, X: x, DropInjected: true}
@@ -252,7 +252,7 @@ func TestExperimentLeaseFailureAndLostStatus(t *testing.T) {
 // InjectedTimeout: the element finishes at the pace of its windows.
 func TestExperimentNoInjectedReportEndsTheWait(t *testing.T) {
 	s, _ := sim.New(sim.FrontBack(5, 0.1, 0.03))
-	x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(), InjectedTimeout: time.Hour, Elements: []gradient.Element{
+	x := newExperiment(t, gradient.Config{Target: "T", Settings: gradient.Settings{Train: spectral.DefaultTrainConfig()}, InjectedTimeout: time.Hour, Elements: []gradient.Element{
 		{ID: "front->back", Basis: gradient.Link()}}})
 	d := &sim.Driver{Sim: s, X: x, DropInjected: true, SayNoReport: true}
 	run(t, d, 3000) // far less than the hour InjectedTimeout would take
@@ -291,7 +291,7 @@ func TestPredictTwentyMs(t *testing.T) {
 	covered := map[string]int{}
 	for seed := uint64(7); seed <= 9; seed++ {
 		s, _ := sim.New(sim.Patterns(seed, 0.1, 0.03))
-		x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
+		x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise()}, Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
 		run(t, &sim.Driver{Sim: s, X: x}, 20000)
 		res := x.Result()
 		grads := res.Elements[0].Gradients()
@@ -383,7 +383,7 @@ func TestCapacityBasis(t *testing.T) {
 	}
 	// The gradient, measured by the experiment at c0.
 	s2, _ := sim.New(sim.PS(13, rate, work, c0, f))
-	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{
+	x := newExperiment(t, gradient.Config{Target: "Cap", Settings: gradient.Settings{Train: capacityTraining()}, Elements: []gradient.Element{
 		{ID: "cpu", Basis: basis, InitialAmplitude: 0.15, MaxAmplitude: 0.3}}})
 	run(t, &sim.Driver{Sim: s2, X: x}, 20000)
 	res := x.Result()
@@ -435,10 +435,10 @@ func TestExperimentConfigErrors(t *testing.T) {
 		{gradient.Config{Target: "T", Elements: append(link, link...)}, "unique"},
 		{gradient.Config{Target: "T", Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000}}}}, "InitialAmplitude"},
 		{gradient.Config{Target: "T", Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Alpha: 10, Workload: 60}, InitialAmplitude: 0.1}}}, "saturates"},
-		{gradient.Config{Target: "T", AdaptiveInWindow: true, Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Centered: true}, InitialAmplitude: 0.1}}}, "centered"},
-		{gradient.Config{Target: "T", Elements: link, Train: spectral.TrainConfig{K: 8, N: 100, Chunks: 9, Scale: 30, MinSamplesPerPeriod: 8}}, "power of two"},
+		{gradient.Config{Target: "T", Settings: gradient.Settings{AdaptiveInWindow: true}, Elements: []gradient.Element{{ID: "cpu", Basis: gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Centered: true}, InitialAmplitude: 0.1}}}, "centered"},
+		{gradient.Config{Target: "T", Elements: link, Settings: gradient.Settings{Train: spectral.TrainConfig{K: 8, N: 100, Chunks: 9, Scale: 30, MinSamplesPerPeriod: 8}}}, "power of two"},
 		{gradient.Config{Target: "T", Elements: link, Guard: gradient.Guard{P99Ms: -1}}, "guard"},
-		{gradient.Config{Target: "T", Elements: link, PerturbationMeasure: "p99"}, "perturbation measure"},
+		{gradient.Config{Target: "T", Elements: link, Settings: gradient.Settings{PerturbationMeasure: "p99"}}, "perturbation measure"},
 	} {
 		if _, err := gradient.NewExperiment(c.cfg); err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%+v: error %v, want %q", c.cfg, err, c.msg)
@@ -462,7 +462,7 @@ func TestExperimentRemeasuresLowSNR(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A tiny fixed amplitude leaves the spike in the noise.
-			x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 8, MaxPerturbation: tc.maxPert,
+			x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise(), MinSNR: 8, MaxPerturbation: tc.maxPert},
 				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100}}})
 			run(t, &sim.Driver{Sim: s, X: x}, 30000)
 			el := x.Result().Elements[0]
@@ -495,7 +495,7 @@ func TestExperimentMeasuresUpToMaxWindows(t *testing.T) {
 		}
 		// A tiny amplitude that the bound keeps from growing: the SNR stays
 		// under MinSNR in every window.
-		x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 40, MaxPerturbation: 1e-3, MaxWindows: windows,
+		x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise(), MinSNR: 40, MaxPerturbation: 1e-3, MaxWindows: windows},
 			Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100}}})
 		run(t, &sim.Driver{Sim: s, X: x}, 60000)
 		el := x.Result().Elements[0]
@@ -532,7 +532,7 @@ func TestExperimentActiveAmplitudeKeepsPerturbationBound(t *testing.T) {
 		}
 		tr := precise()
 		tr.Scale = 200 // A_d far above the noise: several σ without a bound
-		x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: tc.maxPert,
+		x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: tr, MaxPerturbation: tc.maxPert},
 			Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500}}})
 		run(t, &sim.Driver{Sim: s, X: x}, 30000)
 		el := x.Result().Elements[0]
@@ -569,7 +569,7 @@ func TestExperimentMeanPerturbationMeasure(t *testing.T) {
 		}
 		tr := precise()
 		tr.Scale = 200
-		x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: bound, PerturbationMeasure: measure,
+		x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: tr, MaxPerturbation: bound, PerturbationMeasure: measure},
 			Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500}}})
 		run(t, &sim.Driver{Sim: s, X: x}, 30000)
 		el := x.Result().Elements[0]
@@ -622,7 +622,7 @@ func TestExperimentNoRemeasureForZeroGradient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newExperiment(t, gradient.Config{Target: "Async", Train: precise(), MinSNR: 8,
+	x := newExperiment(t, gradient.Config{Target: "Async", Settings: gradient.Settings{Train: precise(), MinSNR: 8},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 20, MaxAmplitude: 100}}})
 	run(t, &sim.Driver{Sim: s, X: x}, 30000)
 	el := x.Result().Elements[0]
@@ -651,7 +651,7 @@ func testETACountsRemeasures(t *testing.T, windows int) {
 	if windows > 2 {
 		bound = 1e-3
 	}
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), MinSNR: 8, MaxWindows: windows, MaxPerturbation: bound, Elements: []gradient.Element{
+	x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise(), MinSNR: 8, MaxWindows: windows, MaxPerturbation: bound}, Elements: []gradient.Element{
 		{ID: "front->back", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100},
 		{ID: "back->front", Basis: gradient.Link(), FixedAmplitude: 2, MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x}
@@ -691,7 +691,7 @@ func stealRun(t *testing.T, seed uint64, withCov bool, el gradient.Element) (*gr
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newExperiment(t, gradient.Config{Target: "T", Train: spectral.DefaultTrainConfig(), Elements: []gradient.Element{el}})
+	x := newExperiment(t, gradient.Config{Target: "T", Settings: gradient.Settings{Train: spectral.DefaultTrainConfig()}, Elements: []gradient.Element{el}})
 	d := &sim.Driver{Sim: s, X: x}
 	if withCov {
 		d.Covariates = map[string]func(float64) float64{"steal host=back": steal.At}
@@ -829,7 +829,7 @@ func TestExperimentRepeatsACycleThatContradictsThePriors(t *testing.T) {
 			}
 			tr := precise()
 			tr.Scale = 200
-			x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: bound,
+			x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: tr, MaxPerturbation: bound},
 				Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), InitialAmplitude: 3, MaxAmplitude: 500, PriorGradients: priors}}})
 			run(t, &sim.Driver{Sim: s, X: x}, 30000)
 			res := x.Result()
@@ -893,7 +893,7 @@ func runLargePulse(t *testing.T, maxPerturbation float64, priors map[string]floa
 	}
 	tr := precise()
 	tr.Scale = 200
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: tr, MaxPerturbation: maxPerturbation,
+	x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: tr, MaxPerturbation: maxPerturbation},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 500, PriorGradients: priors}}})
 	run(t, &sim.Driver{Sim: s, X: x}, 30000)
 	return x.Result()
@@ -915,7 +915,7 @@ func balancedStealRun(t *testing.T, seed uint64, references bool, el gradient.El
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newExperiment(t, gradient.Config{Target: "LB", Train: spectral.DefaultTrainConfig(), References: references, Elements: []gradient.Element{el}})
+	x := newExperiment(t, gradient.Config{Target: "LB", Settings: gradient.Settings{Train: spectral.DefaultTrainConfig(), References: references}, Elements: []gradient.Element{el}})
 	return x, &sim.Driver{Sim: s, X: x, Routed: true}
 }
 
@@ -984,7 +984,7 @@ func TestExperimentRejectsAWeakReachOverWindows(t *testing.T) {
 	for seed := uint64(1); seed <= seeds; seed++ {
 		for i, windows := range []int{1, 3} {
 			// Every window at the same 30 ms.
-			el := reachRun(t, seed, 1.04, gradient.Config{MinSNR: 1000, MaxWindows: windows, RemeasureGrowth: 1, MaxPerturbation: 100}, 80000)
+			el := reachRun(t, seed, 1.04, gradient.Config{Settings: gradient.Settings{MinSNR: 1000, MaxWindows: windows, MaxPerturbation: 100}, RemeasureGrowth: 1}, 80000)
 			r := el.ReferenceResponse["LB"]
 			t.Logf("seed %d, %d window(s): %.3f (without the reference %.3f); the reference's own response %.3f, SNR %.1f; rejected %v",
 				seed, windows, el.Transactions["LB"].Gradient, el.Unreferenced["LB"].Gradient, r.Gradient, r.SNR, el.ReferenceRejected)

@@ -74,7 +74,7 @@ func TestLongPatterns(t *testing.T) {
 	var dur stat
 	for seed := uint64(1); seed <= seeds; seed++ {
 		s, _ := sim.New(sim.Patterns(100+seed, 0.1, 0.03))
-		x, _ := gradient.NewExperiment(gradient.Config{Target: "Sync", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
+		x, _ := gradient.NewExperiment(gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise()}, Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
 		t0 := s.Now()
 		if !(&sim.Driver{Sim: s, X: x}).Run(t0 + 30000) {
 			t.Fatal("did not finish")
@@ -86,7 +86,7 @@ func TestLongPatterns(t *testing.T) {
 		}
 		for _, frac := range []float64{0.5, 1} {
 			s, _ = sim.New(sim.Balanced(200+seed, 0.1, 0.03))
-			x, _ = gradient.NewExperiment(gradient.Config{Target: "LB", Train: precise(), AdaptiveFraction: frac, Elements: []gradient.Element{
+			x, _ = gradient.NewExperiment(gradient.Config{Target: "LB", Settings: gradient.Settings{Train: precise()}, AdaptiveFraction: frac, Elements: []gradient.Element{
 				{ID: "front->back1", Basis: gradient.Link(), MaxAmplitude: 100}, {ID: "front->back2", Basis: gradient.Link(), MaxAmplitude: 100}}})
 			if !(&sim.Driver{Sim: s, X: x}).Run(s.Now() + 40000) {
 				t.Fatal("did not finish")
@@ -165,7 +165,7 @@ func TestLongCapacity(t *testing.T) {
 		basis := basis0
 		basis.Alpha = alpha
 		s2, _ := sim.New(sim.PS(700+seed, rate, work, c0, f))
-		x, _ := gradient.NewExperiment(gradient.Config{Target: "Cap", Train: capacityTraining(), Elements: []gradient.Element{
+		x, _ := gradient.NewExperiment(gradient.Config{Target: "Cap", Settings: gradient.Settings{Train: capacityTraining()}, Elements: []gradient.Element{
 			{ID: "cpu", Basis: basis, InitialAmplitude: 0.15, MaxAmplitude: 0.3}}})
 		if !(&sim.Driver{Sim: s2, X: x}).Run(s2.Now() + 30000) {
 			t.Fatal("did not finish")
@@ -264,12 +264,12 @@ func TestLongAdaptiveInWindow(t *testing.T) {
 		}
 		for seed := uint64(1); seed <= n; seed++ {
 			s, _ := sim.New(sim.Patterns(100+seed, 0.1, 0.03))
-			measure(s, gradient.Config{Target: "Sync", Train: precise(), Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}}, 30000,
+			measure(s, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise()}, Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}}, 30000,
 				func(el gradient.ElementResult) map[string]spectral.Estimate {
 					return map[string]spectral.Estimate{"Sync": el.Transactions["Sync"], "Serial3": el.Transactions["Serial3"], "Async": el.Transactions["Async"]}
 				})
 			s, _ = sim.New(sim.Balanced(200+seed, 0.1, 0.03))
-			measure(s, gradient.Config{Target: "LB", Train: precise(), Elements: []gradient.Element{
+			measure(s, gradient.Config{Target: "LB", Settings: gradient.Settings{Train: precise()}, Elements: []gradient.Element{
 				{ID: "front->back1", Basis: gradient.Link(), MaxAmplitude: 100}, {ID: "front->back2", Basis: gradient.Link(), MaxAmplitude: 100}}}, 40000,
 				func(el gradient.ElementResult) map[string]spectral.Estimate {
 					return map[string]spectral.Estimate{"LB " + el.Element: el.Transactions["LB"]}

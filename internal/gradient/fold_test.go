@@ -19,7 +19,7 @@ func TestExperimentAdaptiveInWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), AdaptiveInWindow: true,
+	x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise(), AdaptiveInWindow: true},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x}
 	o := run(t, d, 20000)
@@ -85,7 +85,7 @@ func TestExperimentAdaptiveInWindowSkewAndBalance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newExperiment(t, gradient.Config{Target: "LB", Train: precise(), AdaptiveInWindow: true, Elements: []gradient.Element{
+	x := newExperiment(t, gradient.Config{Target: "LB", Settings: gradient.Settings{Train: precise(), AdaptiveInWindow: true}, Elements: []gradient.Element{
 		{ID: "front->back1", Basis: gradient.Link(), MaxAmplitude: 100},
 		{ID: "front->back2", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x, InjectorSkew: 0.8}
@@ -111,7 +111,7 @@ func TestExperimentAdaptiveInWindowSkewAndBalance(t *testing.T) {
 // as the first on-phase needs to arrive before the hand-over.
 func TestExperimentAdaptiveInWindowWaitsForLateSamples(t *testing.T) {
 	s, _ := sim.New(sim.FrontBack(4, 0.1, 0.03))
-	x := newExperiment(t, gradient.Config{Target: "T", Train: precise(), AdaptiveInWindow: true, Lateness: 45 * time.Second,
+	x := newExperiment(t, gradient.Config{Target: "T", Settings: gradient.Settings{Train: precise(), AdaptiveInWindow: true}, Lateness: 45 * time.Second,
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x}
 	run(t, d, 20000)
@@ -131,7 +131,7 @@ func TestExperimentAdaptiveInWindowWaitsForLateSamples(t *testing.T) {
 // lease 1 never starts.
 func TestExperimentAdaptiveInWindowGuardAbort(t *testing.T) {
 	s, _ := sim.New(sim.Patterns(3, 0.1, 0.03))
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), AdaptiveInWindow: true,
+	x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise(), AdaptiveInWindow: true},
 		Guard:    gradient.Guard{P99Ms: 200, Transactions: []string{"Sync"}},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), InitialAmplitude: 80}}})
 	d := &sim.Driver{Sim: s, X: x}
@@ -153,7 +153,7 @@ func TestExperimentAdaptiveInWindowNeedsTwoPeriods(t *testing.T) {
 	s, _ := sim.New(sim.FrontBack(3, 0.1, 0.03))
 	tr := precise()
 	tr.Kd = 1
-	x := newExperiment(t, gradient.Config{Target: "T", Train: tr, AdaptiveInWindow: true,
+	x := newExperiment(t, gradient.Config{Target: "T", Settings: gradient.Settings{Train: tr, AdaptiveInWindow: true},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	d := &sim.Driver{Sim: s, X: x}
 	run(t, d, 20000)
@@ -168,7 +168,7 @@ func TestExperimentAdaptiveInWindowNeedsTwoPeriods(t *testing.T) {
 // grants may then share an experiment with AdaptiveInWindow.
 func TestExperimentSeparateAdaptiveBesideFolded(t *testing.T) {
 	s, _ := sim.New(sim.Patterns(1, 0.1, 0.03))
-	x := newExperiment(t, gradient.Config{Target: "Sync", Train: precise(), AdaptiveInWindow: true,
+	x := newExperiment(t, gradient.Config{Target: "Sync", Settings: gradient.Settings{Train: precise(), AdaptiveInWindow: true},
 		Elements: []gradient.Element{
 			{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100},
 			{ID: "back->front", Basis: gradient.Link(), MaxAmplitude: 100, SeparateAdaptive: true},
@@ -196,7 +196,7 @@ func TestExperimentSeparateAdaptiveBesideFolded(t *testing.T) {
 	}
 
 	centered := gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Centered: true}
-	if _, err := gradient.NewExperiment(gradient.Config{Target: "T", AdaptiveInWindow: true, Elements: []gradient.Element{
+	if _, err := gradient.NewExperiment(gradient.Config{Target: "T", Settings: gradient.Settings{AdaptiveInWindow: true}, Elements: []gradient.Element{
 		{ID: "cpu", Basis: centered, InitialAmplitude: 0.1, SeparateAdaptive: true}}}); err != nil {
 		t.Fatalf("a centered wave with SeparateAdaptive: %v", err)
 	}
@@ -207,7 +207,7 @@ func TestExperimentSeparateAdaptiveBesideFolded(t *testing.T) {
 // rough gradient of ~3 makes A_d′ = A_d/3 smaller than A⁰ = A_d/2.
 func TestExperimentAdaptiveInWindowRemeasureGrowsFromAd(t *testing.T) {
 	s, _ := sim.New(sim.Patterns(3, 0.1, 0.03))
-	x := newExperiment(t, gradient.Config{Target: "Serial3", Train: precise(), AdaptiveInWindow: true, MinSNR: 40, MaxPerturbation: 1.5,
+	x := newExperiment(t, gradient.Config{Target: "Serial3", Settings: gradient.Settings{Train: precise(), AdaptiveInWindow: true, MinSNR: 40, MaxPerturbation: 1.5},
 		Elements: []gradient.Element{{ID: "front->back", Basis: gradient.Link(), MaxAmplitude: 100}}})
 	run(t, &sim.Driver{Sim: s, X: x}, 30000)
 	el := x.Result().Elements[0]
@@ -228,7 +228,7 @@ func TestExperimentAdaptiveInWindowCapacity(t *testing.T) {
 	const rate, work, c0, f = 40.0, 10.0, 0.8, 1000.0
 	basis := gradient.Basis{Kind: gradient.KindCapacity, Operating: c0, FrequencyMHz: f, Alpha: work, Workload: rate}
 	s, _ := sim.New(sim.PS(13, rate, work, c0, f))
-	x := newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), AdaptiveInWindow: true, Elements: []gradient.Element{
+	x := newExperiment(t, gradient.Config{Target: "Cap", Settings: gradient.Settings{Train: capacityTraining(), AdaptiveInWindow: true}, Elements: []gradient.Element{
 		{ID: "cpu", Basis: basis, InitialAmplitude: 0.15, MaxAmplitude: 0.3}}})
 	d := &sim.Driver{Sim: s, X: x}
 	run(t, d, 20000)
@@ -254,7 +254,7 @@ func TestExperimentAdaptiveInWindowCapacity(t *testing.T) {
 	}
 
 	s, _ = sim.New(sim.PS(15, rate, work, c0, f))
-	x = newExperiment(t, gradient.Config{Target: "Cap", Train: capacityTraining(), AdaptiveInWindow: true, Elements: []gradient.Element{
+	x = newExperiment(t, gradient.Config{Target: "Cap", Settings: gradient.Settings{Train: capacityTraining(), AdaptiveInWindow: true}, Elements: []gradient.Element{
 		{ID: "cpu", Basis: basis, InitialAmplitude: 0.6, MaxAmplitude: 0.7}}})
 	d = &sim.Driver{Sim: s, X: x}
 	run(t, d, 20000)

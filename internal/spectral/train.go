@@ -19,14 +19,14 @@ const (
 
 // TrainConfig holds the parameters of the training phase.
 type TrainConfig struct {
-	K      int     // minimum requests per bin
-	N      int     // bins per measurement, a power of two
-	Chunks int     // M, the number of N-bin chunks of baseline; fewer are used if the data is shorter (at least MinChunks)
-	Scale  float64 // d: A_d = d·σ(FFT⁰)(f)
+	K      int     `mapstructure:"k"`      // minimum requests per bin
+	N      int     `mapstructure:"n"`      // bins per measurement, a power of two
+	Chunks int     `mapstructure:"chunks"` // M, the number of N-bin chunks of baseline; fewer are used if the data is shorter (at least MinChunks)
+	Scale  float64 `mapstructure:"scale"`  // d: A_d = d·σ(FFT⁰)(f)
 	// MinSamplesPerPeriod bounds the frequency: k_d ≤ N/MinSamplesPerPeriod.
-	MinSamplesPerPeriod float64
+	MinSamplesPerPeriod float64 `mapstructure:"min_samples_per_period"`
 	// Kd, when > 0, forces the frequency instead of choosing it (sweeps).
-	Kd int
+	Kd int `mapstructure:"-"`
 }
 
 // DefaultTrainConfig returns the paper's parameters: k=8, N=128, M=9, d=30,
