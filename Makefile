@@ -11,7 +11,7 @@ EXAMPLES  := $(wildcard examples/*.yaml)
 
 .PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor eval-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
 .PHONY: self-contained
-.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet fmt-check unit e2e e2e-faults validate-examples test-timing \
+.PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet lint fmt-check unit e2e e2e-faults validate-examples test-timing \
 	bench bench-go bench-paths bench-causalpath e2e-long eval-causal fuzz clean
 
 all: build
@@ -43,7 +43,16 @@ run-paths: build-cli
 	$(TIERSCOPE) maketrace --config testdata/multitier.yaml --seed 1 --out $(OUT)/multitier.tsv
 	$(TIERSCOPE) paths --in $(OUT)/multitier.tsv --format text --sort latency --top 5 --truth
 
-test: self-contained fmt-check vet unit e2e e2e-faults validate-examples test-plugin test-timing
+test: self-contained fmt-check vet lint unit e2e e2e-faults validate-examples test-plugin test-timing
+
+# golangci-lint with .golangci.yml (docs/lint.md), at a pinned version, installed
+# into GOPATH/bin when missing.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(shell $(GO) env GOPATH)/bin/golangci-lint
+lint:
+	@$(GOLANGCI_LINT) version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION:v%=%)" || \
+		$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	$(GOLANGCI_LINT) run ./...
 
 # The repository stands on its own: no tracked file may need or cite documents,
 # papers or data outside it (docs/ and testdata/ hold what they need).

@@ -43,7 +43,6 @@ type engine struct {
 	// closedBefore: windows starting before it were flushed for the last time
 	// and dropped; traces that fall in them are late.
 	closedBefore int64
-	emitBuf      []model.Span
 	lastEarly    int64
 	lastDropped  int64
 	book         *stitch.AddressBook // address → service, learned from answered calls

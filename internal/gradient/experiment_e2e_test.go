@@ -874,14 +874,6 @@ func meanOf(v []float64) float64 {
 	return s / float64(len(v))
 }
 
-func rmsOf(v []float64) float64 {
-	var s float64
-	for _, x := range v {
-		s += x * x
-	}
-	return math.Sqrt(s / float64(len(v)))
-}
-
 // runLargePulse runs one link experiment on the §4 patterns system at
 // d = 200, whose adaptive pulse (A_d/2) is far over a perturbation bound of
 // maxPerturbation unless the element's prior gradients hold it.

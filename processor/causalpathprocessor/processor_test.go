@@ -61,8 +61,6 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
-var noParent pcommon.SpanID
-
 // call appends a web → app call whose context was dropped at the app, to two
 // batches: the web side and the app side, as two SDKs would export them.
 func call(web, app ptrace.Traces, n int, at time.Time) (client, server ptrace.Span) {

@@ -50,14 +50,13 @@ func requireRoot(t *testing.T) {
 // own, with a client namespace in front of web. No tier has a tracer provider:
 // no span comes from an SDK, every span from the capture.
 type testbedLab struct {
-	lab                        *netns.Lab
-	client, web, app, db       *netns.Host
-	clientWeb, webApp, appDB   *netns.Link
-	webURL                     string
-	webPort, appPort, dbPort   int
-	cfg                        *config.Config
-	services                   map[string]string
-	webAddrs, appAddrs, dbAddr []netip.Addr
+	lab                      *netns.Lab
+	client, web, app, db     *netns.Host
+	clientWeb, webApp, appDB *netns.Link
+	webURL                   string
+	webPort, appPort, dbPort int
+	cfg                      *config.Config
+	services                 map[string]string
 }
 
 func newTestbedLab(t *testing.T) *testbedLab {

@@ -205,11 +205,10 @@ type request struct {
 }
 
 type cell struct {
-	count      int64
-	latSum     float64
-	calls      int64
-	dbLatSum   float64
-	dbLatCalls int64
+	count    int64
+	latSum   float64
+	calls    int64
+	dbLatSum float64
 }
 
 // Run simulates one experiment.

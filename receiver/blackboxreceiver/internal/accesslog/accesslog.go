@@ -296,7 +296,7 @@ func (f *Format) Parse(line []byte, e *Entry) error {
 		} else if i+1 < len(f.tokens) {
 			next := f.tokens[i+1].literal
 			quoted := next != "" && next[0] == '"'
-			end := -1
+			var end int
 			if quoted {
 				end = indexUnescapedQuote(line, next)
 			} else {
