@@ -74,7 +74,29 @@ type Allowlist struct {
 	CPUs []int `mapstructure:"cpus"`
 }
 
-// Validate checks the configuration; each error names its field.
+// Validate checks the targets; each error names its field.
+func (a Allowlist) Validate() error {
+	var errs []error
+	for i, s := range a.Links {
+		if _, err := parsePrefix(s); err != nil {
+			errs = append(errs, fmt.Errorf("links[%d]: %w", i, err))
+		}
+	}
+	for i, s := range a.Cgroups {
+		if _, err := cleanCgroup(s); err != nil {
+			errs = append(errs, fmt.Errorf("cgroups[%d]: %w", i, err))
+		}
+	}
+	for i, cpu := range a.CPUs {
+		if cpu < 0 {
+			errs = append(errs, fmt.Errorf("cpus[%d]: %d must be >= 0", i, cpu))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the configuration's own fields (the collector also calls
+// Allowlist.Validate); each error names its field.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.NetAddr.Endpoint == "" {
@@ -87,21 +109,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("insecure: true is allowed on a loopback endpoint only, not %q", c.NetAddr.Endpoint))
 	case !c.Insecure && !c.Auth.HasValue():
 		errs = append(errs, errors.New("auth: the API changes the host and needs an authenticator (e.g. bearertokenauth); `insecure: true` on a loopback endpoint runs it without"))
-	}
-	for i, s := range c.Allowlist.Links {
-		if _, err := parsePrefix(s); err != nil {
-			errs = append(errs, fmt.Errorf("allowlist.links[%d]: %w", i, err))
-		}
-	}
-	for i, s := range c.Allowlist.Cgroups {
-		if _, err := cleanCgroup(s); err != nil {
-			errs = append(errs, fmt.Errorf("allowlist.cgroups[%d]: %w", i, err))
-		}
-	}
-	for i, cpu := range c.Allowlist.CPUs {
-		if cpu < 0 {
-			errs = append(errs, fmt.Errorf("allowlist.cpus[%d]: %d must be >= 0", i, cpu))
-		}
 	}
 	if c.MaxDelay <= 0 || c.MaxDelay > nfqdelay.HardMaxDelay {
 		errs = append(errs, fmt.Errorf("max_delay: %v must be in (0, %v]", c.MaxDelay, nfqdelay.HardMaxDelay))

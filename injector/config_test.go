@@ -72,27 +72,27 @@ func TestLoadConfig(t *testing.T) {
 
 func TestValidateNamesField(t *testing.T) {
 	for field, mutate := range map[string]func(*Config){
-		"endpoint":             func(c *Config) { c.NetAddr.Endpoint = "" },
-		"allowlist.links[1]":   func(c *Config) { c.Allowlist.Links = []string{"10.0.0.0/8", "nope"} },
-		"allowlist.cgroups[0]": func(c *Config) { c.Allowlist.Cgroups = []string{"../etc"} },
-		"allowlist.cpus[0]":    func(c *Config) { c.Allowlist.CPUs = []int{-1} },
-		"max_delay":            func(c *Config) { c.MaxDelay = 0 },
-		"max_lease":            func(c *Config) { c.MaxLease = 2 * time.Hour },
-		"max_freq_step_khz":    func(c *Config) { c.MaxFreqStepKHz = 0 },
-		"min_quota":            func(c *Config) { c.MinQuota = time.Microsecond },
-		"sysfs_root":           func(c *Config) { c.SysfsRoot = "" },
-		"cgroup_root":          func(c *Config) { c.CgroupRoot = "" },
-		"state_dir":            func(c *Config) { c.StateDir = "" },
-		"rule_check_interval":  func(c *Config) { c.RuleCheckInterval = 0 },
-		"max_leases":           func(c *Config) { c.MaxLeases = 0 },
-		"delay_probe_interval": func(c *Config) { c.DelayProbeInterval = -time.Millisecond },
-		"auth":                 func(c *Config) { c.Insecure = false },
-		"insecure":             func(c *Config) { c.NetAddr.Endpoint = "0.0.0.0:18777" },
+		"endpoint":              func(c *Config) { c.NetAddr.Endpoint = "" },
+		"allowlist: links[1]":   func(c *Config) { c.Allowlist.Links = []string{"10.0.0.0/8", "nope"} },
+		"allowlist: cgroups[0]": func(c *Config) { c.Allowlist.Cgroups = []string{"../etc"} },
+		"allowlist: cpus[0]":    func(c *Config) { c.Allowlist.CPUs = []int{-1} },
+		"max_delay":             func(c *Config) { c.MaxDelay = 0 },
+		"max_lease":             func(c *Config) { c.MaxLease = 2 * time.Hour },
+		"max_freq_step_khz":     func(c *Config) { c.MaxFreqStepKHz = 0 },
+		"min_quota":             func(c *Config) { c.MinQuota = time.Microsecond },
+		"sysfs_root":            func(c *Config) { c.SysfsRoot = "" },
+		"cgroup_root":           func(c *Config) { c.CgroupRoot = "" },
+		"state_dir":             func(c *Config) { c.StateDir = "" },
+		"rule_check_interval":   func(c *Config) { c.RuleCheckInterval = 0 },
+		"max_leases":            func(c *Config) { c.MaxLeases = 0 },
+		"delay_probe_interval":  func(c *Config) { c.DelayProbeInterval = -time.Millisecond },
+		"auth":                  func(c *Config) { c.Insecure = false },
+		"insecure":              func(c *Config) { c.NetAddr.Endpoint = "0.0.0.0:18777" },
 	} {
 		cfg := createDefaultConfig().(*Config)
 		cfg.Insecure = true
 		mutate(cfg)
-		err := cfg.Validate()
+		err := xconfmap.Validate(cfg)
 		require.Error(t, err, field)
 		require.Contains(t, err.Error(), field)
 	}

@@ -162,7 +162,8 @@ func defaultConnections() ConnectionsConfig {
 	return ConnectionsConfig{Interval: 10 * time.Second, ProcPath: "/proc", MaxProcesses: 100000}
 }
 
-// Validate checks the configuration.
+// Validate checks the top-level fields; the collector calls each nested
+// struct's Validate too (xconfmap.Validate).
 func (c *Config) Validate() error {
 	var errs []error
 	if _, err := parseServices(c.Services); err != nil {
@@ -171,37 +172,33 @@ func (c *Config) Validate() error {
 	if c.MaxQueuedBatches <= 0 {
 		errs = append(errs, fmt.Errorf("max_queued_batches must be > 0, got %d", c.MaxQueuedBatches))
 	}
-	if c.Capture.HasValue() {
-		if err := c.Capture.Get().validate(); err != nil {
-			errs = append(errs, fmt.Errorf("capture: %w", err))
-		}
+	return errors.Join(errs...)
+}
+
+// Validate checks the trace file's path and speed.
+func (t *TraceFileConfig) Validate() error {
+	var errs []error
+	if t.Path == "" {
+		errs = append(errs, errors.New("path is required"))
 	}
-	if c.TraceFile.HasValue() {
-		t := c.TraceFile.Get()
-		if t.Path == "" {
-			errs = append(errs, errors.New("tracefile: path is required"))
-		}
-		if t.Speed < 0 {
-			errs = append(errs, fmt.Errorf("tracefile: speed must be ≥ 0, got %v", t.Speed))
-		}
+	if t.Speed < 0 {
+		errs = append(errs, fmt.Errorf("speed must be ≥ 0, got %v", t.Speed))
 	}
-	for i, a := range c.AccessLogs {
-		if err := a.validate(); err != nil {
-			errs = append(errs, fmt.Errorf("accesslog[%d]: %w", i, err))
-		}
+	return errors.Join(errs...)
+}
+
+// Validate checks the inventory's interval, /proc path and port range.
+func (cc *ConnectionsConfig) Validate() error {
+	var errs []error
+	if cc.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("interval must be > 0, got %v", cc.Interval))
 	}
-	if c.Connections.HasValue() {
-		cc := c.Connections.Get()
-		if cc.Interval <= 0 {
-			errs = append(errs, fmt.Errorf("connections: interval must be > 0, got %v", cc.Interval))
-		}
-		if cc.ProcPath == "" {
-			errs = append(errs, errors.New("connections: proc_path is required"))
-		}
-		if cc.EphemeralPorts != "" {
-			if _, err := parseRange(cc.EphemeralPorts); err != nil {
-				errs = append(errs, fmt.Errorf("connections: %w", err))
-			}
+	if cc.ProcPath == "" {
+		errs = append(errs, errors.New("proc_path is required"))
+	}
+	if cc.EphemeralPorts != "" {
+		if _, err := parseRange(cc.EphemeralPorts); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -215,7 +212,8 @@ func (c *CaptureConfig) points() []CapturePoint {
 	return []CapturePoint{c.CapturePoint}
 }
 
-func (c *CaptureConfig) validate() error {
+// Validate checks the capture points, framing, spans, routes and bounds.
+func (c *CaptureConfig) Validate() error {
 	var errs []error
 	if len(c.Points) > 0 && (c.Interface != "" || c.NetworkNamespace != "" || len(c.Ports) > 0 || len(c.Hosts) > 0) {
 		errs = append(errs, errors.New("set interface, network_namespace, ports and hosts either on capture or on each of its points"))
@@ -290,7 +288,8 @@ func parseSpanKinds(kinds []string) (client, server bool, err error) {
 	return client, server, nil
 }
 
-func (a *AccessLogConfig) validate() error {
+// Validate checks the log's path, service, format and routes.
+func (a *AccessLogConfig) Validate() error {
 	var errs []error
 	if a.Path == "" {
 		errs = append(errs, errors.New("path is required"))
