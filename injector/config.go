@@ -3,7 +3,6 @@ package injector
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"path"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/config/confighttp"
 
+	"github.com/tierscope/tierscope/internal/endpoint"
 	"github.com/tierscope/tierscope/internal/nfqdelay"
 )
 
@@ -105,7 +105,7 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Insecure && c.Auth.HasValue():
 		errs = append(errs, errors.New("insecure: true contradicts auth; remove one"))
-	case c.Insecure && !isLoopback(c.NetAddr.Endpoint):
+	case c.Insecure && !endpoint.IsLoopback(c.NetAddr.Endpoint):
 		errs = append(errs, fmt.Errorf("insecure: true is allowed on a loopback endpoint only, not %q", c.NetAddr.Endpoint))
 	case !c.Insecure && !c.Auth.HasValue():
 		errs = append(errs, errors.New("auth: the API changes the host and needs an authenticator (e.g. bearertokenauth); `insecure: true` on a loopback endpoint runs it without"))
@@ -144,19 +144,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_leases: %d must be > 0 and queue_base+max_leases <= 65536", c.MaxLeases))
 	}
 	return errors.Join(errs...)
-}
-
-// isLoopback reports whether endpoint (host:port) listens on loopback only.
-func isLoopback(endpoint string) bool {
-	host, _, err := net.SplitHostPort(endpoint)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
 }
 
 // parsePrefix accepts a CIDR or a bare address (a /32 or /128).

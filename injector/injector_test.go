@@ -20,10 +20,10 @@ import (
 	"go.opentelemetry.io/collector/config/configauth"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
-	"go.opentelemetry.io/collector/extension/extensionauth"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/tierscope/tierscope/injector/internal/metadata"
+	"github.com/tierscope/tierscope/internal/authtest"
 	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/nfqdelay"
 	"github.com/tierscope/tierscope/internal/wave"
@@ -166,23 +166,6 @@ func (f *fakeDelay) last() (float64, int) {
 	return f.values[len(f.values)-1], f.restored
 }
 
-// tokenAuth is a server authenticator extension accepting one bearer token.
-type tokenAuth struct {
-	component.StartFunc
-	component.ShutdownFunc
-}
-
-func (tokenAuth) Authenticate(ctx context.Context, h map[string][]string) (context.Context, error) {
-	for _, v := range h["Authorization"] {
-		if v == "Bearer s3cret" {
-			return ctx, nil
-		}
-	}
-	return ctx, fmt.Errorf("missing or bad bearer token")
-}
-
-var _ extensionauth.Server = tokenAuth{}
-
 type testHost struct {
 	ext map[component.ID]component.Component
 }
@@ -236,9 +219,9 @@ func start(t *testing.T, mutate func(*Config)) *env {
 		return f, nil
 	}
 	authID := component.MustNewID("tokenauth")
-	host := testHost{ext: map[component.ID]component.Component{authID: tokenAuth{}}}
+	host := testHost{ext: map[component.ID]component.Component{authID: authtest.Token{}}}
 	if cfg.Auth.HasValue() {
-		e.hdr = "Bearer s3cret"
+		e.hdr = authtest.Header
 	}
 	require.NoError(t, e.inj.Start(context.Background(), host))
 	t.Cleanup(func() { _ = e.inj.Shutdown(context.Background()) })

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configopaque"
 
+	"github.com/tierscope/tierscope/internal/endpoint"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/workfactor"
 )
@@ -125,19 +124,6 @@ type StorageConfig struct {
 	// windows; 0 disables downsampling.
 	DownsampleAfter time.Duration `mapstructure:"downsample_after"`
 	DownsampleTo    time.Duration `mapstructure:"downsample_to"`
-}
-
-// isLoopback reports whether endpoint (host:port) listens on loopback only.
-func isLoopback(endpoint string) bool {
-	host, _, err := net.SplitHostPort(endpoint)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
 }
 
 // ExperimentsConfig configures the gradient experiments (paper 000 §3): where
@@ -546,7 +532,7 @@ func (c *Config) Validate() error {
 	}
 	// Experiments make injectors perturb hosts: their API is for
 	// authenticated callers, or for local ones on a loopback endpoint.
-	if len(c.Experiments.injectorURLs()) > 0 && !c.Auth.HasValue() && !isLoopback(c.NetAddr.Endpoint) {
+	if len(c.Experiments.injectorURLs()) > 0 && !c.Auth.HasValue() && !endpoint.IsLoopback(c.NetAddr.Endpoint) {
 		bad("auth", "experiments are configured, so the API on %q (not loopback) needs an authenticator: POST %s starts perturbations", c.NetAddr.Endpoint, "/api/v1/experiments")
 	}
 	return errors.Join(errs...)

@@ -19,13 +19,13 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/extension/extensionauth"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/authtest"
 	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
@@ -59,37 +59,15 @@ func startEngineWith(t *testing.T, set exporter.Settings, dsn, shard string, now
 	e, err := newEngine(set, cfg)
 	require.NoError(t, err)
 	e.now = func() time.Time { return now }
-	host := authHost{ext: map[component.ID]component.Component{component.MustNewID("tokenauth"): tokenAuth{}}}
+	host := authtest.Host{component.MustNewID("tokenauth"): authtest.Token{}}
 	require.NoError(t, e.Start(context.Background(), host))
 	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
 	te := &testEngine{engine: e, t: t, url: "http://" + e.addr}
 	if cfg.Auth.HasValue() {
-		te.hdr = "Bearer s3cret"
+		te.hdr = authtest.Header
 	}
 	return te
 }
-
-type authHost struct {
-	ext map[component.ID]component.Component
-}
-
-func (h authHost) GetExtensions() map[component.ID]component.Component { return h.ext }
-
-type tokenAuth struct {
-	component.StartFunc
-	component.ShutdownFunc
-}
-
-func (tokenAuth) Authenticate(ctx context.Context, h map[string][]string) (context.Context, error) {
-	for _, v := range h["Authorization"] {
-		if v == "Bearer s3cret" {
-			return ctx, nil
-		}
-	}
-	return ctx, fmt.Errorf("missing or bad bearer token")
-}
-
-var _ extensionauth.Server = tokenAuth{}
 
 func (te *testEngine) get(path string, out any) int {
 	te.t.Helper()
