@@ -34,6 +34,7 @@ const (
 	modelFirst
 	modelSequential
 	modelParallel
+	modelTail
 )
 
 type modelKey struct {
@@ -311,6 +312,7 @@ func (s *spanStitcher) fit(round int) {
 	if round > 0 {
 		s.fitCounts()
 		s.fitSequences()
+		s.fitTails()
 	}
 	for c := range spans {
 		ci := int32(c)
