@@ -160,6 +160,14 @@
 //     duration (a robust likelihood: a parent whose other children are still
 //     misplaced must not outweigh the rest). It keeps the likelier, and caps
 //     the confidence of every child in both tails at L/(L + L_swapped).
+//   - Late starts. Work handed to another thread as a request finishes (a
+//     publish, a background task) may start after its parent has ended. A
+//     PRODUCER or INTERNAL orphan therefore also takes as candidates the local
+//     spans that ended before it started, no longer ago than they ran; such a
+//     link scores n_after(c.start − p.end)·P(late | key), the probability
+//     learned from the assignment (not from the scoreboard, which would teach
+//     it from every candidate) with a prior of 1% until seen, and every
+//     enclosing link takes 1 − P(late | key).
 //   - Guests. A process that serves nothing (database clients reported under
 //     the back end's service.name) is placed in the process of its host that
 //     encloses ≥ 90% of its spans when no other encloses > 60%; otherwise each
