@@ -500,7 +500,8 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 		// overlap penalty: a parent already running a child is a less likely
 		// parent of another (a thread makes one call at a time).
 		v := s.scoreAfter(p, -1, c, round)
-		if prev >= 0 && s.spans[prev].End > s.spans[c].Start+s.tol[c] {
+		// A previous child that outlives p runs on a thread of its own.
+		if prev >= 0 && s.spans[prev].End > s.spans[c].Start+s.tol[c] && s.spans[prev].End <= ps.End+s.tolEnd[prev] {
 			v *= overlapPrior
 		}
 		return v
