@@ -27,8 +27,8 @@ import (
 
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter"
 	"github.com/tierscope/tierscope/internal/api"
-	"github.com/tierscope/tierscope/internal/sim/loadgen"
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 	"github.com/tierscope/tierscope/internal/store"
 )
 
