@@ -530,7 +530,7 @@ func (e *Estimator) halfLife(start, period int64) float64 {
 	if e.cfg.memoryFixed() {
 		return e.cfg.HalfLife
 	}
-	return min(max(float64(period-start), e.cfg.HalfLife), e.cfg.MaxHalfLife)
+	return min(max(e.cfg.MemoryGrowth*float64(period-start), e.cfg.HalfLife), e.cfg.MaxHalfLife)
 }
 
 // ageWithMemory ages the sums by g periods, each block by its own half-life
@@ -625,7 +625,7 @@ func (e *Estimator) shift(si int, period, start int64) {
 		// aftermath of the change before (a model still converging): the
 		// regime before that stays the previous one.
 		if !e.cfg.memoryFixed() && float64(period-b.start) >= youngRegime*e.cfg.HalfLife {
-			e.keepPrevious(b)
+			e.renewPrevious(b)
 		}
 		for i := 0; i < k; i++ {
 			for j := 0; j < k; j++ {
@@ -685,6 +685,58 @@ func countTrue(bs []bool) int {
 		}
 	}
 	return n
+}
+
+// renewPrevious chooses the block's previous regime at a shift, the data
+// from which the flows that did not change are estimated alongside the new
+// regime:
+//   - no flow of the block was found changed (or new) during the ending
+//     regime: the shift that started it was a false alarm, and the ending
+//     regime and the one before are one (mergePrevious);
+//   - else the ending regime replaces the previous one (keepPrevious) if it
+//     holds at least as many aged equations (N_h); a short regime between
+//     two shifts (often the first one's aftermath, mispredicted while its
+//     changed flows were being found) would otherwise discard the long one
+//     before it. A flow that changed at either shift differs from whichever
+//     regime is kept, and the selection of acrossRegimes finds it.
+func (e *Estimator) renewPrevious(b block) {
+	switch {
+	case len(e.st.PrevC) > 0 && !e.changedSince(b):
+		e.mergePrevious(b)
+	case b.nh >= b.pnh:
+		e.keepPrevious(b)
+	}
+}
+
+// changedSince reports whether any flow of the block started its smoothing
+// afresh during the block's current regime: found changed, or new.
+func (e *Estimator) changedSince(b block) bool {
+	for _, i := range b.flows {
+		if sm := e.st.Smooth[i]; sm.Since > 0 && sm.Since >= b.start {
+			return true
+		}
+	}
+	return false
+}
+
+// mergePrevious adds the block's current sums to its previous regime.
+func (e *Estimator) mergePrevious(b block) {
+	st := &e.st
+	k := len(st.Flows)
+	for _, i := range b.flows {
+		st.PrevD[i] += st.D[i]
+		for _, j := range b.flows {
+			st.PrevC[i*k+j] += st.C[i*k+j]
+		}
+	}
+	for _, si := range b.sources {
+		src := &st.Sources[si]
+		src.PrevN += src.N
+		src.PrevYY += src.YY
+		src.PrevB0 += src.B0
+		src.PrevBY += src.BY
+		src.PrevBX = addInto(src.PrevBX, src.BX)
+	}
 }
 
 // keepPrevious makes the block's current sums its previous regime, replacing

@@ -343,18 +343,17 @@ func (e *Estimator) solveAll() *solveResult {
 // column's increment at the last shift is taken for a change.
 const changeZ = 3
 
-// maxSelectColumns bounds the stepwise selection of acrossRegimes (O(K²)
-// solves per period); larger blocks estimate from the current regime only.
+// maxSelectColumns bounds the selection of acrossRegimes (up to K solves
+// per period); larger blocks estimate from the current regime only.
 const maxSelectColumns = 24
 
 // acrossRegimes re-solves the block with the previous regime's equations
 // (State.PrevC) as well. Which columns changed at the last shift is found by
-// stepwise selection: starting from every column spanning both regimes, the
-// column whose increment (a copy over the current regime's equations only)
-// has the largest goodness is taken as changed, while that goodness exceeds
-// changeZ, and a column taken before whose increment no longer does is
-// dropped. Changed columns then get one coefficient per regime, the others one
-// over both. cur is the current regime's fit of cols; the result's first
+// backward elimination: every column spanning both regimes gets an increment
+// (a copy over the current regime's equations only); the increment with the
+// smallest goodness is dropped while that goodness is below changeZ, and the
+// columns whose increments remain have changed. Changed columns then get one
+// coefficient per regime, the others one over both. cur is the current regime's fit of cols; the result's first
 // len(cols) columns are the current regime's, in the same order.
 func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int) {
 	n := len(cols)
@@ -388,38 +387,27 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int)
 		}
 		return g
 	}
-	// Stepwise: add the column whose increment is most significant, then drop
-	// any whose increment is no longer significant beside the others (a change
-	// first given to a correlated column moves to the one that changed).
-	for step := 0; step < 2*n; step++ {
-		best, bestG := -1, float64(changeZ)
-		for a, c := range cols {
-			if changed[a] || c.fixed {
-				continue
+	// Backward elimination: start with every free column changed, then
+	// drop, one at a time, the one whose increment is least significant
+	// beside the others, while it is below changeZ. Starting from the full
+	// model, two changes whose increments are correlated over the young
+	// regime both stay in; a forward selection adds one and lets it stand in
+	// for the other. One solve per step.
+	for a, c := range cols {
+		changed[a] = !c.fixed
+	}
+	for {
+		g := incG(changed)
+		worst, worstG := -1, float64(changeZ)
+		for a := range cols {
+			if changed[a] && g[a] < worstG {
+				worst, worstG = a, g[a]
 			}
-			changed[a] = true
-			if g := incG(changed)[a]; g > bestG {
-				best, bestG = a, g
-			}
-			changed[a] = false
 		}
-		if best < 0 {
+		if worst < 0 {
 			break
 		}
-		changed[best] = true
-		for {
-			g := incG(changed)
-			worst, worstG := -1, float64(changeZ)
-			for a := range cols {
-				if changed[a] && a != best && g[a] < worstG {
-					worst, worstG = a, g[a]
-				}
-			}
-			if worst < 0 {
-				break
-			}
-			changed[worst] = false
-		}
+		changed[worst] = false
 	}
 	// The final layout: changed columns over the current regime, their twins
 	// over the previous one; the others over both.
