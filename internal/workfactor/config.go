@@ -138,8 +138,8 @@ type Config struct {
 	// (§3.4); with MaxHalfLife above it, the shortest memory, used right after a
 	// change. The paper asks for h ≥ 1/(−log₂(1−1/K)) so that N_h ≥ K. Default 10.
 	HalfLife float64
-	// MaxHalfLife is the longest memory. A block's half-life is the number of
-	// periods since its last detected change, between HalfLife and MaxHalfLife:
+	// MaxHalfLife is the longest memory. A block's half-life is MemoryGrowth ×
+	// the periods since its last detected change, between HalfLife and MaxHalfLife:
 	// it grows while the work factors hold, and a change (ShiftSigma, CUSUM)
 	// brings it back to HalfLife. 0 (or HalfLife): the paper's fixed aging.
 	// Default 300.
