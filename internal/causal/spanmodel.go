@@ -279,6 +279,7 @@ func (s *spanStitcher) fit(round int) {
 	m := s.models
 	m.reset()
 	s.site.reset()
+	s.roundStamp++
 	spans := s.spans
 	n := len(spans)
 	if s.perParent == nil {
@@ -500,7 +501,8 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 		// overlap penalty: a parent already running a child is a less likely
 		// parent of another (a thread makes one call at a time).
 		v := s.scoreAfter(p, -1, c, round)
-		if prev >= 0 && s.spans[prev].End > s.spans[c].Start+s.tol[c] {
+		// A previous child that outlives p runs on a thread of its own.
+		if prev >= 0 && s.spans[prev].End > s.spans[c].Start+s.tol[c] && s.spans[prev].End <= ps.End+s.tolEnd[prev] {
 			v *= overlapPrior
 		}
 		return v

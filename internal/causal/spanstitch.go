@@ -28,6 +28,9 @@ type spanStitcher struct {
 	known  []bool
 	conf   []float32
 	runner []int32
+	// roundStamp counts the model fits; siteCache holds callers' sites per fit.
+	roundStamp uint32
+	siteCache  []callerSite
 	// kids lists every span's current local children, by start.
 	kids [][]int32
 	// hasKnownCallee marks callers whose SERVER child is known from context.
