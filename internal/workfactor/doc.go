@@ -58,7 +58,7 @@
 //     does not replace it. Each solve then finds the columns that changed by backward
 //     elimination: every column spanning both regimes gets an increment (a
 //     copy over the current regime only), and the increment of least
-//     goodness is dropped while that goodness is below 2. Starting from the
+//     goodness is dropped while that goodness is below 3. Starting from the
 //     full model keeps two changes whose increments are correlated over the
 //     young regime; a forward selection (tried first) let one stand in for
 //     the other. A changed column gets one coefficient per regime, an

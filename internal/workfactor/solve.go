@@ -340,12 +340,8 @@ func (e *Estimator) solveAll() *solveResult {
 }
 
 // changeZ is the goodness (estimate over standard error) from which a
-// column's increment at the last shift is taken for a change. Low (about 95%
-// two-sided): an increment kept without need costs the column the previous
-// regime's equations (variance); a change dropped biases it by the whole
-// change, usually the larger error at the 15% the estimates are held to.
-// On generated releases (seeds 161–220) 2 passed 43 of 60 runs, 3 passed 38.
-const changeZ = 2
+// column's increment at the last shift is taken for a change.
+const changeZ = 3
 
 // maxSelectColumns bounds the selection of acrossRegimes (up to K solves
 // per period); larger blocks estimate from the current regime only.
