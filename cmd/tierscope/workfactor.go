@@ -264,10 +264,11 @@ func readWorkfactorSamples(r io.Reader, name string) (*workfactorSamples, error)
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
+			// encoding/csv's ParseError names the line and column.
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		line, _ := cr.FieldPos(0)
 		row, err := parseWorkfactorRow(rec, header, col, pcol, hasProcess, name, line)
 		if err != nil {
 			return nil, err
