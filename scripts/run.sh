@@ -129,6 +129,7 @@ elif [ "$EXPERIMENT" = 1 ]; then
 fi
 wait "$load_pid" || { log "the load generator failed; see $OUT/load.json"; exit 1; }
 load_pid=""
+load_end=$(date +%s)
 if [ -n "$experiment_pid" ]; then
   if ! wait "$experiment_pid"; then
     log "the experiment did not finish; see $OUT/experiment.log and $OUT/collector.log"
@@ -137,8 +138,14 @@ if [ -n "$experiment_pid" ]; then
   sed 's/^/  /' "$OUT/experiment.log" | tail -n 12
 fi
 
-log "the last traces: causalpath (10 s) and perfmodel (20 s) let them through"
-sleep 32
+# A request's trace reaches the models some 35 s after it (the SDK's batch,
+# causalpath's wait and the exporter's trace_wait): wait that long after the
+# load, less what the experiment already took.
+settle=$((load_end + 36 - $(date +%s)))
+if ((settle > 0)); then
+  log "the last traces: the SDKs (5 s), causalpath (10 s) and perfmodel (20 s) let them through (${settle} s)"
+  sleep "$settle"
+fi
 echo
 log "work factors, signatures, gradients and a what-if from the perfmodel API (since the load began):"
 echo "  bin/tierscope models --api http://$API --truth <(bin/testbed truth) --what-if '$WHAT_IF'"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -49,15 +50,17 @@ func runModels(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		changes = append(changes, api.Change{Element: el, Delta: v})
 	}
-	var truth map[string]float64
+	var truth *testbedTruth
 	if *truthFile != "" {
 		data, err := os.ReadFile(*truthFile)
 		if err != nil {
 			return err
 		}
-		if truth, err = knownBurns(data); err != nil {
+		t, err := parseTruth(data)
+		if err != nil {
 			return fmt.Errorf("%s: %w", *truthFile, err)
 		}
+		truth = &t
 	}
 	token := os.Getenv("TIERSCOPE_TOKEN")
 	if *tokenFile != "" {
@@ -106,44 +109,60 @@ func runModels(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// knownBurns reads `testbed truth`: every request kind's CPU burn in
-// megacycles, keyed "service name" as the flows' service and the last element
-// of their transaction ("web Home" for "web /txn/Home").
-func knownBurns(data []byte) (map[string]float64, error) {
+// testbedTruth is what `testbed truth` says of each request kind: the burn
+// of one request of every flow ("service name", as truthKey names flows), and
+// per transaction how many requests of each flow one request makes.
+type testbedTruth struct {
+	burn         map[string]float64
+	transactions []truthTransaction
+}
+
+type truthTransaction struct {
+	name  string
+	flows map[string]float64 // flow → requests per transaction request
+}
+
+func parseTruth(data []byte) (testbedTruth, error) {
 	type node struct {
 		Service string  `json:"service"`
 		Name    string  `json:"name"`
 		CPUMC   float64 `json:"cpu_mc"`
 		Calls   []struct {
+			Count  int   `json:"count"`
 			Callee *node `json:"callee"`
 		} `json:"calls"`
 	}
-	var t struct {
+	var doc struct {
 		Transactions []struct {
-			Tree *node `json:"tree"`
+			Name string `json:"name"`
+			Tree *node  `json:"tree"`
 		} `json:"transactions"`
 	}
-	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("not the testbed's truth: %w", err)
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return testbedTruth{}, fmt.Errorf("not the testbed's truth: %w", err)
 	}
-	out := map[string]float64{}
-	var walk func(n *node)
-	walk = func(n *node) {
-		if n == nil {
-			return
+	t := testbedTruth{burn: map[string]float64{}}
+	for _, tx := range doc.Transactions {
+		flows := map[string]float64{}
+		var walk func(n *node, times float64)
+		walk = func(n *node, times float64) {
+			if n == nil {
+				return
+			}
+			key := n.Service + " " + n.Name
+			t.burn[key] = n.CPUMC
+			flows[key] += times
+			for _, c := range n.Calls {
+				walk(c.Callee, times*float64(max(c.Count, 1)))
+			}
 		}
-		out[n.Service+" "+n.Name] = n.CPUMC
-		for _, c := range n.Calls {
-			walk(c.Callee)
-		}
+		walk(tx.Tree, 1)
+		t.transactions = append(t.transactions, truthTransaction{name: tx.Name, flows: flows})
 	}
-	for _, tx := range t.Transactions {
-		walk(tx.Tree)
+	if len(t.transactions) == 0 {
+		return testbedTruth{}, fmt.Errorf("no transactions in the truth")
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no transactions in the truth")
-	}
-	return out, nil
+	return t, nil
 }
 
 // truthKey maps a flow ("web /txn/Home", "db POST /query/get_item") to the
@@ -153,7 +172,7 @@ func truthKey(flow string) string {
 	return service + " " + path.Base(tx)
 }
 
-func printWorkFactors(w io.Writer, wf api.WorkFactors, truth map[string]float64) {
+func printWorkFactors(w io.Writer, wf api.WorkFactors, truth *testbedTruth) {
 	fmt.Fprintln(w, "Work factors: CPU megacycles per request of each flow (paper 002's regression of CPU on request rates)")
 	if len(wf.Machines) == 0 || len(wf.Machines[0].Flows) == 0 {
 		fmt.Fprintln(w, "    none yet: they need SERVER spans and CPU utilization (hostmetrics) of the same host.name over several windows,")
@@ -165,35 +184,72 @@ func printWorkFactors(w io.Writer, wf api.WorkFactors, truth map[string]float64)
 		fmt.Fprintf(w, "    on %s: R² %.2f over %d windows\n", m.Machine, m.R2, seriesLen(m))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		if truth != nil {
-			fmt.Fprintln(tw, "    flow\testimate Mc\tknown burn Mc\testimate − burn\t")
+			fmt.Fprintln(tw, "    flow\testimate Mc\tknown burn Mc\t")
 		} else {
 			fmt.Fprintln(tw, "    flow\testimate Mc\t")
 		}
 		flows := slices.Clone(m.Flows)
 		slices.SortFunc(flows, func(a, b api.FlowWorkFactor) int { return strings.Compare(a.Flow, b.Flow) })
+		estimate := map[string]float64{}
 		for _, f := range flows {
-			note := ""
-			if f.Combined {
-				note = "  (solved together with collinear flows)"
-			}
+			estimate[truthKey(f.Flow)] = f.WorkFactor
 			if truth == nil {
-				fmt.Fprintf(tw, "    %s\t%.2f\t%s\n", f.Flow, f.WorkFactor, note)
-				continue
+				fmt.Fprintf(tw, "    %s\t%.2f\t\n", f.Flow, f.WorkFactor)
+			} else if burn, ok := truth.burn[truthKey(f.Flow)]; ok {
+				fmt.Fprintf(tw, "    %s\t%.2f\t%.2f\t\n", f.Flow, f.WorkFactor, burn)
+			} else {
+				fmt.Fprintf(tw, "    %s\t%.2f\t—\t\n", f.Flow, f.WorkFactor)
 			}
-			burn, ok := truth[truthKey(f.Flow)]
-			if !ok {
-				fmt.Fprintf(tw, "    %s\t%.2f\t—\t\t%s\n", f.Flow, f.WorkFactor, note)
-				continue
-			}
-			fmt.Fprintf(tw, "    %s\t%.2f\t%.2f\t%+.2f\t%s\n", f.Flow, f.WorkFactor, burn, f.WorkFactor-burn, note)
 		}
 		tw.Flush()
+		for _, g := range m.Groups {
+			fmt.Fprintf(w, "    solved as one (%s): %s\n", g.Reason, strings.Join(g.Flows, ", "))
+		}
+		if truth != nil {
+			printTransactionCosts(w, truth, estimate)
+		}
 	}
 	if truth != nil {
 		fmt.Fprintln(w, "    The burn is what the testbed's configuration busy-loops per request; a request also costs what is not burned")
-		fmt.Fprintln(w, "    (HTTP, tracing, SQLite), which the estimate includes: WORKFACTORS=1 make run measures that part and checks the estimates.")
+		fmt.Fprintln(w, "    (HTTP, tracing, SQLite), which the estimate includes. Flows that always run together (a transaction's web, app")
+		fmt.Fprintln(w, "    and db requests, here in one process) cannot be told apart, only their sum: hence the totals per transaction.")
+		fmt.Fprintln(w, "    WORKFACTORS=1 make run runs each tier as its own process and checks every flow against its measured cost.")
 	}
 	fmt.Fprintln(w)
+}
+
+// printTransactionCosts sums, per transaction, the work factors of the flows
+// one request makes (their counts from the truth) beside the burn they are
+// known to make; flows without an estimate (the worker serves no SERVER span)
+// are named.
+func printTransactionCosts(w io.Writer, truth *testbedTruth, estimate map[string]float64) {
+	fmt.Fprintln(w, "    per transaction (the flows one request makes):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "    transaction\testimate Mc\tknown burn Mc\testimate / burn\t")
+	for _, tx := range truth.transactions {
+		var est, burn float64
+		var missing []string
+		for _, flow := range slices.Sorted(maps.Keys(tx.flows)) {
+			n := tx.flows[flow]
+			e, ok := estimate[flow]
+			if !ok {
+				missing = append(missing, flow)
+				continue
+			}
+			est += n * e
+			burn += n * truth.burn[flow]
+		}
+		note := ""
+		if len(missing) > 0 {
+			note = "  without " + strings.Join(missing, ", ")
+		}
+		ratio := "—"
+		if burn > 0 {
+			ratio = fmt.Sprintf("%.2f", est/burn)
+		}
+		fmt.Fprintf(tw, "    %s\t%.2f\t%.2f\t%s\t%s\n", tx.name, est, burn, ratio, note)
+	}
+	tw.Flush()
 }
 
 func seriesLen(m api.MachineWorkFactors) int {

@@ -246,7 +246,9 @@ type ExperimentsConfig struct {
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`
 	// Lateness is how long after a bin ends its samples may still arrive;
-	// 0 means trace_wait + 2s.
+	// 0 means trace_wait + 2s. Spans held upstream (an SDK's batch delay, a
+	// causalpath processor's wait) arrive that much later: add them, or the
+	// windows' bins read empty.
 	Lateness time.Duration `mapstructure:"lateness"`
 	// RequestTimeout bounds one request to an injector.
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
