@@ -11,7 +11,7 @@
 #   2. starts the testbed's tiers on loopback (`testbed up`, as one process named
 #      testbed-tiers), with trace context dropped on the web → app hop so that
 #      causalpath has something to repair;
-#   3. runs the load generator for DURATION (default 100s) and, meanwhile, a short
+#   3. runs the load generator for DURATION (default 120s) and, meanwhile, a short
 #      link experiment (`tierscope experiment start`; the injector needs root);
 #   4. lets the last traces through, prints the models (`tierscope models`), the
 #      service graph and the metrics of both, then stops the tiers and the collector;
@@ -26,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-out/run}
-DURATION=${DURATION:-100s}
+DURATION=${DURATION:-120s}
 OTLP_PORT=${OTLP_PORT:-14317}
 API=${API:-127.0.0.1:8790}
 PROMETHEUS=${PROMETHEUS:-127.0.0.1:8889}
