@@ -90,7 +90,9 @@ log "perfmodel API on http://$API (curl -s http://$API/api/v1/graph)"
 # name the same process.
 ln -sf "$(pwd)/bin/testbed" "$OUT/testbed-tiers"
 log "starting the testbed tiers on 127.0.0.1:$BASE_PORT and up (context dropped on: ${DROP_CONTEXT:-nothing})"
-OTEL_RESOURCE_ATTRIBUTES=process.executable.name=testbed-tiers \
+# Their SDKs export every second (OTEL_BSP_SCHEDULE_DELAY, 5 s by default), so
+# that traces reach the models, and the experiment its samples, sooner.
+OTEL_RESOURCE_ATTRIBUTES=process.executable.name=testbed-tiers OTEL_BSP_SCHEDULE_DELAY=1000 \
   "$OUT/testbed-tiers" up --otlp "127.0.0.1:$OTLP_PORT" --base-port "$BASE_PORT" --drop-context "$DROP_CONTEXT" \
   >"$OUT/testbed.log" 2>&1 &
 testbed_pid=$!
@@ -138,12 +140,12 @@ if [ -n "$experiment_pid" ]; then
   sed 's/^/  /' "$OUT/experiment.log" | tail -n 12
 fi
 
-# A request's trace reaches the models some 35 s after it (the SDK's batch,
+# A request's trace reaches the models some 31 s after it (the SDK's batch,
 # causalpath's wait and the exporter's trace_wait): wait that long after the
 # load, less what the experiment already took.
-settle=$((load_end + 36 - $(date +%s)))
+settle=$((load_end + 32 - $(date +%s)))
 if ((settle > 0)); then
-  log "the last traces: the SDKs (5 s), causalpath (10 s) and perfmodel (20 s) let them through (${settle} s)"
+  log "the last traces: the SDKs (1 s), causalpath (10 s) and perfmodel (20 s) let them through (${settle} s)"
   sleep "$settle"
 fi
 echo

@@ -152,7 +152,7 @@ try {
           throw new Error(await page.getByTestId('harness-error').textContent());
         }),
     ]);
-    assert((await page.getByRole('radio').count()) === 10, 'want 10 query types');
+    assert((await page.getByRole('radio').count()) === 11, 'want 11 query types');
     assert((await queryJSON()).queryType === 'paths', 'the default query type is paths');
     await page.getByTestId('tierscope-top').waitFor();
   });
