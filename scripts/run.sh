@@ -154,14 +154,12 @@ echo "  bin/tierscope models --api http://$API --truth <(bin/testbed truth) --wh
 bin/testbed truth >"$OUT/truth.json"
 bin/tierscope models --api "http://$API" --truth "$OUT/truth.json" --what-if "$WHAT_IF" --from "$load_start" ||
   log "(the API did not answer; see $OUT/collector.log)"
-log "the service graph from the perfmodel API:"
-echo "  curl -s http://$API/api/v1/graph"
-curl -s "http://$API/api/v1/graph" || log "(the API did not answer; see $OUT/collector.log)"
-echo
-log "the same graph as standard service-graph metrics (servicegraph connector, seconds), and the models as metrics:"
+log "the service graph, paths and models as JSON: curl -s http://$API/api/v1/graph (…/paths, …/workfactors, …/latency)"
+log "the service graph as standard service-graph metrics (servicegraph connector, seconds), and the models as metrics"
+echo "  (perfmodel receiver), the first 4 series of each:"
 echo "  curl -s http://$PROMETHEUS/metrics | grep -E '^(traces_service_graph_request_total|tierscope_)'"
-curl -s "http://$PROMETHEUS/metrics" | grep -E '^(traces_service_graph_request_total|tierscope_(workfactor|signature|gradient))' | head -n 40 ||
-  log "(no metrics; see $OUT/collector.log)"
+curl -s "http://$PROMETHEUS/metrics" | grep -E '^(traces_service_graph_request_total|tierscope_(workfactor|signature|gradient))' |
+  awk -F'{' '++n[$1] <= 4' || log "(no metrics; see $OUT/collector.log)"
 stop "$testbed_pid"
 testbed_pid=""
 stop "$collector_pid"
