@@ -26,7 +26,8 @@ func modelMetricsPipelines(promEndpoint, apiEndpoint, dbPath string) func(cfg ma
 		receivers["perfmodel"] = map[string]any{"endpoint": "http://" + apiEndpoint, "collection_interval": "1s", "range": "5m"}
 		exporters := cfg["exporters"].(map[string]any)
 		exporters["perfmodel"] = map[string]any{
-			"endpoint": apiEndpoint, "window": "1s", "flush_interval": "1s", "trace_wait": "2s",
+			// trace_wait longer than causalpath's wait (5 s), as the README asks.
+			"endpoint": apiEndpoint, "window": "1s", "flush_interval": "1s", "trace_wait": "6s",
 			// The tiers' resources and hostmetrics name no host: one name joins them.
 			"host_name":    "e2e-host",
 			"capacity_mhz": float64(runtime.NumCPU()) * config.Default().MHz(),
@@ -56,7 +57,8 @@ func TestModelMetricsOfTheTestbed(t *testing.T) {
 	apiEndpoint := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	c := StartCollectorExtended(t, []Processor{Causalpath("reparent"), Batch()},
 		modelMetricsPipelines(promEndpoint, apiEndpoint, t.TempDir()+"/perfmodel.db"))
-	runTestbedLoad(t, c.Endpoint, []string{"web->app"}, 15*time.Second)
+	// A varying load: a regression needs request rates that move.
+	runTestbedLoadMix(t, c.Endpoint, []string{"web->app"}, 30*time.Second, "nonstationary", 4)
 
 	url := "http://" + promEndpoint + "/metrics"
 	var wf api.WorkFactors
@@ -69,8 +71,10 @@ func TestModelMetricsOfTheTestbed(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s: %d machines with work factors in the API; tierscope_workfactor on the endpoint: %v",
-				len(wf.Machines), hasSample(samples, "tierscope_workfactor"))
+			var c api.Catalog
+			readAPI(t, "http://"+apiEndpoint+api.PathCatalog, &c)
+			t.Fatalf("after 60 s: %d machines with work factors in the API (machines with CPU: %v, services: %d); tierscope_workfactor on the endpoint: %v",
+				len(wf.Machines), c.Machines, len(c.Services), hasSample(samples, "tierscope_workfactor"))
 		}
 		time.Sleep(time.Second)
 	}
