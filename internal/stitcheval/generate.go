@@ -668,7 +668,32 @@ func (g *generator) placeRequests() {
 		visits[v].start = min(visits[v].start, sp.start)
 		visits[v].end = max(visits[v].end, sp.end)
 	}
-	g.offset, _ = place(visits, length, g.p.Concurrency, g.arrive)
+	if g.p.ShiftTo <= 0 || n < 2 {
+		g.offset, _ = place(visits, length, g.p.Concurrency, g.arrive)
+		return
+	}
+	// A load shift: each half placed at its own overlap, the second after the
+	// first has ended.
+	h := n / 2
+	var first, second []visit
+	for _, v := range visits {
+		if v.trace < h {
+			first = append(first, v)
+		} else {
+			v.trace -= h
+			second = append(second, v)
+		}
+	}
+	a, _ := place(first, length[:h], g.p.Concurrency, g.arrive)
+	b, _ := place(second, length[h:], g.p.ShiftTo, g.arrive)
+	var end int64
+	for t, o := range a {
+		end = max(end, o+length[t])
+	}
+	g.offset = append(a, b...)
+	for t := h; t < n; t++ {
+		g.offset[t] += end + 1
+	}
 }
 
 // base is the time of the first request: 2023-11-14T22:13:20Z.
