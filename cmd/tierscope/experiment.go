@@ -254,7 +254,9 @@ func (c *experimentClient) call(method, path string, body, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	target := *c.base
-	target.Path += path
+	p, query, _ := strings.Cut(path, "?")
+	target.Path += p
+	target.RawQuery = query
 	req, err := http.NewRequestWithContext(ctx, method, target.String(), rd)
 	if err != nil {
 		return usageError{err.Error()}
