@@ -60,17 +60,9 @@ func runExperiment(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *format != "text" && *format != "json" {
 		return usagef("--format must be text or json, not %q", *format)
 	}
-	token := os.Getenv("TIERSCOPE_TOKEN")
-	if *tokenFile != "" {
-		data, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return err
-		}
-		token = strings.TrimSpace(string(data))
-	}
-	c, err := newExperimentClient(*apiURL, token, *timeout)
+	c, err := apiClient(*apiURL, *tokenFile, *timeout)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	show := func(x api.Experiment) error { return printExperiment(stdout, *format, x) }
 
@@ -228,6 +220,24 @@ type experimentClient struct {
 	token   string
 	timeout time.Duration
 	http    *http.Client
+}
+
+// apiClient is a client of the perfmodel API at apiURL, with the bearer token
+// read from tokenFile, else from $TIERSCOPE_TOKEN.
+func apiClient(apiURL, tokenFile string, timeout time.Duration) (*experimentClient, error) {
+	token := os.Getenv("TIERSCOPE_TOKEN")
+	if tokenFile != "" {
+		data, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	c, err := newExperimentClient(apiURL, token, timeout)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	return c, nil
 }
 
 func newExperimentClient(raw, token string, timeout time.Duration) (*experimentClient, error) {

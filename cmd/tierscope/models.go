@@ -62,17 +62,9 @@ func runModels(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		truth = &t
 	}
-	token := os.Getenv("TIERSCOPE_TOKEN")
-	if *tokenFile != "" {
-		data, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return err
-		}
-		token = strings.TrimSpace(string(data))
-	}
-	c, err := newExperimentClient(*apiURL, token, *timeout)
+	c, err := apiClient(*apiURL, *tokenFile, *timeout)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	q := url.Values{}
 	if *from != "" {
