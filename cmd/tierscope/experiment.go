@@ -92,36 +92,7 @@ func runExperiment(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		return nil
 	case "status":
-		if id == "" {
-			if *wait {
-				return usagef("experiment status --wait needs an experiment id")
-			}
-			var list api.Experiments
-			if err := c.call(http.MethodGet, api.PathExperiments, nil, &list); err != nil {
-				return err
-			}
-			if *format == "json" {
-				return writeJSONLine(stdout, list)
-			}
-			if len(list.Experiments) == 0 {
-				_, err := fmt.Fprintln(stdout, "no experiments yet; start one with: tierscope experiment start --element 'link:<caller>-><callee>'")
-				return err
-			}
-			for _, x := range list.Experiments {
-				if err := show(x); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if *wait {
-			return c.follow(id, *poll, show)
-		}
-		var x api.Experiment
-		if err := c.call(http.MethodGet, api.PathExperiments+"/"+url.PathEscape(id), nil, &x); err != nil {
-			return err
-		}
-		return show(x)
+		return experimentStatus(c, id, *wait, *poll, *format, stdout, show)
 	default: // abort
 		if id == "" {
 			return usagef("experiment abort needs an experiment id: tierscope experiment abort ID")
@@ -132,6 +103,41 @@ func runExperiment(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		return show(x)
 	}
+}
+
+// experimentStatus shows experiment id (following it with wait), or every
+// experiment when id is "".
+func experimentStatus(c *experimentClient, id string, wait bool, poll time.Duration, format string, stdout io.Writer, show func(api.Experiment) error) error {
+	if id == "" {
+		if wait {
+			return usagef("experiment status --wait needs an experiment id")
+		}
+		var list api.Experiments
+		if err := c.call(http.MethodGet, api.PathExperiments, nil, &list); err != nil {
+			return err
+		}
+		if format == "json" {
+			return writeJSONLine(stdout, list)
+		}
+		if len(list.Experiments) == 0 {
+			_, err := fmt.Fprintln(stdout, "no experiments yet; start one with: tierscope experiment start --element 'link:<caller>-><callee>'")
+			return err
+		}
+		for _, x := range list.Experiments {
+			if err := show(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if wait {
+		return c.follow(id, poll, show)
+	}
+	var x api.Experiment
+	if err := c.call(http.MethodGet, api.PathExperiments+"/"+url.PathEscape(id), nil, &x); err != nil {
+		return err
+	}
+	return show(x)
 }
 
 // splitPositional takes the experiment id, the first argument that is neither
