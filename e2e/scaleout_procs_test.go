@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -166,6 +167,39 @@ func apiGet(t *testing.T, base, path string, out any) {
 	if err := json.Unmarshal(b, out); err != nil {
 		t.Fatalf("GET %s%s: %v", base, path, err)
 	}
+}
+
+// apiGetStatus is apiGet for a goroutine: it returns the status and body
+// instead of failing the test.
+func apiGetStatus(base, path string, out any) (int, string) {
+	resp, err := http.Get(base + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK && out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return 0, err.Error()
+		}
+	}
+	return resp.StatusCode, string(b)
+}
+
+// apiPost posts a JSON body; out, when set, takes a 2xx answer.
+func apiPost(base, path, body string, out any) (int, string) {
+	resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode < 300 && out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return 0, err.Error()
+		}
+	}
+	return resp.StatusCode, string(b)
 }
 
 func loopback(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -41,6 +42,8 @@ const (
 	soKillAt      = 85 * time.Second
 	soDowntime    = 7 * time.Second
 	soOpenWindows = 60 // two minutes: a retried batch after the restart is never late
+	// The experiment starts once the link's address has been seen.
+	soExperimentAt = 12 * time.Second
 )
 
 func soPerfmodel(apiAddr, dsn, shard string) map[string]any {
@@ -128,10 +131,24 @@ func TestScaleOut(t *testing.T) {
 			"metrics":       map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
 		}},
 	}, loopback(refRawPort))
+	injPort := freePort(t)
+	stack := startScaleOutStack(t, map[string]string{config.Web: loopback(ag1Port), config.App: loopback(ag1Port)}, loopback(ag2Port))
+	dbAddr := strings.TrimPrefix(stack.st.PrimaryURL, "http://")
 	analyzerCfg := func(port, apiPort int, shard string) map[string]any {
+		pm := soPerfmodel(loopback(apiPort), dsn, shard)
+		// The link experiment's coordinator drives agent-2's injector (the db
+		// host's). A handed-over sample arrives up to two polls after a local
+		// one: lateness covers trace_wait + that.
+		pm["experiments"] = map[string]any{
+			"injector": "http://" + loopback(injPort), "front_services": []string{config.Web},
+			"k": 4, "n": 32, "chunks": 2, "scale": 30, "max_delay": "20ms", "lateness": "12s",
+			// The testbed's db calls carry no server.address and server.port
+			// to learn the db's address from: it is configured.
+			"links": map[string]any{"app->db": map[string]any{"address": "tcp://" + dbAddr}},
+		}
 		return map[string]any{
 			"receivers": map[string]any{"otlp": soOTLP(port)},
-			"exporters": map[string]any{"perfmodel": soPerfmodel(loopback(apiPort), dsn, shard)},
+			"exporters": map[string]any{"perfmodel": pm},
 			"service": map[string]any{"telemetry": soTelemetry(), "pipelines": map[string]any{
 				"traces":  map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
 				"metrics": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
@@ -157,8 +174,8 @@ func TestScaleOut(t *testing.T) {
 			"metrics":    map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"loadbalancing/metrics", "otlp_grpc/reference"}},
 		}},
 	}, loopback(gwPort))
-	agentCfg := func(port int, host string) map[string]any {
-		return map[string]any{
+	agentCfg := func(port int, host string, withInjector bool) map[string]any {
+		cfg := map[string]any{
 			"receivers": map[string]any{
 				"otlp": soOTLP(port),
 				"hostmetrics": map[string]any{"collection_interval": "1s", "scrapers": map[string]any{
@@ -175,9 +192,17 @@ func TestScaleOut(t *testing.T) {
 				"metrics": map[string]any{"receivers": []string{"otlp", "hostmetrics"}, "processors": []string{"resource/host", "batch"}, "exporters": []string{"otlp_grpc/gateway"}},
 			}},
 		}
+		if withInjector {
+			cfg["extensions"] = map[string]any{"injector": map[string]any{
+				"endpoint": loopback(injPort), "insecure": true, "state_dir": filepath.Join(dir, "injector"),
+				"allowlist": map[string]any{"links": []string{"127.0.0.1/32"}}, "max_delay": "50ms", "max_lease": "10m",
+			}}
+			cfg["service"].(map[string]any)["extensions"] = []string{"injector"}
+		}
+		return cfg
 	}
-	ag1 := startOtelcol(t, bin, dir, "agent-1", agentCfg(ag1Port, "host-1"), loopback(ag1Port))
-	ag2 := startOtelcol(t, bin, dir, "agent-2", agentCfg(ag2Port, "host-2"), loopback(ag2Port))
+	ag1 := startOtelcol(t, bin, dir, "agent-1", agentCfg(ag1Port, "host-1", false), loopback(ag1Port))
+	ag2 := startOtelcol(t, bin, dir, "agent-2", agentCfg(ag2Port, "host-2", true), loopback(ag2Port))
 
 	// Kill analyzer-2 midway; start it again under a shard of its own, as
 	// examples/analyzer.yaml says: the old shard's flushed windows stay.
@@ -194,10 +219,36 @@ func TestScaleOut(t *testing.T) {
 		a2.start()
 		restartedAt = time.Now()
 	}()
+	// One link experiment, started on analyzer-1 once traffic has shown the
+	// link's address: analyzer-2 refuses the same element.
+	a1URL, a2URL := "http://"+loopback(a1API), "http://"+loopback(a2API)
+	expDone := make(chan api.Experiment, 1)
+	go func() {
+		time.Sleep(soExperimentAt)
+		var ex api.Experiment
+		if code, body := apiPost(a1URL, api.PathExperiments, `{"element":"link:app->db"}`, &ex); code != http.StatusCreated {
+			t.Errorf("starting the experiment on analyzer-1: %d %s", code, body)
+			expDone <- ex
+			return
+		}
+		if code, body := apiPost(a2URL, api.PathExperiments, `{"element":"link:app->db"}`, nil); code != http.StatusConflict {
+			t.Errorf("the same element on analyzer-2: %d %s, want 409 (coordinated by analyzer-1)", code, body)
+		}
+		for deadline := time.Now().Add(soLoad); ex.Finished == 0 && time.Now().Before(deadline); time.Sleep(time.Second) {
+			id := ex.ID
+			ex = api.Experiment{}
+			if code, body := apiGetStatus(a1URL, api.PathExperiments+"/"+id, &ex); code != http.StatusOK {
+				t.Errorf("experiment %s: %d %s", id, code, body)
+				break
+			}
+		}
+		expDone <- ex
+	}()
 	t0 := time.Now()
-	sent, requests := runScaleOutLoad(t, map[string]string{config.Web: loopback(ag1Port), config.App: loopback(ag1Port)}, loopback(ag2Port), soLoad)
+	sent, requests := stack.run(t, soLoad)
 	killWG.Wait()
 	t1 := time.Now()
+	ex := <-expDone
 	t.Logf("load %v: %d requests (%.0f/s), %d spans; analyzer-2 killed at +%.1fs, back at +%.1fs",
 		soLoad, requests, float64(requests)/soLoad.Seconds(), sent, killedAt.Sub(t0).Seconds(), restartedAt.Sub(t0).Seconds())
 	// The agents flush what they hold; the gateway's stitching wait, the
@@ -291,6 +342,7 @@ func TestScaleOut(t *testing.T) {
 	compareSignatures(t, refURL, mergedURL, pre)
 	compareWorkFactors(t, refURL, mergedURL, pre)
 	logShardRecords(t, dsn, int64(soWindow.Seconds()))
+	checkExperiment(t, ex, a1URL, a2URL)
 }
 
 // logShardRecords reports what each analyzer wrote per window: the figures
@@ -326,11 +378,18 @@ func abs64(v int64) int64 {
 	return v
 }
 
-// runScaleOutLoad runs the testbed with the web → app hop losing its
-// context, each tier exporting to the agent named for it (or dflt), under 8
-// closed-loop users of the shopping mix for d, and 4 browsing users for a
-// third of it.
-func runScaleOutLoad(t *testing.T, agentOf map[string]string, dflt string, d time.Duration) (sent int, requests int64) {
+// scaleOutStack is the testbed with the web → app hop losing its context,
+// each tier exporting to the agent named for it (or dflt).
+type scaleOutStack struct {
+	cfg       *config.Config
+	st        *services.Stack
+	counter   spanCounter
+	providers []*sdktrace.TracerProvider
+}
+
+// startScaleOutStack starts the tiers; their SDKs connect to the agents when
+// the first spans leave, so the agents may start after.
+func startScaleOutStack(t *testing.T, agentOf map[string]string, dflt string) *scaleOutStack {
 	t.Helper()
 	cfg, err := config.Load("")
 	if err != nil {
@@ -340,12 +399,9 @@ func runScaleOutLoad(t *testing.T, agentOf map[string]string, dflt string, d tim
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	var (
-		mu        sync.Mutex
-		counter   spanCounter
-		providers []*sdktrace.TracerProvider
-	)
-	st, err := services.StartStack(services.StackOptions{
+	s := &scaleOutStack{cfg: cfg}
+	var mu sync.Mutex
+	s.st, err = services.StartStack(services.StackOptions{
 		Config: cfg, Version: "v1",
 		TracerProvider: func(service, instance string) trace.TracerProvider {
 			endpoint := dflt
@@ -361,9 +417,9 @@ func runScaleOutLoad(t *testing.T, agentOf map[string]string, dflt string, d tim
 				attribute.String("service.version", "v1"))
 			tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res),
 				sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(200*time.Millisecond), sdktrace.WithMaxQueueSize(100000)),
-				sdktrace.WithSpanProcessor(&counter))
+				sdktrace.WithSpanProcessor(&s.counter))
 			mu.Lock()
-			providers = append(providers, tp)
+			s.providers = append(s.providers, tp)
 			mu.Unlock()
 			return tp
 		},
@@ -371,6 +427,15 @@ func runScaleOutLoad(t *testing.T, agentOf map[string]string, dflt string, d tim
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// run drives 8 closed-loop users of the shopping mix for d, and 4 browsing
+// users for a third of it, then stops the tiers and flushes their spans.
+func (s *scaleOutStack) run(t *testing.T, d time.Duration) (sent int, requests int64) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, st := s.cfg, s.st
 	// Four more users from a sixth to a half of the run: utilization and
 	// rates change, so signatures get utilization buckets and the
 	// work-factor regression varying rates. (The nonstationary mix does more
@@ -405,7 +470,7 @@ func runScaleOutLoad(t *testing.T, agentOf map[string]string, dflt string, d tim
 	if err := st.Close(closeCtx); err != nil {
 		t.Fatalf("stopping the testbed: %v", err)
 	}
-	for _, tp := range providers {
+	for _, tp := range s.providers {
 		if err := tp.Shutdown(closeCtx); err != nil {
 			t.Fatalf("flushing spans: %v", err)
 		}
@@ -413,7 +478,7 @@ func runScaleOutLoad(t *testing.T, agentOf map[string]string, dflt string, d tim
 	if stats.Requests < 100 || stats.Errors > 0 {
 		t.Fatalf("the load did not run cleanly: %+v", stats)
 	}
-	return int(counter.n.Load()), stats.Requests
+	return int(s.counter.n.Load()), stats.Requests
 }
 
 // waitSettled waits at least min, then until state() reads the same four
@@ -643,4 +708,31 @@ func fmtPtr(v *float64) string {
 		return "null"
 	}
 	return fmt.Sprintf("%.6g", *v)
+}
+
+// checkExperiment: the link experiment ran once, coordinated by analyzer-1
+// over both analyzers' front requests, and measured the link; both analyzers
+// list it from the shared store.
+func checkExperiment(t *testing.T, ex api.Experiment, a1URL, a2URL string) {
+	t.Helper()
+	if ex.ID == "" {
+		return // reported where it failed
+	}
+	for _, g := range ex.Gradients {
+		t.Logf("experiment %s %s: gradient %.3f ci95 [%.3f, %.3f] snr %.1f", g.Element, g.Transaction, g.Gradient, g.CI95[0], g.CI95[1], g.SNR)
+	}
+	t.Logf("experiment %s on %s: %s after %ds (%s)", ex.ID, ex.Element, ex.Phase, ex.Finished-ex.Started, ex.Reason)
+	if ex.Phase != "done" {
+		t.Errorf("experiment %s: %s (%s), want done", ex.ID, ex.Phase, ex.Reason)
+	}
+	if len(ex.Gradients) == 0 {
+		t.Errorf("experiment %s measured no gradient", ex.ID)
+	}
+	for _, base := range []string{a1URL, a2URL} {
+		var list api.Experiments
+		apiGet(t, base, api.PathExperiments, &list)
+		if len(list.Experiments) != 1 || list.Experiments[0].ID != ex.ID {
+			t.Errorf("%s lists %d experiments, want the one %s", base, len(list.Experiments), ex.ID)
+		}
+	}
 }

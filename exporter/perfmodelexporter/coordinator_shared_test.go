@@ -103,6 +103,9 @@ func TestSharedExperimentCoordinatedOnce(t *testing.T) {
 			c.Experiments.Injector = inj.url
 			c.Experiments.Links = map[string]ExperimentLink{"front->back": {Address: fmt.Sprintf("udp://127.0.0.1:%d", echo)}}
 			c.Experiments.K, c.Experiments.N, c.Experiments.Chunks, c.Experiments.Scale = 8, 64, 3, 80
+			// Below the injector's 100 ms cap with room for the delay floor:
+			// an amplitude sized to max_delay plus the floor is refused (422).
+			c.Experiments.MaxDelay = 50 * time.Millisecond
 			// Handed-over samples arrive up to two polls later than local ones.
 			c.Experiments.Lateness = c.TraceWait + 5*time.Second
 		})
