@@ -53,7 +53,9 @@ type sharedCoord struct {
 	remote  map[string]*remoteExperiment // by experiment id, coordinated elsewhere
 	seq     int64                        // this analyzer's batches
 	cursors map[string]map[string]int64  // experiment → shard → last batch taken
-	renewed map[string]time.Time         // local experiment → last renewal
+	renewed map[string]time.Time         // local experiment → last renewal attempt
+	// renewedOK is each local experiment's last successful renewal.
+	renewedOK map[string]time.Time
 
 	// Counts for the logs and tests: samples handed over, taken, dropped.
 	handed, taken, dropped atomic.Int64
@@ -96,7 +98,8 @@ func (e *engine) startShared() {
 		return
 	}
 	sc := &sharedCoord{x: e.experiments, st: l, owner: e.shard,
-		remote: map[string]*remoteExperiment{}, cursors: map[string]map[string]int64{}, renewed: map[string]time.Time{}}
+		remote: map[string]*remoteExperiment{}, cursors: map[string]map[string]int64{},
+		renewed: map[string]time.Time{}, renewedOK: map[string]time.Time{}}
 	e.experiments.shared = sc
 	e.done.Add(1)
 	go func() {
@@ -151,7 +154,7 @@ func (sc *sharedCoord) acquire(ctx context.Context, run *runner) error {
 		return statusError{http.StatusServiceUnavailable, fmt.Sprintf("cannot take the experiment's leases: %v", err)}
 	}
 	sc.mu.Lock()
-	sc.renewed[run.id] = now
+	sc.renewed[run.id], sc.renewedOK[run.id] = now, now
 	sc.cursors[run.id] = map[string]int64{}
 	sc.mu.Unlock()
 	return nil
@@ -161,6 +164,7 @@ func (sc *sharedCoord) acquire(ctx context.Context, run *runner) error {
 func (sc *sharedCoord) release(id string) {
 	sc.mu.Lock()
 	delete(sc.renewed, id)
+	delete(sc.renewedOK, id)
 	delete(sc.cursors, id)
 	sc.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
@@ -269,9 +273,16 @@ func (sc *sharedCoord) poll(ctx context.Context, now time.Time) error {
 	}
 	for _, id := range renew {
 		err := sc.st.RenewLeases(ctx, id, sc.owner, now.UnixMilli(), now.Add(sharedLeaseTTL).UnixMilli())
-		if errors.Is(err, store.ErrLeaseLost) {
+		sc.mu.Lock()
+		if err == nil {
+			sc.renewedOK[id] = now
+		}
+		// Unrenewed for a lease's length, it may have been taken: stop.
+		stale := now.Sub(sc.renewedOK[id]) >= sharedLeaseTTL-sharedRenewEvery
+		sc.mu.Unlock()
+		if errors.Is(err, store.ErrLeaseLost) || (err != nil && stale) {
 			if r, ok := sc.x.get(id); ok {
-				r.abort("its lease in the shared store was lost (not renewed within " + sharedLeaseTTL.String() + "): another analyzer may coordinate the element now")
+				r.abort(fmt.Sprintf("its lease in the shared store was lost or could not be renewed (%v): another analyzer may coordinate the element now", err))
 			}
 		} else if err != nil {
 			errs = append(errs, err)

@@ -159,8 +159,16 @@ func (s *sqlStore) RenewLeases(ctx context.Context, group, owner string, nowMs, 
 	if total == 0 || mine != total {
 		return fmt.Errorf("store %s: renew leases of %s: %w", s.desc, group, ErrLeaseLost)
 	}
-	if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE leases SET expires_ms = $3 WHERE grp = $1 AND owner = $2`), group, owner, expiresMs); err != nil {
+	res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE leases SET expires_ms = $3 WHERE grp = $1 AND owner = $2`), group, owner, expiresMs)
+	if err != nil {
 		return s.wrap(ctx, "renew leases", err)
+	}
+	// An acquisition that found the leases expired may have deleted them
+	// since they were counted.
+	if n, err := res.RowsAffected(); err != nil {
+		return s.wrap(ctx, "renew leases", err)
+	} else if n != total {
+		return fmt.Errorf("store %s: renew leases of %s: %w", s.desc, group, ErrLeaseLost)
 	}
 	return s.wrap(ctx, "renew leases", tx.Commit())
 }
