@@ -107,8 +107,8 @@
 //     local: s(p,c) = n(first or gap)·P(outlives | key), where first =
 //     c.start − p.start for p's first child, gap = c.start − prev.end after a
 //     finished previous sibling or c.start − prev.start beside a running one.
-//     (A model of the gap after c, to its next sibling or its parent's end,
-//     was measured and dropped: it cost 1–1.5 points on the harness.)
+//     (Scoring each child also by the gap after it, to its next sibling, was
+//     measured and dropped: it cost 1–1.5 points on the harness.)
 //   - Rounds. Round 0 is the paper's scoreboard (§5.1.1): each orphan spreads
 //     1/N over its candidates, known links count 1, and a parent already
 //     running a child takes the overlap penalty (1+1)^−x; the models are then
@@ -148,6 +148,26 @@
 //     name and its ordinal among the parent's calls) reaches the callee's
 //     service and operation is learned from the assignment with additive
 //     back-off to coarser sites, P_l = (n(site_l, callee) + P_{l+1})/(n(site_l) + 1).
+//   - Crossed tails (spantail.go). Two concurrent requests of one operation
+//     make the same calls at nearly the same times; one child placed under the
+//     wrong one takes every later sibling with it, each link sure on its own.
+//     After each refit round every inferred local child c with a local runner-up
+//     q compares the two ways of joining the tails of its parent p (from c on)
+//     and of q (from c's start on): L = f(c | prev_p)·f(d | prev_q)·g(p.end −
+//     end_p)·g(q.end − end_q), f the sibling models above, d q's first child
+//     of the tail, end_x the latest end among x's children and g the learned
+//     tail gap of p's operation, mixed 95/5 with a uniform density over p's
+//     duration (a robust likelihood: a parent whose other children are still
+//     misplaced must not outweigh the rest). It keeps the likelier, and caps
+//     the confidence of every child in both tails at L/(L + L_swapped).
+//   - Late starts. Work handed to another thread as a request finishes (a
+//     publish, a background task) may start after its parent has ended. A
+//     PRODUCER or INTERNAL orphan therefore also takes as candidates the local
+//     spans that ended before it started, no longer ago than they ran; such a
+//     link scores n_after(c.start − p.end)·P(late | key), the probability
+//     learned from the assignment (not from the scoreboard, which would teach
+//     it from every candidate) with a prior of 1% until seen, and every
+//     enclosing link takes 1 − P(late | key).
 //   - Guests. A process that serves nothing (database clients reported under
 //     the back end's service.name) is placed in the process of its host that
 //     encloses ≥ 90% of its spans when no other encloses > 60%; otherwise each

@@ -26,6 +26,9 @@ func (s *spanStitcher) assign(round int) {
 		s.assignOneToOne(round, func(c int32) bool { return s.spans[c].Kind == KindConsumer && s.spans[c].Service == svc })
 	}
 	s.sweepLocal(round, s.sweepOrder())
+	if round > 0 {
+		s.uncross(s.sweepOrder())
+	}
 }
 
 // sweepLocal places every orphan but SERVER spans, in the given order, each

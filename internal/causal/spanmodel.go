@@ -34,6 +34,10 @@ const (
 	modelFirst
 	modelSequential
 	modelParallel
+	modelTail
+	// modelAfter is the start of a child after its parent ended (c.start −
+	// p.end): work handed to another thread as the request finishes.
+	modelAfter
 )
 
 type modelKey struct {
@@ -311,6 +315,7 @@ func (s *spanStitcher) fit(round int) {
 	if round > 0 {
 		s.fitCounts()
 		s.fitSequences()
+		s.fitTails()
 	}
 	for c := range spans {
 		ci := int32(c)
@@ -376,6 +381,16 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 		s.addSite(p, c, w)
 		return
 	}
+	after := s.startsAfter(p, c)
+	// The scoreboard spreads every orphan over all its candidates: counted
+	// there, the late candidates would teach that work starts late.
+	if !firstOnly || s.known[c] {
+		m.addOutlive(s.localKey(modelAfter, p, c), after, w)
+	}
+	if after {
+		m.add(s.localKey(modelAfter, p, c), cs.Start-ps.End, w)
+		return
+	}
 	kind, delay := modelFirst, cs.Start-ps.Start
 	if !firstOnly {
 		if prev := s.previousSibling(p, c); prev >= 0 {
@@ -389,6 +404,12 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 	if s.known[c] || s.start[c+1]-s.start[c] == 1 {
 		m.addOutlive(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c], w)
 	}
+}
+
+// startsAfter says whether c starts after p has ended (beyond the timestamps'
+// resolution).
+func (s *spanStitcher) startsAfter(p, c int32) bool {
+	return s.spans[p].End+s.tolEnd[p]+s.tolStart[c] < s.spans[c].Start
 }
 
 // siblingDelay is the gap after a finished previous sibling, or the start
@@ -479,7 +500,8 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 		// overlap penalty: a parent already running a child is a less likely
 		// parent of another (a thread makes one call at a time).
 		v := s.scoreAfter(p, -1, c, round)
-		if prev >= 0 && s.spans[prev].End > s.spans[c].Start+s.tol[c] {
+		// A previous child that outlives p runs on a thread of its own.
+		if prev >= 0 && s.spans[prev].End > s.spans[c].Start+s.tol[c] && s.spans[prev].End <= ps.End+s.tolEnd[prev] {
 			v *= overlapPrior
 		}
 		return v
@@ -497,12 +519,17 @@ func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
 	m := s.models
 	ps, cs := &s.spans[p], &s.spans[c]
 	per := s.perParent[p]
+	if s.startsAfter(p, c) {
+		v := m.count(s.localKey(modelAfter, p, c), cs.Start-ps.End, s.tolStart[c]+s.tolEnd[p])*per + scoreFloor
+		return v * m.outliveFactor(s.localKey(modelAfter, p, c), true)
+	}
 	kind, delay := modelFirst, cs.Start-ps.Start
 	if prev >= 0 {
 		kind, delay = s.siblingDelay(prev, c)
 	}
 	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*per + scoreFloor
 	v *= m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
+	v *= m.outliveFactor(s.localKey(modelAfter, p, c), false)
 	if round > 0 {
 		v *= s.countFactor(p, c) * s.seqFactor(p, prev, c)
 	}

@@ -27,12 +27,50 @@ type siteKey struct {
 }
 
 type siteModels struct {
+	// packed holds the keys whose ids fit in 11 bits each (nearly all: a
+	// 64-bit key hashes several times faster than the struct), counts the rest.
+	packed map[uint64]float64
 	counts map[siteKey]float64
 }
 
-func newSiteModels() *siteModels { return &siteModels{counts: make(map[siteKey]float64)} }
+func newSiteModels() *siteModels {
+	return &siteModels{packed: make(map[uint64]float64), counts: make(map[siteKey]float64)}
+}
 
-func (m *siteModels) reset() { clear(m.counts) }
+func (m *siteModels) reset() {
+	clear(m.packed)
+	clear(m.counts)
+}
+
+// pack folds a key into 64 bits when every id fits in 11 bits: the level in 2
+// bits, the ordinal plus one in 5, then the five ids plus one.
+func (k siteKey) pack() (uint64, bool) {
+	const limit = 1<<11 - 1
+	ids := [5]int32{k.service, k.name, k.parent, k.calleeService, k.calleeName}
+	v := uint64(k.level)<<5 | uint64(k.ord+1)
+	for _, id := range ids {
+		if uint32(id+1) > limit {
+			return 0, false
+		}
+		v = v<<11 | uint64(id+1)
+	}
+	return v, true
+}
+
+func (m *siteModels) add(k siteKey, w float64) {
+	if pk, ok := k.pack(); ok {
+		m.packed[pk] += w
+		return
+	}
+	m.counts[k] += w
+}
+
+func (m *siteModels) get(k siteKey) float64 {
+	if pk, ok := k.pack(); ok {
+		return m.packed[pk]
+	}
+	return m.counts[k]
+}
 
 // sites fills keys with the levels of caller p's site.
 func (s *spanStitcher) sites(p int32, keys *[siteLevels]siteKey) {
@@ -62,9 +100,9 @@ func (s *spanStitcher) addSite(p, c int32, w float64) {
 	s.sites(p, &keys)
 	cs := &s.spans[c]
 	for _, k := range keys {
-		s.site.counts[k] += w
+		s.site.add(k, w)
 		k.calleeService, k.calleeName = cs.Service, cs.Name
-		s.site.counts[k] += w
+		s.site.add(k, w)
 	}
 }
 
@@ -78,9 +116,9 @@ func (s *spanStitcher) siteFactor(p, c int32) float64 {
 	prob := 1.0 / 64
 	for l := siteLevels - 1; l >= 0; l-- {
 		k := keys[l]
-		total := s.site.counts[k]
+		total := s.site.get(k)
 		k.calleeService, k.calleeName = cs.Service, cs.Name
-		prob = (s.site.counts[k] + prob) / (total + 1)
+		prob = (s.site.get(k) + prob) / (total + 1)
 	}
 	return prob
 }

@@ -326,6 +326,9 @@ func (s *spanStitcher) candidates() {
 	}
 	byStart := s.byStart()
 	local := make(map[int32][]int32)
+	// ended holds, per process, local spans that ended lately: work started
+	// as a request finishes (a publish, a background task) may start after it.
+	ended := make(map[int32][]int32)
 	// onHost holds the serving processes' spans by host, for roaming guests.
 	var onHost map[int32][]int32
 	if s.roaming != nil {
@@ -377,8 +380,17 @@ func (s *spanStitcher) candidates() {
 			act = prune(spans, onHost[cs.Host], cs.Start-maxTol)
 			onHost[cs.Host] = act
 		} else {
-			act = prune(spans, local[s.proc[c]], cs.Start-maxTol)
-			local[s.proc[c]] = act
+			proc := s.proc[c]
+			act, ended[proc] = pruneInto(spans, local[proc], cs.Start-maxTol, ended[proc])
+			local[proc] = act
+			if cs.Kind == KindProducer || cs.Kind == KindInternal {
+				ended[proc] = pruneEnded(spans, ended[proc], cs.Start)
+				for _, p := range ended[proc] {
+					if s.startsAfter(p, c) {
+						lists[c] = append(lists[c], p)
+					}
+				}
+			}
 		}
 		sameThread := 0
 		for _, p := range act {
@@ -464,6 +476,31 @@ func prune(spans []Span, active []int32, horizon int64) []int32 {
 	kept := active[:0]
 	for _, p := range active {
 		if spans[p].End >= horizon {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// pruneInto is prune that appends the dropped spans to out.
+func pruneInto(spans []Span, active []int32, horizon int64, out []int32) ([]int32, []int32) {
+	kept := active[:0]
+	for _, p := range active {
+		if spans[p].End >= horizon {
+			kept = append(kept, p)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return kept, out
+}
+
+// pruneEnded drops the ended spans that can no longer be the parent of work
+// starting at t: those that ended longer ago than they ran.
+func pruneEnded(spans []Span, ended []int32, t int64) []int32 {
+	kept := ended[:0]
+	for _, p := range ended {
+		if 2*spans[p].End-spans[p].Start >= t {
 			kept = append(kept, p)
 		}
 	}
