@@ -267,54 +267,68 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 			owner[o] = int32(i)
 		}
 	}
-	scoreOf := func(i int32, o int32) float64 {
-		for k := arcStart[i]; k < arcStart[i+1]; k++ {
-			if arcObj[k] == o {
-				return arcScore[k]
-			}
-		}
-		return 0
+	s.oneToOneConfidence(oneToOne{bidders: bidders, objs: objs, arcStart: arcStart, arcObj: arcObj, arcScore: arcScore, got: got, owner: owner})
+}
+
+// oneToOne is an assignment of bidders (orphans) to objects (callers) over
+// scored arcs, as the auction left it.
+type oneToOne struct {
+	bidders, objs    []int32
+	arcStart, arcObj []int32
+	arcScore         []float64
+	got, owner       []int32 // each bidder's object, each object's bidder (-1: none)
+}
+
+func (a *oneToOne) scoreOf(i, o int32) float64 {
+	if k := indexOf(a.arcStart, a.arcObj, i, o); k >= 0 {
+		return a.arcScore[k]
 	}
-	strangers := nullScores(arcStart, arcObj, arcScore, got, &s.nullBuf)
-	for i, c := range bidders {
+	return 0
+}
+
+// oneToOneConfidence sets each bidder's parent, runner-up and confidence: its
+// arc's score against every alternative, where taking an object another
+// bidder holds means that bidder takes ours instead, or a caller no one
+// holds, and against the best of its strangers (bestStranger).
+func (s *spanStitcher) oneToOneConfidence(a oneToOne) {
+	strangers := nullScores(a.arcStart, a.arcObj, a.arcScore, a.got, &s.nullBuf)
+	for i, c := range a.bidders {
 		s.conf[c], s.runner[c] = 0, -1
-		o := got[i]
+		o := a.got[i]
 		var mine float64
 		if o >= 0 {
-			mine = scoreOf(int32(i), o)
+			mine = a.scoreOf(int32(i), o)
 		}
 		den, runner, runnerScore := mine, int32(-1), 0.0
-		for k := arcStart[i]; k < arcStart[i+1]; k++ {
-			q := arcObj[k]
+		for k := a.arcStart[i]; k < a.arcStart[i+1]; k++ {
+			q := a.arcObj[k]
 			if q == o {
 				continue
 			}
-			alt := arcScore[k]
-			if h := owner[q]; h >= 0 {
-				// Taking q means its holder takes ours instead, or a caller no
-				// one holds.
+			alt := a.arcScore[k]
+			if h := a.owner[q]; h >= 0 {
 				var moved float64
 				if o >= 0 {
-					moved = scoreOf(h, o)
+					moved = a.scoreOf(h, o)
 				}
-				for kh := arcStart[h]; kh < arcStart[h+1]; kh++ {
-					if owner[arcObj[kh]] < 0 {
-						moved = max(moved, arcScore[kh])
+				for kh := a.arcStart[h]; kh < a.arcStart[h+1]; kh++ {
+					if a.owner[a.arcObj[kh]] < 0 {
+						moved = max(moved, a.arcScore[kh])
 					}
 				}
-				alt *= moved / arcScore[indexOf(arcStart, arcObj, h, q)]
+				alt *= moved / a.arcScore[indexOf(a.arcStart, a.arcObj, h, q)]
 			}
 			den += alt
-			if arcScore[k] > runnerScore {
-				runner, runnerScore = objs[q], arcScore[k]
+			if a.arcScore[k] > runnerScore {
+				runner, runnerScore = a.objs[q], a.arcScore[k]
 			}
 		}
 		s.runner[c] = runner
 		if o < 0 {
 			continue
 		}
-		s.parent[c] = objs[o]
-		s.conf[c] = float32(mine / (den + bestStranger(strangers, int(arcStart[i+1]-arcStart[i]))))
+		s.parent[c] = a.objs[o]
+		s.conf[c] = float32(mine / (den + bestStranger(strangers, int(a.arcStart[i+1]-a.arcStart[i]))))
 	}
 }
 

@@ -279,6 +279,7 @@ func (s *spanStitcher) fit(round int) {
 	m := s.models
 	m.reset()
 	s.site.reset()
+	s.roundStamp++
 	spans := s.spans
 	n := len(spans)
 	if s.perParent == nil {

@@ -43,7 +43,8 @@ func (m *siteModels) reset() {
 }
 
 // pack folds a key into 64 bits when every id fits in 11 bits: the level in 2
-// bits, the ordinal plus one in 5, then the five ids plus one.
+// bits, the ordinal plus one in 5, then the five ids plus one, the callee's
+// last, so that a site's key with a callee is its total's key | calleeBits.
 func (k siteKey) pack() (uint64, bool) {
 	const limit = 1<<11 - 1
 	ids := [5]int32{k.service, k.name, k.parent, k.calleeService, k.calleeName}
@@ -57,18 +58,72 @@ func (k siteKey) pack() (uint64, bool) {
 	return v, true
 }
 
-func (m *siteModels) add(k siteKey, w float64) {
-	if pk, ok := k.pack(); ok {
-		m.packed[pk] += w
+// calleeBits are the low bits of a packed key for callee c.
+func calleeBits(c *Span) (uint64, bool) {
+	const limit = 1<<11 - 1
+	if uint32(c.Service+1) > limit || uint32(c.Name+1) > limit {
+		return 0, false
+	}
+	return uint64(c.Service+1)<<11 | uint64(c.Name+1), true
+}
+
+// callerSite is a caller's site at every level, with its packed totals' keys,
+// computed once per round.
+type callerSite struct {
+	round  uint32 // roundStamp when computed; 0 never
+	packed bool
+	keys   [siteLevels]siteKey
+	base   [siteLevels]uint64
+}
+
+// callerSiteOf returns caller p's site for this round.
+func (s *spanStitcher) callerSiteOf(p int32) *callerSite {
+	if s.siteCache == nil {
+		s.siteCache = make([]callerSite, len(s.spans))
+	}
+	cs := &s.siteCache[p]
+	if cs.round == s.roundStamp {
+		return cs
+	}
+	cs.round = s.roundStamp
+	s.sites(p, &cs.keys)
+	cs.packed = true
+	for l, k := range cs.keys {
+		b, ok := k.pack()
+		cs.base[l], cs.packed = b, cs.packed && ok
+	}
+	return cs
+}
+
+// total and pair are the counts of a site level and of it reaching c.
+func (m *siteModels) total(cs *callerSite, l int) float64 {
+	if cs.packed {
+		return m.packed[cs.base[l]]
+	}
+	return m.counts[cs.keys[l]]
+}
+
+func (m *siteModels) addPair(cs *callerSite, l int, c *Span, w float64) {
+	if cs.packed {
+		m.packed[cs.base[l]] += w
+	} else {
+		m.counts[cs.keys[l]] += w
+	}
+	if bits, ok := calleeBits(c); ok && cs.packed {
+		m.packed[cs.base[l]|bits] += w
 		return
 	}
+	k := cs.keys[l]
+	k.calleeService, k.calleeName = c.Service, c.Name
 	m.counts[k] += w
 }
 
-func (m *siteModels) get(k siteKey) float64 {
-	if pk, ok := k.pack(); ok {
-		return m.packed[pk]
+func (m *siteModels) pair(cs *callerSite, l int, c *Span) float64 {
+	if bits, ok := calleeBits(c); ok && cs.packed {
+		return m.packed[cs.base[l]|bits]
 	}
+	k := cs.keys[l]
+	k.calleeService, k.calleeName = c.Service, c.Name
 	return m.counts[k]
 }
 
@@ -96,13 +151,9 @@ func (s *spanStitcher) sites(p int32, keys *[siteLevels]siteKey) {
 
 // addSite counts the call p → c with weight w at every level of p's site.
 func (s *spanStitcher) addSite(p, c int32, w float64) {
-	var keys [siteLevels]siteKey
-	s.sites(p, &keys)
-	cs := &s.spans[c]
-	for _, k := range keys {
-		s.site.add(k, w)
-		k.calleeService, k.calleeName = cs.Service, cs.Name
-		s.site.add(k, w)
+	site := s.callerSiteOf(p)
+	for l := range siteLevels {
+		s.site.addPair(site, l, &s.spans[c], w)
 	}
 }
 
@@ -110,15 +161,10 @@ func (s *spanStitcher) addSite(p, c int32, w float64) {
 // operation: at each level (n(site, callee) + P_coarser)/(n(site) + 1), the
 // coarsest level backing off to 1/64.
 func (s *spanStitcher) siteFactor(p, c int32) float64 {
-	var keys [siteLevels]siteKey
-	s.sites(p, &keys)
-	cs := &s.spans[c]
+	site := s.callerSiteOf(p)
 	prob := 1.0 / 64
 	for l := siteLevels - 1; l >= 0; l-- {
-		k := keys[l]
-		total := s.site.get(k)
-		k.calleeService, k.calleeName = cs.Service, cs.Name
-		prob = (s.site.get(k) + prob) / (total + 1)
+		prob = (s.site.pair(site, l, &s.spans[c]) + prob) / (s.site.total(site, l) + 1)
 	}
 	return prob
 }

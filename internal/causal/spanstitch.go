@@ -28,6 +28,9 @@ type spanStitcher struct {
 	known  []bool
 	conf   []float32
 	runner []int32
+	// roundStamp counts the model fits; siteCache holds callers' sites per fit.
+	roundStamp uint32
+	siteCache  []callerSite
 	// kids lists every span's current local children, by start.
 	kids [][]int32
 	// hasKnownCallee marks callers whose SERVER child is known from context.
@@ -226,34 +229,7 @@ func (s *spanStitcher) placeGuests() {
 	if len(orphans) == 0 {
 		return
 	}
-	// The enclosing spans of every serving process by start, with the running
-	// maximum of their ends: some span encloses [a, b] iff the maximum end of
-	// those starting by a reaches b.
-	type encl struct {
-		host   int32
-		starts []int64
-		maxEnd []int64
-	}
-	procs := make(map[int32]*encl)
-	var order []int32
-	for _, i := range s.byStart() {
-		sp := &spans[i]
-		if !serves[sp.Instance] || sp.Kind.RemoteCaller() {
-			continue
-		}
-		e := procs[sp.Instance]
-		if e == nil {
-			e = &encl{host: sp.Host}
-			procs[sp.Instance] = e
-			order = append(order, sp.Instance)
-		}
-		m := sp.End
-		if k := len(e.maxEnd); k > 0 && e.maxEnd[k-1] > m {
-			m = e.maxEnd[k-1]
-		}
-		e.starts = append(e.starts, sp.Start)
-		e.maxEnd = append(e.maxEnd, m)
-	}
+	idx := s.enclosures(serves)
 	guests := make([]int32, 0, len(orphans))
 	for g := range orphans {
 		guests = append(guests, g)
@@ -269,19 +245,14 @@ func (s *spanStitcher) placeGuests() {
 		for k := 0; k < len(list); k += step {
 			c := &spans[list[k]]
 			m++
-			for _, pid := range order {
-				e := procs[pid]
-				if c.Host >= 0 && e.host >= 0 && e.host != c.Host {
-					continue
-				}
-				j := sort.Search(len(e.starts), func(x int) bool { return e.starts[x] > c.Start })
-				if j > 0 && e.maxEnd[j-1] >= c.End {
+			for _, pid := range idx.order {
+				if idx.encloses(pid, c) {
 					counts[pid]++
 				}
 			}
 		}
 		best, first, second := int32(-1), 0, 0
-		for _, pid := range order {
+		for _, pid := range idx.order {
 			switch k := counts[pid]; {
 			case k > first:
 				best, first, second = pid, k, first
@@ -313,6 +284,55 @@ func (s *spanStitcher) placeGuests() {
 		}
 	}
 	s.serves = serves
+}
+
+// enclosureIndex holds the enclosing spans of every serving process by start,
+// with the running maximum of their ends: some span encloses [a, b] iff the
+// maximum end of those starting by a reaches b.
+type enclosureIndex struct {
+	procs map[int32]*processEnclosures
+	order []int32 // processes in order of their first span
+}
+
+type processEnclosures struct {
+	host   int32
+	starts []int64
+	maxEnd []int64
+}
+
+// enclosures indexes the spans of the serving processes (callers excepted).
+func (s *spanStitcher) enclosures(serves map[int32]bool) enclosureIndex {
+	idx := enclosureIndex{procs: make(map[int32]*processEnclosures)}
+	for _, i := range s.byStart() {
+		sp := &s.spans[i]
+		if !serves[sp.Instance] || sp.Kind.RemoteCaller() {
+			continue
+		}
+		e := idx.procs[sp.Instance]
+		if e == nil {
+			e = &processEnclosures{host: sp.Host}
+			idx.procs[sp.Instance] = e
+			idx.order = append(idx.order, sp.Instance)
+		}
+		m := sp.End
+		if k := len(e.maxEnd); k > 0 && e.maxEnd[k-1] > m {
+			m = e.maxEnd[k-1]
+		}
+		e.starts = append(e.starts, sp.Start)
+		e.maxEnd = append(e.maxEnd, m)
+	}
+	return idx
+}
+
+// encloses says whether a span of process pid, on c's host when both are
+// known, encloses c.
+func (idx *enclosureIndex) encloses(pid int32, c *Span) bool {
+	e := idx.procs[pid]
+	if c.Host >= 0 && e.host >= 0 && e.host != c.Host {
+		return false
+	}
+	j := sort.Search(len(e.starts), func(x int) bool { return e.starts[x] > c.Start })
+	return j > 0 && e.maxEnd[j-1] >= c.End
 }
 
 // candidates finds the candidate parents of every orphan, in one sweep by start.
@@ -392,46 +412,10 @@ func (s *spanStitcher) candidates() {
 				}
 			}
 		}
-		sameThread := 0
-		for _, p := range act {
-			ps := &spans[p]
-			if p != c && ps.Start <= cs.Start+s.tolStart[c]+s.tolStart[p] && ps.End >= cs.Start-s.tolStart[c]-s.tolEnd[p] {
-				lists[c] = append(lists[c], p)
-				if cs.Thread >= 0 && ps.Thread == cs.Thread {
-					sameThread++
-				}
-			}
-		}
-		// A synchronous child runs on its parent's thread; asynchronous work
-		// (another thread) only when no candidate shares the child's.
-		if sameThread > 0 && sameThread < len(lists[c]) {
-			kept := lists[c][:0]
-			for _, p := range lists[c] {
-				if spans[p].Thread == cs.Thread {
-					kept = append(kept, p)
-				}
-			}
-			lists[c] = kept
-		}
+		lists[c] = s.enclosing(act, c, lists[c])
 	}
 	s.chainCallers(lists)
-	// Bounded work per orphan: under a flood of messages or calls only the
-	// candidates that started last before it are kept.
-	if k := s.cfg.MaxCandidates; k > 0 {
-		for c, l := range lists {
-			if len(l) <= k {
-				continue
-			}
-			s.capped++
-			slices.SortFunc(l, func(a, b int32) int {
-				if c := cmp.Compare(spans[a].Start, spans[b].Start); c != 0 {
-					return c
-				}
-				return cmp.Compare(a, b)
-			})
-			lists[c] = l[len(l)-k:]
-		}
-	}
+	s.capCandidates(lists)
 	s.start = make([]uint32, n+1)
 	for i, l := range lists {
 		s.start[i+1] = s.start[i] + uint32(len(l))
@@ -439,6 +423,57 @@ func (s *spanStitcher) candidates() {
 	s.cands = make([]int32, 0, s.start[n])
 	for _, l := range lists {
 		s.cands = append(s.cands, l...)
+	}
+}
+
+// enclosing appends to dst the spans of act that enclose c's start within the
+// timestamps' resolution. A synchronous child runs on its parent's thread;
+// asynchronous work (another thread) only when no candidate shares the
+// child's, so when some do, only those stay.
+func (s *spanStitcher) enclosing(act []int32, c int32, dst []int32) []int32 {
+	spans := s.spans
+	cs := &spans[c]
+	sameThread := 0
+	for _, p := range act {
+		ps := &spans[p]
+		if p != c && ps.Start <= cs.Start+s.tolStart[c]+s.tolStart[p] && ps.End >= cs.Start-s.tolStart[c]-s.tolEnd[p] {
+			dst = append(dst, p)
+			if cs.Thread >= 0 && ps.Thread == cs.Thread {
+				sameThread++
+			}
+		}
+	}
+	if sameThread > 0 && sameThread < len(dst) {
+		kept := dst[:0]
+		for _, p := range dst {
+			if spans[p].Thread == cs.Thread {
+				kept = append(kept, p)
+			}
+		}
+		dst = kept
+	}
+	return dst
+}
+
+// capCandidates bounds the work per orphan: under a flood of messages or calls
+// only the MaxCandidates candidates that started last before it are kept.
+func (s *spanStitcher) capCandidates(lists [][]int32) {
+	k := s.cfg.MaxCandidates
+	if k <= 0 {
+		return
+	}
+	for c, l := range lists {
+		if len(l) <= k {
+			continue
+		}
+		s.capped++
+		slices.SortFunc(l, func(a, b int32) int {
+			if c := cmp.Compare(s.spans[a].Start, s.spans[b].Start); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		lists[c] = l[len(l)-k:]
 	}
 }
 

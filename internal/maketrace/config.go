@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -503,85 +504,20 @@ func (p *parser) call(n *yaml.Node, field string, parent *Call) (*Call, error) {
 	if c.OneWay && replyN != nil {
 		return nil, p.errf(replyN, field+".reply", "a one-way call has no return, so no reply delay")
 	}
-	// to: a node name or a non-empty list of distinct names.
 	if toN == nil {
 		return nil, p.errf(n, field+".to", "required")
 	}
-	switch toN.Kind {
-	case yaml.ScalarNode:
-		s, err := p.nodeName(toN, field+".to")
-		if err != nil {
-			return nil, err
-		}
-		c.To = []string{s}
-	case yaml.SequenceNode:
-		if len(toN.Content) == 0 {
-			return nil, p.errf(toN, field+".to", "must not be empty")
-		}
-		for i, e := range toN.Content {
-			sub := fmt.Sprintf("%s.to[%d]", field, i)
-			s, err := p.nodeName(resolve(e), sub)
-			if err != nil {
-				return nil, err
-			}
-			for _, prev := range c.To {
-				if prev == s {
-					return nil, p.errf(e, sub, "duplicate callee %q", s)
-				}
-			}
-			c.To = append(c.To, s)
-		}
-	default:
-		return nil, p.errf(toN, field+".to", "expected a node name or a list of node names, got %s", kindName(toN))
+	if c.To, err = p.callees(toN, field+".to"); err != nil {
+		return nil, err
 	}
 	if weightsN != nil {
-		sub := field + ".weights"
-		if weightsN.Kind != yaml.SequenceNode {
-			return nil, p.errf(weightsN, sub, "expected a list of numbers, got %s", kindName(weightsN))
-		}
-		if len(weightsN.Content) != len(c.To) {
-			return nil, p.errf(weightsN, sub, "has %d entries but to has %d", len(weightsN.Content), len(c.To))
-		}
-		for i, e := range weightsN.Content {
-			e = resolve(e)
-			s, err := p.scalar(e, fmt.Sprintf("%s[%d]", sub, i))
-			if err != nil {
-				return nil, err
-			}
-			w, err := strconv.ParseFloat(s, 64)
-			if err != nil || !(w > 0) || math.IsInf(w, 0) {
-				return nil, p.errf(e, fmt.Sprintf("%s[%d]", sub, i), "must be a positive number, got %q", s)
-			}
-			c.Weights = append(c.Weights, w)
+		if c.Weights, err = p.weights(weightsN, field+".weights", len(c.To)); err != nil {
+			return nil, err
 		}
 	}
 	if byCallerN != nil {
-		sub := field + ".delay_by_caller"
-		if byCallerN.Kind != yaml.MappingNode {
-			return nil, p.errf(byCallerN, sub, "expected a mapping from caller node to {mean, std}, got %s", kindName(byCallerN))
-		}
-		c.DelayByCaller = map[string]Gaussian{}
-		for i := 0; i+1 < len(byCallerN.Content); i += 2 {
-			k, v := byCallerN.Content[i], resolve(byCallerN.Content[i+1])
-			name, err := p.nodeName(k, sub)
-			if err != nil {
-				return nil, err
-			}
-			if _, dup := c.DelayByCaller[name]; dup {
-				return nil, p.errf(k, sub+"."+name, "duplicate caller")
-			}
-			// The caller of a child is one of its parent's callees; any other key could
-			// never apply and is almost certainly a typo.
-			found := false
-			for _, t := range parent.To {
-				found = found || t == name
-			}
-			if !found {
-				return nil, p.errf(k, sub+"."+name, "%q is not a callee of the parent call (%s), so it never makes this call", name, strings.Join(parent.To, ", "))
-			}
-			if c.DelayByCaller[name], err = p.gaussian(v, sub+"."+name); err != nil {
-				return nil, err
-			}
+		if c.DelayByCaller, err = p.delayByCaller(byCallerN, field+".delay_by_caller", parent); err != nil {
+			return nil, err
 		}
 	}
 	if callsN != nil {
@@ -601,6 +537,91 @@ func (p *parser) call(n *yaml.Node, field string, parent *Call) (*Call, error) {
 		}
 	}
 	return c, nil
+}
+
+// callees parses a call's to: a node name or a non-empty list of distinct
+// names.
+func (p *parser) callees(toN *yaml.Node, field string) ([]string, error) {
+	switch toN.Kind {
+	case yaml.ScalarNode:
+		s, err := p.nodeName(toN, field)
+		if err != nil {
+			return nil, err
+		}
+		return []string{s}, nil
+	case yaml.SequenceNode:
+		if len(toN.Content) == 0 {
+			return nil, p.errf(toN, field, "must not be empty")
+		}
+		var to []string
+		for i, e := range toN.Content {
+			sub := fmt.Sprintf("%s[%d]", field, i)
+			s, err := p.nodeName(resolve(e), sub)
+			if err != nil {
+				return nil, err
+			}
+			for _, prev := range to {
+				if prev == s {
+					return nil, p.errf(e, sub, "duplicate callee %q", s)
+				}
+			}
+			to = append(to, s)
+		}
+		return to, nil
+	}
+	return nil, p.errf(toN, field, "expected a node name or a list of node names, got %s", kindName(toN))
+}
+
+// weights parses a call's weights: one positive number per callee.
+func (p *parser) weights(weightsN *yaml.Node, field string, callees int) ([]float64, error) {
+	if weightsN.Kind != yaml.SequenceNode {
+		return nil, p.errf(weightsN, field, "expected a list of numbers, got %s", kindName(weightsN))
+	}
+	if len(weightsN.Content) != callees {
+		return nil, p.errf(weightsN, field, "has %d entries but to has %d", len(weightsN.Content), callees)
+	}
+	var ws []float64
+	for i, e := range weightsN.Content {
+		e = resolve(e)
+		s, err := p.scalar(e, fmt.Sprintf("%s[%d]", field, i))
+		if err != nil {
+			return nil, err
+		}
+		w, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return nil, p.errf(e, fmt.Sprintf("%s[%d]", field, i), "must be a positive number, got %q", s)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+// delayByCaller parses a child call's delay_by_caller: {mean, std} per caller,
+// each one of the parent call's callees.
+func (p *parser) delayByCaller(byCallerN *yaml.Node, field string, parent *Call) (map[string]Gaussian, error) {
+	if byCallerN.Kind != yaml.MappingNode {
+		return nil, p.errf(byCallerN, field, "expected a mapping from caller node to {mean, std}, got %s", kindName(byCallerN))
+	}
+	by := map[string]Gaussian{}
+	for i := 0; i+1 < len(byCallerN.Content); i += 2 {
+		k, v := byCallerN.Content[i], resolve(byCallerN.Content[i+1])
+		name, err := p.nodeName(k, field)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := by[name]; dup {
+			return nil, p.errf(k, field+"."+name, "duplicate caller")
+		}
+		// The caller of a child is one of its parent's callees; any other key could
+		// never apply and is almost certainly a typo.
+		if !slices.Contains(parent.To, name) {
+			return nil, p.errf(k, field+"."+name, "%q is not a callee of the parent call (%s), so it never makes this call", name, strings.Join(parent.To, ", "))
+		}
+		if by[name], err = p.gaussian(v, field+"."+name); err != nil {
+			return nil, err
+		}
+	}
+	return by, nil
 }
 
 // delay parses a call's delay: a Gaussian {mean, std}, or a mixture

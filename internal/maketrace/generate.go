@@ -356,22 +356,8 @@ func Generate(cfg *Config, opt Options) (*causal.Trace, Stats, error) {
 	if dur == 0 {
 		dur = cfg.Duration
 	}
-	switch {
-	case dur < 0:
-		return nil, st, fmt.Errorf("duration %s is negative", dur)
-	case dur == 0:
-		return nil, st, fmt.Errorf("%s: no duration: set `duration` in the config or pass one", cfg.File)
-	case !(opt.DropRate >= 0 && opt.DropRate < 1):
-		return nil, st, fmt.Errorf("drop rate %v is outside [0, 1)", opt.DropRate)
-	case !(opt.CaptureRate >= 0) || math.IsInf(opt.CaptureRate, 0):
-		return nil, st, fmt.Errorf("capture rate %v must be a positive number of messages per second", opt.CaptureRate)
-	case opt.Queue < 0:
-		return nil, st, fmt.Errorf("sniffer queue %d is negative", opt.Queue)
-	case len(cfg.Tracelets) == 0:
-		return nil, st, fmt.Errorf("%s: no tracelets", cfg.File)
-	}
-	if cfg.Start > (math.MaxInt64-int64(dur))/int64(time.Second)-1<<20 {
-		return nil, st, fmt.Errorf("%s: start %d is too late to represent the trace in nanoseconds", cfg.File, cfg.Start)
+	if err := checkOptions(cfg, opt, dur); err != nil {
+		return nil, st, err
 	}
 
 	comp := &compiler{index: map[string]int32{}}
@@ -428,32 +414,8 @@ func Generate(cfg *Config, opt Options) (*causal.Trace, Stats, error) {
 	}
 	runs := make([]int, len(tls))
 
-	// Run the instances in order of start time with a binary heap, so path and call ids
-	// grow with time whatever the number of instances.
-	h := instHeap(insts)
-	h.init()
-	for len(h) > 0 {
-		in := h[0]
-		t := &tls[in.tracelet]
-		g.rng = in.rng
-		st.Runs++
-		runs[in.tracelet]++
-		g.path = uint32(st.Runs)
-		g.last = in.next
-		end := g.call(t.root, t.from, g.choose(t.root), in.next)
-		if t.root.oneway {
-			// A one-way run is over when its last message has been sent.
-			end = g.last
-		}
-		if len(g.msgs) > MaxMessages {
-			return nil, st, fmt.Errorf("%s: the trace would exceed %d messages; shorten the duration or lengthen think times", cfg.File, MaxMessages)
-		}
-		in.next = end + think(in.rng, t)
-		if in.next < int64(dur) {
-			h.fixTop()
-		} else {
-			h.popTop()
-		}
+	if err := g.runAll(cfg, tls, insts, runs, &st, int64(dur)); err != nil {
+		return nil, st, err
 	}
 	for i, t := range tls {
 		st.RunsPerTracelet[t.name] = runs[i]
@@ -484,6 +446,60 @@ func Generate(cfg *Config, opt Options) (*causal.Trace, Stats, error) {
 	}
 	st.Messages = len(tr.Messages)
 	return tr, st, nil
+}
+
+// checkOptions rejects options and configs no trace can come from.
+func checkOptions(cfg *Config, opt Options, dur time.Duration) error {
+	switch {
+	case dur < 0:
+		return fmt.Errorf("duration %s is negative", dur)
+	case dur == 0:
+		return fmt.Errorf("%s: no duration: set `duration` in the config or pass one", cfg.File)
+	case !(opt.DropRate >= 0 && opt.DropRate < 1):
+		return fmt.Errorf("drop rate %v is outside [0, 1)", opt.DropRate)
+	case !(opt.CaptureRate >= 0) || math.IsInf(opt.CaptureRate, 0):
+		return fmt.Errorf("capture rate %v must be a positive number of messages per second", opt.CaptureRate)
+	case opt.Queue < 0:
+		return fmt.Errorf("sniffer queue %d is negative", opt.Queue)
+	case len(cfg.Tracelets) == 0:
+		return fmt.Errorf("%s: no tracelets", cfg.File)
+	}
+	if cfg.Start > (math.MaxInt64-int64(dur))/int64(time.Second)-1<<20 {
+		return fmt.Errorf("%s: start %d is too late to represent the trace in nanoseconds", cfg.File, cfg.Start)
+	}
+	return nil
+}
+
+// runAll runs the instances in order of start time with a binary heap, so path
+// and call ids grow with time whatever the number of instances, until each one's
+// next run would start after dur.
+func (g *gen) runAll(cfg *Config, tls []ctracelet, insts []*instance, runs []int, st *Stats, dur int64) error {
+	h := instHeap(insts)
+	h.init()
+	for len(h) > 0 {
+		in := h[0]
+		t := &tls[in.tracelet]
+		g.rng = in.rng
+		st.Runs++
+		runs[in.tracelet]++
+		g.path = uint32(st.Runs)
+		g.last = in.next
+		end := g.call(t.root, t.from, g.choose(t.root), in.next)
+		if t.root.oneway {
+			// A one-way run is over when its last message has been sent.
+			end = g.last
+		}
+		if len(g.msgs) > MaxMessages {
+			return fmt.Errorf("%s: the trace would exceed %d messages; shorten the duration or lengthen think times", cfg.File, MaxMessages)
+		}
+		in.next = end + think(in.rng, t)
+		if in.next < dur {
+			h.fixTop()
+		} else {
+			h.popTop()
+		}
+	}
+	return nil
 }
 
 // ApplySkew is the paper's "skewer" (§7.5.6): it adds each node's offset to the

@@ -249,7 +249,28 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 	if len(spans) == 0 {
 		return of
 	}
-	t := &w.tree
+	roots := w.tree.build(spans)
+	w.addGraph(spans, &of)
+	w.addFlowsAndSignatures(spans, &of)
+	w.addOutboundCalls(spans)
+	w.addPatterns(spans, roots, &of)
+	w.Dirty = true
+	return of
+}
+
+// parentOf is span i's parent within the trace, -1 when it has none there.
+func (t *treeScratch) parentOf(spans []Span, i int) int32 {
+	if p, ok := t.byID[spans[i].ParentID]; ok && spans[i].ParentID != 0 && int(p) != i {
+		return p
+	}
+	return -1
+}
+
+// build labels the trace's spans with their node (the service, or the peer of
+// a call no instrumented span answered; "" for transparent spans), links each
+// labelled span to its nearest labelled ancestor, and returns the roots by
+// start.
+func (t *treeScratch) build(spans []Span) []int32 {
 	n := len(spans)
 	if t.byID == nil {
 		t.byID, t.answered = map[uint64]int32{}, map[uint64]bool{}
@@ -259,17 +280,11 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 	for i := range spans {
 		t.byID[spans[i].SpanID] = int32(i)
 	}
-	parentOf := func(i int) int32 {
-		if p, ok := t.byID[spans[i].ParentID]; ok && spans[i].ParentID != 0 && int(p) != i {
-			return p
-		}
-		return -1
-	}
 	// A CLIENT/PRODUCER span is answered when a SERVER/CONSUMER span of the
 	// trace is its child; it is then transparent, else its peer is a node.
 	for i := range spans {
 		if k := spans[i].Kind; k == KindServer || k == KindConsumer {
-			if p := parentOf(i); p >= 0 {
+			if p := t.parentOf(spans, i); p >= 0 {
 				t.answered[spans[p].SpanID] = true
 			}
 		}
@@ -278,7 +293,7 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 	for i := range spans {
 		s := &spans[i]
 		switch {
-		case s.Kind == KindServer || s.Kind == KindConsumer || parentOf(i) < 0:
+		case s.Kind == KindServer || s.Kind == KindConsumer || t.parentOf(spans, i) < 0:
 			t.label[i] = s.Service
 		case (s.Kind == KindClient || s.Kind == KindProducer) && !t.answered[s.SpanID]:
 			t.label[i] = cmp.Or(s.Peer, "unknown")
@@ -289,7 +304,7 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 	t.up = resize(t.up, n)
 	for i := range spans {
 		t.up[i] = -1
-		for p, steps := parentOf(i), 0; p >= 0 && steps < n; p, steps = parentOf(int(p)), steps+1 {
+		for p, steps := t.parentOf(spans, i), 0; p >= 0 && steps < n; p, steps = t.parentOf(spans, int(p)), steps+1 {
 			if t.label[p] != "" {
 				t.up[i] = p
 				break
@@ -318,14 +333,18 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 			roots = append(roots, i)
 		}
 	}
+	return roots
+}
 
-	// The graph: one request per labelled span at its node, one call per
-	// labelled span on the edge from its labelled ancestor.
+// addGraph adds one request per labelled span at its node, and one call per
+// labelled span on the edge from its labelled ancestor.
+func (w *Window) addGraph(spans []Span, of *Overflow) {
+	t := &w.tree
 	for _, i := range t.order {
 		s := &spans[i]
 		d := s.End - s.Start
 		name := t.label[i]
-		if ns := w.node(name, &of); ns != nil {
+		if ns := w.node(name, of); ns != nil {
 			ns.Requests++
 			if s.Error {
 				ns.Errors++
@@ -340,7 +359,7 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 			case s.Kind == KindProducer || s.Kind == KindConsumer:
 				kind = EdgeAsync
 			}
-			if es := w.edge(EdgeKey{t.label[p], name, kind}, &of); es != nil {
+			if es := w.edge(EdgeKey{t.label[p], name, kind}, of); es != nil {
 				es.Requests++
 				if s.Error {
 					es.Errors++
@@ -349,10 +368,11 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 			}
 		}
 	}
+}
 
-	// Work-factor flows and signature windows: every SERVER span is a request
-	// of its flow on its machine; its outbound database calls are the
-	// database CLIENT spans below it in the same service.
+// addFlowsAndSignatures counts every SERVER span as a request of its
+// work-factor flow on its machine (and process) and of its signature window.
+func (w *Window) addFlowsAndSignatures(spans []Span, of *Overflow) {
 	for i := range spans {
 		s := &spans[i]
 		if s.Kind != KindServer {
@@ -378,13 +398,19 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 		sw.Count++
 		sw.SumLatencyNs += s.End - s.Start
 	}
+}
+
+// addOutboundCalls adds each database CLIENT span to the signature window of
+// its nearest SERVER ancestor when that is of the same service.
+func (w *Window) addOutboundCalls(spans []Span) {
+	t := &w.tree
+	n := len(spans)
 	for i := range spans {
 		s := &spans[i]
 		if s.Kind != KindClient || !s.Database {
 			continue
 		}
-		// The nearest SERVER ancestor, if it is of the same service.
-		for p, steps := parentOf(i), 0; p >= 0 && steps < n; p, steps = parentOf(int(p)), steps+1 {
+		for p, steps := t.parentOf(spans, i), 0; p >= 0 && steps < n; p, steps = t.parentOf(spans, int(p)), steps+1 {
 			a := &spans[p]
 			if a.Kind != KindServer {
 				continue
@@ -398,9 +424,13 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 			break
 		}
 	}
+}
 
-	// The patterns: one per root, in canonical form.
-	t.sig = resize(t.sig, n)
+// addPatterns adds one pattern per root, in canonical form, with its nodes'
+// statistics.
+func (w *Window) addPatterns(spans []Span, roots []int32, of *Overflow) {
+	t := &w.tree
+	t.sig = resize(t.sig, len(spans))
 	for _, r := range roots {
 		w.Traces++
 		sig := t.signature(r)
@@ -421,8 +451,6 @@ func (w *Window) AddTrace(spans []Span) Overflow {
 		idx := 0
 		t.addNodeStats(spans, ps, r, -1, &idx)
 	}
-	w.Dirty = true
-	return of
 }
 
 func (w *Window) node(name string, of *Overflow) *CallStats {

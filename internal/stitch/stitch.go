@@ -225,6 +225,32 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	}
 	t := s.round
 	t.reset()
+	s.readSpans(t, refs, resources, &rep)
+	// Spans released in earlier rounds that may still be a parent here.
+	for _, h := range s.history.since(earliest-window, earliest-int64(cfg.AsyncWindow)) {
+		t.add(-1, h, false)
+	}
+	s.linkKnownParents(t, refs)
+	s.resolvePeers(t, refs, &rep)
+
+	res, err := causal.Stitch(t.spans, cfg)
+	if err != nil { // the options were validated in New
+		panic(err)
+	}
+	rep.Orphans, rep.LeftOrphan, rep.Guests, rep.Capped = res.Orphans, res.LeftOrphan, res.Guests, res.Capped
+	written := s.writeParents(t, refs, res, &rep)
+	if s.opt.Mode == ModeReparent {
+		s.moveSubtrees(refs, t, written)
+	}
+	s.tagPaths(t, refs, written, &rep)
+	rep.Truth = scoreTruth(refs, t, res, written)
+	return rep
+}
+
+// readSpans adds every span of refs to the round, with what its attributes say
+// of its kind, peer, address and operation, and counts the released spans it
+// must skip or cannot read fully.
+func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo, rep *Report) {
 	var attrs spanAttrs
 	for i, r := range refs {
 		sp := r.span
@@ -271,11 +297,11 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 			s.book.Learn(s.join.opAddress(op), res.service)
 		}
 	}
-	// Spans released in earlier rounds that may still be a parent here.
-	for _, h := range s.history.since(earliest-window, earliest-int64(cfg.AsyncWindow)) {
-		t.add(-1, h, false)
-	}
-	// Known parents, and what intact CLIENT→SERVER links teach about addresses.
+}
+
+// linkKnownParents sets the parents that context gives within the round, and
+// learns addresses from intact CLIENT → SERVER links.
+func (s *Stitcher) linkKnownParents(t *round, refs []spanRef) {
 	for j := range t.spans {
 		if t.ref[j] < 0 {
 			continue
@@ -293,6 +319,12 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
 		}
 	}
+}
+
+// resolvePeers names the service each CLIENT and PRODUCER span calls, from its
+// attributes or the address book, and counts the released ones that give an
+// address no one answers for.
+func (s *Stitcher) resolvePeers(t *round, refs []spanRef, rep *Report) {
 	for j := range t.spans {
 		k := t.spans[j].Kind
 		if k != causal.KindClient && k != causal.KindProducer {
@@ -319,15 +351,13 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 			rep.Unresolved++
 		}
 	}
+}
 
-	res, err := causal.Stitch(t.spans, cfg)
-	if err != nil { // the options were validated in New
-		panic(err)
-	}
-	rep.Orphans, rep.LeftOrphan, rep.Guests, rep.Capped = res.Orphans, res.LeftOrphan, res.Guests, res.Capped
-	// written holds the parents that stand after write-back, for the paths and
-	// the score: a parent below MinConfidence leaves the orphan a root of its
-	// own trace. res.Parent keeps every best candidate.
+// writeParents writes every inferred parent into its orphan and returns the
+// parents that stand after write-back, for the paths and the score: a parent
+// below MinConfidence leaves the orphan a root of its own trace (res.Parent
+// keeps every best candidate).
+func (s *Stitcher) writeParents(t *round, refs []spanRef, res *causal.StitchResult, rep *Report) []int32 {
 	written := slices.Clone(res.Parent)
 	for j := range t.spans {
 		if !res.Inferred[j] {
@@ -347,9 +377,13 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
 		}
 	}
-	if s.opt.Mode == ModeReparent {
-		s.moveSubtrees(refs, t, written)
-	}
+	return written
+}
+
+// tagPaths gives every released span its path signature (and the report its
+// patterns and service graph when asked), and remembers the released callers
+// for the rounds to come.
+func (s *Stitcher) tagPaths(t *round, refs []spanRef, written []int32, rep *Report) {
 	labels, labelOf := pathLabels(t, written, s.book)
 	var sigs []string
 	if s.opt.Patterns {
@@ -375,8 +409,6 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		}
 		s.history.add(t.facts(int32(j), refs[r].span.TraceID()))
 	}
-	rep.Truth = scoreTruth(refs, t, res, written)
-	return rep
 }
 
 // serviceGraph counts, for every labelled span with a labelled ancestor, one call

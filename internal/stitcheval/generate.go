@@ -160,7 +160,19 @@ func k8sName(r *rand.Rand, n int) string {
 	return string(b)
 }
 
+// topology draws the services, their operations and processes, the calls
+// between them, each operation's fan-out style and the uninstrumented tiers,
+// in that order (each step draws from the same generator).
 func (g *generator) topology() {
+	g.services()
+	g.wireCalls()
+	g.fanOutStyles()
+	g.uninstrumented()
+}
+
+// services draws every service: level, protocol, conventions, naming, its
+// operations and its processes.
+func (g *generator) services() {
 	p, r := g.p, g.rng
 	g.svcs = make([]service, p.Services)
 	nodes := max(2, (p.Services*p.Instances+2)/3)
@@ -226,7 +238,12 @@ func (g *generator) topology() {
 			g.newProcess(i, nodes)
 		}
 	}
-	// Calls go to deeper levels only, mostly the next one.
+}
+
+// wireCalls gives every operation its calls, to deeper levels only and mostly
+// the next one, and makes sure every service is called.
+func (g *generator) wireCalls() {
+	p, r := g.p, g.rng
 	called := make([]bool, len(g.svcs))
 	for i := range g.svcs {
 		s := &g.svcs[i]
@@ -272,6 +289,12 @@ func (g *generator) topology() {
 		op := &caller.ops[r.IntN(len(caller.ops))]
 		op.calls = append(op.calls, callee{j, r.IntN(p.Operations)})
 	}
+}
+
+// fanOutStyles splits each operation's calls into sequential ones, then
+// parallel ones.
+func (g *generator) fanOutStyles() {
+	p, r := g.p, g.rng
 	for i := range g.svcs {
 		for o := range g.svcs[i].ops {
 			op := &g.svcs[i].ops[o]
@@ -286,7 +309,12 @@ func (g *generator) topology() {
 			}
 		}
 	}
-	// Uninstrumented tiers: the most called middle tiers first, never the entry.
+}
+
+// uninstrumented marks the uninstrumented tiers: the most called middle tiers
+// first, never the entry.
+func (g *generator) uninstrumented() {
+	p, r := g.p, g.rng
 	incoming := make([]int, len(g.svcs))
 	for i := range g.svcs {
 		for _, op := range g.svcs[i].ops {
@@ -640,7 +668,32 @@ func (g *generator) placeRequests() {
 		visits[v].start = min(visits[v].start, sp.start)
 		visits[v].end = max(visits[v].end, sp.end)
 	}
-	g.offset, _ = place(visits, length, g.p.Concurrency, g.arrive)
+	if g.p.ShiftTo <= 0 || n < 2 {
+		g.offset, _ = place(visits, length, g.p.Concurrency, g.arrive)
+		return
+	}
+	// A load shift: each half placed at its own overlap, the second after the
+	// first has ended.
+	h := n / 2
+	var first, second []visit
+	for _, v := range visits {
+		if v.trace < h {
+			first = append(first, v)
+		} else {
+			v.trace -= h
+			second = append(second, v)
+		}
+	}
+	a, _ := place(first, length[:h], g.p.Concurrency, g.arrive)
+	b, _ := place(second, length[h:], g.p.ShiftTo, g.arrive)
+	var end int64
+	for t, o := range a {
+		end = max(end, o+length[t])
+	}
+	g.offset = append(a, b...)
+	for t := h; t < n; t++ {
+		g.offset[t] += end + 1
+	}
 }
 
 // base is the time of the first request: 2023-11-14T22:13:20Z.

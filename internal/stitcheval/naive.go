@@ -41,10 +41,7 @@ func Stitcher(opt stitch.Options) StitchFunc {
 // reparents (parentSpanId only; trace ids stay).
 func Naive(batches []ptrace.Traces) error {
 	recs := collect(batches...)
-	type ref struct {
-		i          int
-		start, end int64
-	}
+	type ref = naiveRef
 	identity := make([]string, len(recs))
 	idOf := map[int]string{}
 	for i, r := range recs {
@@ -80,27 +77,6 @@ func Naive(batches []ptrace.Traces) error {
 	for _, l := range byResource {
 		slices.SortFunc(l, byStart)
 	}
-	// innermost walks back from the last span starting no later than the orphan
-	// and returns the first that fits (latest start, innermost) and how many fit.
-	innermost := func(list []ref, o ref, fits func(ref) bool) (int, int) {
-		n := len(list)
-		hi, _ := slices.BinarySearchFunc(list, o.start, func(x ref, t int64) int {
-			if x.start <= t {
-				return -1
-			}
-			return 1
-		})
-		best, count := -1, 0
-		for k := min(hi, n) - 1; k >= 0; k-- {
-			if fits(list[k]) {
-				if best < 0 {
-					best = list[k].i
-				}
-				count++
-			}
-		}
-		return best, count
-	}
 	endpoints := make([][]string, len(recs))
 	for i, r := range recs {
 		switch r.span.Kind() {
@@ -109,17 +85,6 @@ func Naive(batches []ptrace.Traces) error {
 		case ptrace.SpanKindServer, ptrace.SpanKindConsumer:
 			endpoints[i] = calleeEndpoints(r.span.Attributes(), r.rs.Resource().Attributes())
 		}
-	}
-	match := func(a, b []string) bool {
-		if len(a) == 0 || len(b) == 0 {
-			return true
-		}
-		for _, x := range a {
-			if slices.Contains(b, x) {
-				return true
-			}
-		}
-		return false
 	}
 	for i, r := range recs {
 		sp := r.span
@@ -152,6 +117,48 @@ func Naive(batches []ptrace.Traces) error {
 		sp.SetParentSpanID(parent)
 	}
 	return nil
+}
+
+// naiveRef is a span of the naive comparator: its index and interval.
+type naiveRef struct {
+	i          int
+	start, end int64
+}
+
+// innermost walks back from the last span of list starting no later than the
+// orphan o and returns the first that fits (latest start, innermost) and how
+// many fit.
+func innermost(list []naiveRef, o naiveRef, fits func(naiveRef) bool) (int, int) {
+	n := len(list)
+	hi, _ := slices.BinarySearchFunc(list, o.start, func(x naiveRef, t int64) int {
+		if x.start <= t {
+			return -1
+		}
+		return 1
+	})
+	best, count := -1, 0
+	for k := min(hi, n) - 1; k >= 0; k-- {
+		if fits(list[k]) {
+			if best < 0 {
+				best = list[k].i
+			}
+			count++
+		}
+	}
+	return best, count
+}
+
+// match says whether two endpoint lists share one, or either is empty.
+func match(a, b []string) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
 }
 
 // observedIdentity is a resource's attributes without the truth: what a

@@ -150,6 +150,10 @@ type Params struct {
 	// Poisson at the rate that reaches it, and requests run concurrently in
 	// every process (servers are multithreaded). Default 4.
 	Concurrency float64
+	// ShiftTo, when > 0, is the overlap of the second half of the requests: a
+	// load shift in the middle of the run, so that the models learn from both
+	// loads at once. Default 0 (steady load).
+	ShiftTo float64
 	// Requests is the number of requests at the entry. Default 300.
 	Requests int
 	// Uninstrumented is the number of services (middle tiers first, never the
@@ -215,6 +219,8 @@ func (p Params) Validate() error {
 		return bad("Skew", p.Skew, "in [0, 1h]")
 	case !(p.Concurrency >= 0) || math.IsInf(p.Concurrency, 0) || p.Concurrency > 1000:
 		return bad("Concurrency", p.Concurrency, "in [0, 1000]")
+	case !(p.ShiftTo >= 0) || math.IsInf(p.ShiftTo, 0) || p.ShiftTo > 1000:
+		return bad("ShiftTo", p.ShiftTo, "in [0, 1000]")
 	case p.Requests < 1 || p.Requests > 1_000_000:
 		return bad("Requests", p.Requests, "1 to 1,000,000")
 	case p.Uninstrumented < 0 || p.Uninstrumented > p.Services-1:

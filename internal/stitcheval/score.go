@@ -101,11 +101,7 @@ func Score(batches ...ptrace.Traces) Scores {
 	for d := range s.Calibration {
 		s.Calibration[d].Low, s.Calibration[d].High = float64(d)/10, float64(d+1)/10
 	}
-	type cand struct {
-		conf          float64
-		correct, root bool
-	}
-	var cands []cand
+	var cands []scoredCandidate
 	for _, r := range recs {
 		attrs := r.span.Attributes()
 		truth, ok := strAttr(attrs, AttrTruthParent)
@@ -126,7 +122,7 @@ func Score(batches ...ptrace.Traces) Scores {
 			if inferred == truth && truth != "" {
 				s.Calibration[d].Correct++
 			}
-			cands = append(cands, cand{conf, inferred == truth && truth != "", truth == ""})
+			cands = append(cands, scoredCandidate{conf, inferred == truth && truth != "", truth == ""})
 		}
 		if truth == "" {
 			s.Roots++
@@ -173,8 +169,22 @@ func Score(batches ...ptrace.Traces) Scores {
 		s.ByLocality[locality] = s.ByLocality[locality].add(c)
 	}
 	s.finish(confSum)
-	// The curve: sweep the candidates by decreasing confidence.
-	slices.SortFunc(cands, func(a, b cand) int {
+	s.Curve = thresholdCurve(cands, s.Links)
+	return s
+}
+
+// scoredCandidate is an inferred parent: its confidence, whether it is the
+// true parent, and whether the orphan was a true root.
+type scoredCandidate struct {
+	conf          float64
+	correct, root bool
+}
+
+// thresholdCurve sweeps the candidates by decreasing confidence: at each of
+// the CurveSteps+1 thresholds, the parents written and right, over links
+// lost links.
+func thresholdCurve(cands []scoredCandidate, links int) []CurvePoint {
+	slices.SortFunc(cands, func(a, b scoredCandidate) int {
 		switch {
 		case a.conf > b.conf:
 			return -1
@@ -183,6 +193,7 @@ func Score(batches ...ptrace.Traces) Scores {
 		}
 		return 0
 	})
+	var curve []CurvePoint
 	var written, correct, roots, next int
 	for step := CurveSteps; step >= 0; step-- {
 		th := float64(step) / CurveSteps
@@ -197,11 +208,11 @@ func Score(batches ...ptrace.Traces) Scores {
 				}
 			}
 		}
-		s.Curve = append(s.Curve, CurvePoint{Threshold: th, Written: written, Correct: correct, RootsAttached: roots,
-			Precision: ratio(correct, written), Coverage: ratio(written, s.Links), Accuracy: ratio(correct, s.Links)})
+		curve = append(curve, CurvePoint{Threshold: th, Written: written, Correct: correct, RootsAttached: roots,
+			Precision: ratio(correct, written), Coverage: ratio(written, links), Accuracy: ratio(correct, links)})
 	}
-	slices.Reverse(s.Curve)
-	return s
+	slices.Reverse(curve)
+	return curve
 }
 
 func (c Counts) add(o Counts) Counts {

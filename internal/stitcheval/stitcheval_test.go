@@ -2,8 +2,10 @@ package stitcheval
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -502,5 +504,71 @@ func TestParamsJSONRoundTrip(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"FanOut":"zigzag"}`), &q); err == nil {
 		t.Error("an unknown fan-out was read")
+	}
+}
+
+// A load shift runs the first half of the requests at one overlap and the
+// second, after it, at another: the second half's traces start after the first
+// half's end, and their own overlap is the shifted one.
+func TestGenerateLoadShift(t *testing.T) {
+	p := DefaultParams()
+	p.Concurrency, p.ShiftTo, p.Requests = 1, 8, 200
+	td, err := Generate(p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each trace's interval, in order of start.
+	type span struct{ start, end int64 }
+	byTrace := map[pcommon.TraceID]*span{}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j).Spans()
+			for k := 0; k < ss.Len(); k++ {
+				sp := ss.At(k)
+				s, e := int64(sp.StartTimestamp()), int64(sp.EndTimestamp())
+				if r := byTrace[sp.TraceID()]; r != nil {
+					r.start, r.end = min(r.start, s), max(r.end, e)
+				} else {
+					byTrace[sp.TraceID()] = &span{s, e}
+				}
+			}
+		}
+	}
+	var traces []span
+	for _, r := range byTrace {
+		traces = append(traces, *r)
+	}
+	slices.SortFunc(traces, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	if len(traces) != p.Requests {
+		t.Fatalf("%d traces, want %d", len(traces), p.Requests)
+	}
+	// Requests in flight at each request's start, per half: the shifted half
+	// runs several at once, the first nearly one at a time.
+	inFlight := func(ts []span) float64 {
+		var sum int
+		for i, a := range ts {
+			for _, b := range ts[:i] {
+				if b.end > a.start {
+					sum++
+				}
+			}
+		}
+		return float64(sum) / float64(len(ts))
+	}
+	h := p.Requests / 2
+	var firstEnd int64
+	for _, r := range traces[:h] {
+		firstEnd = max(firstEnd, r.end)
+	}
+	// Skew moves spans by at most p.Skew; the halves are apart by more.
+	if traces[h].start+int64(p.Skew) < firstEnd {
+		t.Errorf("the second half starts at %d, before the first ends (%d)", traces[h].start, firstEnd)
+	}
+	lo, hi := inFlight(traces[:h]), inFlight(traces[h:])
+	t.Logf("requests in flight at a start: first half %.2f, second half %.2f", lo, hi)
+	if !(hi > 3*lo+1) {
+		t.Errorf("the shifted half has %.2f requests in flight, the first %.2f: no shift", hi, lo)
 	}
 }

@@ -138,12 +138,19 @@ type Config struct {
 	// (§3.4); with MaxHalfLife above it, the shortest memory, used right after a
 	// change. The paper asks for h ≥ 1/(−log₂(1−1/K)) so that N_h ≥ K. Default 10.
 	HalfLife float64
-	// MaxHalfLife is the longest memory. A block's half-life is the number of
-	// periods since its last detected change, between HalfLife and MaxHalfLife:
+	// MaxHalfLife is the longest memory. A block's half-life is MemoryGrowth ×
+	// the periods since its last detected change, between HalfLife and MaxHalfLife:
 	// it grows while the work factors hold, and a change (ShiftSigma, CUSUM)
 	// brings it back to HalfLife. 0 (or HalfLife): the paper's fixed aging.
 	// Default 300.
 	MaxHalfLife float64
+	// MemoryGrowth is how fast the memory grows: the half-life is
+	// MemoryGrowth × the periods since the last change (within HalfLife …
+	// MaxHalfLife). At g, the regime's first period weighs (1/age)^(ln 2/g)
+	// of its last: 1 gives the equations right after a change little weight
+	// (about 4% after 100 periods), 4 keeps them near full weight (46%), as
+	// a stationary regime deserves. Default 4.
+	MemoryGrowth float64
 	// CusumThreshold is the alarm level h of a two-sided CUSUM of each source's
 	// standardized residuals against the last solve, in σ_y (Page's test): a
 	// change of work factors too small for ShiftSigma is found as it accumulates.
@@ -234,6 +241,7 @@ func DefaultConfig() Config {
 	return Config{
 		HalfLife:             10,
 		MaxHalfLife:          300,
+		MemoryGrowth:         4,
 		CusumThreshold:       8,
 		CusumDrift:           0.5,
 		Combining:            CombineCollinear,
@@ -295,6 +303,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("shift periods must be ≥ 1 and shift forget ≥ 0")
 	case c.MaxHalfLife != 0 && (!(c.MaxHalfLife >= c.HalfLife) || math.IsInf(c.MaxHalfLife, 0)):
 		return fmt.Errorf("max half-life must be 0 or a number of periods ≥ half-life %v, not %v", c.HalfLife, c.MaxHalfLife)
+	case !c.memoryFixed() && (!(c.MemoryGrowth >= 1) || math.IsInf(c.MemoryGrowth, 0)):
+		return fmt.Errorf("memory growth must be a number ≥ 1, not %v", c.MemoryGrowth)
 	case !(c.CusumThreshold >= 0) || math.IsInf(c.CusumThreshold, 0) || !(c.CusumDrift >= 0) || math.IsInf(c.CusumDrift, 0):
 		return fmt.Errorf("cusum threshold and drift must be ≥ 0 (threshold 0 = off), not %v and %v", c.CusumThreshold, c.CusumDrift)
 	case c.Combining < CombineCollinear || c.Combining > CombineRate:

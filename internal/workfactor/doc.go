@@ -25,12 +25,16 @@
 // all off); docs/workfactor-report.md measures them on generated scenarios
 // (internal/workfactor/scenario).
 //
-//   - Memory chosen from the data (Config.MaxHalfLife). A block's half-life
-//     is the number of periods since its last detected change, between
-//     HalfLife (10) and MaxHalfLife (300): at realistic utilization noise the
-//     paper's 10 periods leave too few equations for the minor flows, while a
-//     fixed long memory follows a release hundreds of periods late. The
-//     effective memory is reported (Estimate.HalfLife, BlockFit.HalfLife).
+//   - Memory chosen from the data (Config.MaxHalfLife, MemoryGrowth). A
+//     block's half-life is MemoryGrowth (4) times the number of periods since
+//     its last detected change, between HalfLife (10) and MaxHalfLife (300):
+//     at realistic utilization noise the paper's 10 periods leave too few
+//     equations for the minor flows, while a fixed long memory follows a
+//     release hundreds of periods late. Growing at 4× the regime's age keeps
+//     its first periods near full weight ((1/age)^(ln 2/4): 46% after 100
+//     periods; at 1× they would weigh 4%), as a stationary regime deserves;
+//     a change is found by the tests below, not by forgetting. The effective
+//     memory is reported (Estimate.HalfLife, BlockFit.HalfLife).
 //   - Change detection: a CUSUM on the residuals (our choice, rather than the
 //     paper's §4 alone). Each source keeps a two-sided CUSUM (Page) of its
 //     equations' standardized one-step-ahead residuals against the last
@@ -46,17 +50,20 @@
 //   - Both regimes after a change. A change usually concerns a few flows (a
 //     release); forgetting everything would estimate the others from the
 //     few periods since. So at a change the block's sums are kept as the
-//     previous regime (State.PrevC, aged at MaxHalfLife; unless the regime
-//     ending is younger than 4·HalfLife, the aftermath of the change before).
-//     Each solve then finds the columns that changed by stepwise selection:
-//     from every column spanning both regimes' equations, add the column whose
-//     increment (a copy over the current regime only) has the largest
-//     goodness, while above 3, and drop any added before whose increment is
-//     no longer above 3 beside it (a change first given to a correlated column
-//     moves to the one that changed). A changed column gets one coefficient per
-//     regime, an unchanged one a single coefficient over both
-//     (FlowEstimate.Changed). Up to 24 columns; larger blocks use the current
-//     regime alone.
+//     previous regime (State.PrevC, aged at MaxHalfLife), with two
+//     exceptions: when no flow was found changed (or new) during the regime
+//     ending, its shift was a false alarm and it is merged into the previous
+//     regime; and a regime younger than 4·HalfLife, or holding fewer aged
+//     equations (N_h) than the previous one (a short one between two shifts),
+//     does not replace it. Each solve then finds the columns that changed by backward
+//     elimination: every column spanning both regimes gets an increment (a
+//     copy over the current regime only), and the increment of least
+//     goodness is dropped while that goodness is below 3. Starting from the
+//     full model keeps two changes whose increments are correlated over the
+//     young regime; a forward selection (tried first) let one stand in for
+//     the other. A changed column gets one coefficient per regime, an
+//     unchanged one a single coefficient over both (FlowEstimate.Changed). Up
+//     to 24 columns; larger blocks use the current regime alone.
 //   - Combining only what is collinear (Config.Combining, CombineCollinear).
 //     Flows whose aged, centred rate correlation over the block's equations
 //     reaches CollinearCorrelation (0.99) cannot be told apart: they share one

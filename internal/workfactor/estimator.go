@@ -125,91 +125,119 @@ func (e *Estimator) AddPeriod(period int64, obs []Observation) (*Estimate, error
 	e.st.Count.Equations += int64(len(rows))
 	// Judge every equation against the previous period's model first, so that a
 	// shift forgets the past before any of this period's equations is folded in.
-	idx := make([]int, len(rows))
-	sus := make([]bool, len(rows))
-	alarm := make([]bool, len(rows))
-	z := make([]float64, len(rows))
-	resid := make([]float64, len(rows))
-	for i := range rows {
-		r := &rows[i]
-		si := e.source(r)
-		idx[i] = si
-		s := &e.st.Sources[si]
-		s.Last, s.Capacity = period, r.capacity
-		z[i], resid[i] = e.misfit(r, s)
-		if sus[i] = z[i] > e.cfg.ShiftSigma && e.cfg.ShiftSigma > 0; sus[i] {
-			s.Held = append(s.Held, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates})
-		}
-		alarm[i] = e.cusum(s, z[i], resid[i], period)
-	}
-	// Two or more sources of a block suspect at once, with misfits that one
-	// flow's change of work factor explains, is a shift now: a background burst
-	// hits one machine (or several, unrelated to the flows' rates), a changed
-	// work factor every machine of its flow in proportion to its rate there.
-	immediate := map[int]bool{}
-	if n := countTrue(sus); n >= 2 && e.cfg.ShiftSigma > 0 {
-		for _, b := range e.blocks() {
-			var hit []int
-			// Within the quiet window after a shift the model is young and
-			// mispredicts moderately; only a much larger misfit (3 × ShiftSigma)
-			// is a new shift there (a change can follow a mixed period that
-			// looked like a smaller one).
-			for i := range rows {
-				quiet := period < e.st.Sources[idx[i]].QuietUntil
-				if sus[i] && slices.Contains(b.sources, idx[i]) && (!quiet || z[i] > 3*e.cfg.ShiftSigma) {
-					hit = append(hit, i)
-				}
-			}
-			if len(hit) >= 2 && oneFlowExplains(rows, resid, hit) {
-				immediate[idx[hit[0]]] = true
-			}
-		}
-	}
-	for i := range rows {
-		si := idx[i]
-		if immediate[si] {
-			e.shift(si, period, period-1)
-			continue
-		}
-		if alarm[i] && period >= e.st.Sources[si].QuietUntil {
-			// A change too small for ShiftSigma, accumulated by the CUSUM since
-			// the start of its excursion, the estimated change point.
-			e.shift(si, period, e.st.Sources[si].CusumStart-1)
-			continue
-		}
-		if !sus[i] || len(e.st.Sources[si].Held) < e.cfg.ShiftPeriods {
-			continue // not a shift (or folded by an earlier shift of its block)
-		}
-		if period < e.st.Sources[si].QuietUntil {
-			// Shortly after a shift the model is young: a persistent misfit is
-			// more data of the new regime, not another shift. Fold it.
-			e.foldHeld(si, period)
-			continue
-		}
-		// The first suspect period straddles the change: it mixes both regimes
-		// (and, through f(ρ), the old one's utilization could outweigh several
-		// periods of the new), so it is thrown out.
-		e.shift(si, period, e.st.Sources[si].Held[0].Period)
-	}
-	for i := range rows {
-		if sus[i] {
-			continue // held, or folded by a shift
-		}
-		si := idx[i]
-		if s := &e.st.Sources[si]; len(s.Held) > 0 {
-			// The suspect run is broken: intermittent background (§4.8).
-			e.st.Count.Outliers += int64(len(s.Held))
-			s.Held = nil
-		}
-		r := &rows[i]
-		e.foldRow(si, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates}, period)
-	}
+	j := e.judge(rows, period)
+	e.applyShifts(j, e.immediateShifts(rows, j, period), period)
+	e.foldFitting(rows, j, period)
 	e.evict(rows)
 	e.pruneSources()
 	results := e.solveAll()
 	e.smooth(results)
 	e.remember(results)
 	return e.report(results), nil
+}
+
+// judgement is how a period's equations fit the last solve, per row: its
+// source, its standardized misfit z and residual, whether it is suspect
+// (z > ShiftSigma: held back) and whether its source's CUSUM alarmed.
+type judgement struct {
+	idx        []int
+	sus, alarm []bool
+	z, resid   []float64
+}
+
+// judge predicts every row from the last solve (misfit), holds the suspect
+// ones (z > ShiftSigma) and runs each source's CUSUM.
+func (e *Estimator) judge(rows []row, period int64) judgement {
+	n := len(rows)
+	j := judgement{idx: make([]int, n), sus: make([]bool, n), alarm: make([]bool, n), z: make([]float64, n), resid: make([]float64, n)}
+	for i := range rows {
+		r := &rows[i]
+		si := e.source(r)
+		j.idx[i] = si
+		s := &e.st.Sources[si]
+		s.Last, s.Capacity = period, r.capacity
+		j.z[i], j.resid[i] = e.misfit(r, s)
+		if j.sus[i] = j.z[i] > e.cfg.ShiftSigma && e.cfg.ShiftSigma > 0; j.sus[i] {
+			s.Held = append(s.Held, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates})
+		}
+		j.alarm[i] = e.cusum(s, j.z[i], j.resid[i], period)
+	}
+	return j
+}
+
+// immediateShifts returns the sources whose block shifts now: two or more
+// sources of a block suspect at once, with misfits that one flow's change of
+// work factor explains (r_s ≈ Δα·λ_k,s). A background burst hits one machine
+// (or several, unrelated to the flows' rates), a changed work factor every
+// machine of its flow in proportion to its rate there. Within the quiet window
+// after a shift the model is young and mispredicts moderately; only a much
+// larger misfit (3 × ShiftSigma) counts there (a change can follow a mixed
+// period that looked like a smaller one).
+func (e *Estimator) immediateShifts(rows []row, j judgement, period int64) map[int]bool {
+	immediate := map[int]bool{}
+	if n := countTrue(j.sus); n < 2 || !(e.cfg.ShiftSigma > 0) {
+		return immediate
+	}
+	for _, b := range e.blocks() {
+		var hit []int
+		for i := range rows {
+			quiet := period < e.st.Sources[j.idx[i]].QuietUntil
+			if j.sus[i] && slices.Contains(b.sources, j.idx[i]) && (!quiet || j.z[i] > 3*e.cfg.ShiftSigma) {
+				hit = append(hit, i)
+			}
+		}
+		if len(hit) >= 2 && oneFlowExplains(rows, j.resid, hit) {
+			immediate[j.idx[hit[0]]] = true
+		}
+	}
+	return immediate
+}
+
+// applyShifts starts a new regime where a change is found: at once for the
+// immediate ones (change point: the previous period); on a CUSUM alarm
+// outside the quiet window (change point: the start of the CUSUM's
+// excursion); after ShiftPeriods consecutive suspect periods (the first
+// suspect period, which straddles the change and mixes both regimes, is
+// thrown out). Within the quiet window a persistent misfit is more data of
+// the young regime, and is folded in.
+func (e *Estimator) applyShifts(j judgement, immediate map[int]bool, period int64) {
+	for i := range j.idx {
+		si := j.idx[i]
+		if immediate[si] {
+			e.shift(si, period, period-1)
+			continue
+		}
+		if j.alarm[i] && period >= e.st.Sources[si].QuietUntil {
+			e.shift(si, period, e.st.Sources[si].CusumStart-1)
+			continue
+		}
+		if !j.sus[i] || len(e.st.Sources[si].Held) < e.cfg.ShiftPeriods {
+			continue // not a shift (or folded by an earlier shift of its block)
+		}
+		if period < e.st.Sources[si].QuietUntil {
+			e.foldHeld(si, period)
+			continue
+		}
+		e.shift(si, period, e.st.Sources[si].Held[0].Period)
+	}
+}
+
+// foldFitting folds the rows that fit into the sums. A source whose suspect
+// run is broken by a fitting row had intermittent background (§4.8): its held
+// rows are thrown out.
+func (e *Estimator) foldFitting(rows []row, j judgement, period int64) {
+	for i := range rows {
+		if j.sus[i] {
+			continue // held, or folded by a shift
+		}
+		si := j.idx[i]
+		if s := &e.st.Sources[si]; len(s.Held) > 0 {
+			e.st.Count.Outliers += int64(len(s.Held))
+			s.Held = nil
+		}
+		r := &rows[i]
+		e.foldRow(si, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates}, period)
+	}
 }
 
 // Current solves the regression on the present state without changing it (the
@@ -502,7 +530,7 @@ func (e *Estimator) halfLife(start, period int64) float64 {
 	if e.cfg.memoryFixed() {
 		return e.cfg.HalfLife
 	}
-	return min(max(float64(period-start), e.cfg.HalfLife), e.cfg.MaxHalfLife)
+	return min(max(e.cfg.MemoryGrowth*float64(period-start), e.cfg.HalfLife), e.cfg.MaxHalfLife)
 }
 
 // ageWithMemory ages the sums by g periods, each block by its own half-life
@@ -597,7 +625,7 @@ func (e *Estimator) shift(si int, period, start int64) {
 		// aftermath of the change before (a model still converging): the
 		// regime before that stays the previous one.
 		if !e.cfg.memoryFixed() && float64(period-b.start) >= youngRegime*e.cfg.HalfLife {
-			e.keepPrevious(b)
+			e.renewPrevious(b)
 		}
 		for i := 0; i < k; i++ {
 			for j := 0; j < k; j++ {
@@ -657,6 +685,58 @@ func countTrue(bs []bool) int {
 		}
 	}
 	return n
+}
+
+// renewPrevious chooses the block's previous regime at a shift, the data
+// from which the flows that did not change are estimated alongside the new
+// regime:
+//   - no flow of the block was found changed (or new) during the ending
+//     regime: the shift that started it was a false alarm, and the ending
+//     regime and the one before are one (mergePrevious);
+//   - else the ending regime replaces the previous one (keepPrevious) if it
+//     holds at least as many aged equations (N_h); a short regime between
+//     two shifts (often the first one's aftermath, mispredicted while its
+//     changed flows were being found) would otherwise discard the long one
+//     before it. A flow that changed at either shift differs from whichever
+//     regime is kept, and the selection of acrossRegimes finds it.
+func (e *Estimator) renewPrevious(b block) {
+	switch {
+	case len(e.st.PrevC) > 0 && !e.changedSince(b):
+		e.mergePrevious(b)
+	case b.nh >= b.pnh:
+		e.keepPrevious(b)
+	}
+}
+
+// changedSince reports whether any flow of the block started its smoothing
+// afresh during the block's current regime: found changed, or new.
+func (e *Estimator) changedSince(b block) bool {
+	for _, i := range b.flows {
+		if sm := e.st.Smooth[i]; sm.Since > 0 && sm.Since >= b.start {
+			return true
+		}
+	}
+	return false
+}
+
+// mergePrevious adds the block's current sums to its previous regime.
+func (e *Estimator) mergePrevious(b block) {
+	st := &e.st
+	k := len(st.Flows)
+	for _, i := range b.flows {
+		st.PrevD[i] += st.D[i]
+		for _, j := range b.flows {
+			st.PrevC[i*k+j] += st.C[i*k+j]
+		}
+	}
+	for _, si := range b.sources {
+		src := &st.Sources[si]
+		src.PrevN += src.N
+		src.PrevYY += src.YY
+		src.PrevB0 += src.B0
+		src.PrevBY += src.BY
+		src.PrevBX = addInto(src.PrevBX, src.BX)
+	}
 }
 
 // keepPrevious makes the block's current sums its previous regime, replacing

@@ -34,45 +34,15 @@ type block struct {
 // considered served by it (its traces have aged away).
 const memberTol = 1e-12
 
+// blocks splits the problem into its independent blocks (§4.6): the
+// connected components of the graph in which a source links the flows it
+// serves (flowComponents), each with its sources' totals; a source with only
+// background (no flow) is a block of its own when a background column is on.
+// The blocks are in a deterministic order: by first flow name, then by first
+// source key.
 func (e *Estimator) blocks() []block {
 	k := len(e.st.Flows)
-	parent := make([]int, k)
-	for i := range parent {
-		parent[i] = i
-	}
-	var find func(int) int
-	find = func(i int) int {
-		for parent[i] != i {
-			parent[i] = parent[parent[i]]
-			i = parent[i]
-		}
-		return i
-	}
-	union := func(a, b int) {
-		ra, rb := find(a), find(b)
-		if ra != rb {
-			if ra < rb {
-				parent[rb] = ra
-			} else {
-				parent[ra] = rb
-			}
-		}
-	}
-	members := make([][]int, len(e.st.Sources))
-	for si, s := range e.st.Sources {
-		total := 0.0
-		for _, x := range s.SX {
-			total += x
-		}
-		for i, x := range s.SX {
-			if x > memberTol*total {
-				members[si] = append(members[si], i)
-			}
-		}
-		for _, i := range members[si] {
-			union(members[si][0], i)
-		}
-	}
+	members, find := e.flowComponents()
 	// A flow no source serves any more (all its sums aged away) belongs to no block.
 	served := make([]bool, k)
 	for _, m := range members {
@@ -100,20 +70,7 @@ func (e *Estimator) blocks() []block {
 				roots = append(roots, r)
 			}
 		}
-		s := e.st.Sources[si]
-		if len(b.sources) == 0 || s.RegimeStart < b.start {
-			b.start = s.RegimeStart
-		}
-		b.sources = append(b.sources, si)
-		b.nh += s.N
-		b.yy += s.YY
-		b.b0 += s.B0
-		b.by += s.BY
-		b.pnh += s.PrevN
-		b.pyy += s.PrevYY
-		b.pb0 += s.PrevB0
-		b.pby += s.PrevBY
-		b.sigma2 += s.Sigma2 / float64(len(e.st.Sources)) // normalised below
+		b.addSource(e.st.Sources[si], si, len(e.st.Sources))
 	}
 	for i := 0; i < k; i++ {
 		if served[i] {
@@ -128,7 +85,6 @@ func (e *Estimator) blocks() []block {
 		slices.SortFunc(b.flows, func(x, y int) int { return cmp.Compare(e.st.Flows[x], e.st.Flows[y]) })
 		out = append(out, *b)
 	}
-	// Deterministic order: by first flow name, then first source key.
 	slices.SortFunc(out, func(x, y block) int {
 		switch {
 		case len(x.flows) > 0 && len(y.flows) > 0:
@@ -141,6 +97,68 @@ func (e *Estimator) blocks() []block {
 		return cmp.Compare(e.st.Sources[x.sources[0]].Key, e.st.Sources[y.sources[0]].Key)
 	})
 	return out
+}
+
+// flowComponents returns each source's flows (those above memberTol of its
+// rate sum) and find, the union-find root of a flow's component: flows served
+// by one source are in one component.
+func (e *Estimator) flowComponents() (members [][]int, find func(int) int) {
+	parent := make([]int, len(e.st.Flows))
+	for i := range parent {
+		parent[i] = i
+	}
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	union := func(a, b int) {
+		ra, rb := find(a), find(b)
+		if ra != rb {
+			if ra < rb {
+				parent[rb] = ra
+			} else {
+				parent[ra] = rb
+			}
+		}
+	}
+	members = make([][]int, len(e.st.Sources))
+	for si, s := range e.st.Sources {
+		total := 0.0
+		for _, x := range s.SX {
+			total += x
+		}
+		for i, x := range s.SX {
+			if x > memberTol*total {
+				members[si] = append(members[si], i)
+			}
+		}
+		for _, i := range members[si] {
+			union(members[si][0], i)
+		}
+	}
+	return members, find
+}
+
+// addSource adds source si's totals to the block; the regime starts at the
+// earliest RegimeStart of its sources; sigma2 accumulates σ_y²/nSources (the
+// caller rescales it to the block's mean).
+func (b *block) addSource(s SourceState, si, nSources int) {
+	if len(b.sources) == 0 || s.RegimeStart < b.start {
+		b.start = s.RegimeStart
+	}
+	b.sources = append(b.sources, si)
+	b.nh += s.N
+	b.yy += s.YY
+	b.b0 += s.B0
+	b.by += s.BY
+	b.pnh += s.PrevN
+	b.pyy += s.PrevYY
+	b.pb0 += s.PrevB0
+	b.pby += s.PrevBY
+	b.sigma2 += s.Sigma2 / float64(nSources)
 }
 
 // column of the regression: one flow, several combined flows, or a background
@@ -197,190 +215,6 @@ type fit struct {
 
 // gMax caps |g| when the fit is exact (S_k = 0), keeping it finite.
 const gMax = 1e9
-
-func (e *Estimator) solveColumns(b *block, cols []column) fit {
-	n := len(cols)
-	cg := make([]float64, n*n)
-	dg := make([]float64, n)
-	usesCur, usesPrev := false, false
-	for _, c := range cols {
-		usesCur = usesCur || c.regime.has(current)
-		usesPrev = usesPrev || c.regime.has(previous)
-	}
-	for _, r := range []regime{current, previous} {
-		if (r == previous && usesPrev) || (r == current && usesCur) {
-			e.gram(r, cols, cg, dg)
-		}
-	}
-	if usesPrev {
-		// The fit's totals span the regimes its columns span.
-		t := *b
-		t.nh, t.yy, t.b0, t.by = b.pnh, b.pyy, b.pb0, b.pby
-		if usesCur {
-			t.nh, t.yy, t.b0, t.by = b.nh+b.pnh, b.yy+b.pyy, b.b0+b.pb0, b.by+b.pby
-		}
-		b = &t
-	}
-	// The free columns' problem: C_FF α_F = D_F − C_F,fixed·α_fixed.
-	var free []int
-	for a, c := range cols {
-		if !c.fixed {
-			free = append(free, a)
-		}
-	}
-	m := len(free)
-	cf := make([]float64, m*m)
-	df := make([]float64, m)
-	for p, a := range free {
-		df[p] = dg[a]
-		for c, col := range cols {
-			if col.fixed {
-				df[p] -= cg[a*n+c] * col.value
-			}
-		}
-		for q, bi := range free {
-			cf[p*m+q] = cg[a*n+bi]
-		}
-	}
-	// Standardize: unit diagonal (the paper's future work names scaling and
-	// standardization for numerical stability).
-	sc := make([]float64, m)
-	excluded := make([]bool, m)
-	for i := 0; i < m; i++ {
-		if d := cf[i*m+i]; d > 0 && !math.IsInf(d, 0) {
-			sc[i] = 1 / math.Sqrt(d)
-		} else {
-			excluded[i] = true
-		}
-	}
-	cs := make([]float64, m*m)
-	ds := make([]float64, m)
-	for i := 0; i < m; i++ {
-		ds[i] = df[i] * sc[i]
-		for j := 0; j < m; j++ {
-			cs[i*m+j] = cf[i*m+j] * sc[i] * sc[j]
-		}
-	}
-	var x, vdiag []float64 // standardized solution and diag of its covariance / MSE
-	switch e.cfg.Method {
-	case Plain:
-		l, _ := cholesky(cs, m, excluded)
-		x = cholSolve(l, m, excluded, ds)
-		inv := cholInverse(l, m, excluded)
-		vdiag = make([]float64, m)
-		for i := range vdiag {
-			vdiag[i] = inv[i*m+i]
-		}
-	case Ridge:
-		ar := slices.Clone(cs)
-		for i := 0; i < m; i++ {
-			ar[i*m+i] += e.cfg.RidgeLambda
-		}
-		l, _ := cholesky(ar, m, excluded)
-		x = cholSolve(l, m, excluded, ds)
-		inv := cholInverse(l, m, excluded)
-		// Cov(x) = MSE · A⁻¹ C A⁻¹ with A = C + λI.
-		vdiag = make([]float64, m)
-		for i := 0; i < m; i++ {
-			v := 0.0
-			for p := 0; p < m; p++ {
-				for q := 0; q < m; q++ {
-					v += inv[i*m+p] * cs[p*m+q] * inv[q*m+i]
-				}
-			}
-			vdiag[i] = v
-		}
-	case NNLS:
-		var passive []bool
-		x, passive = nnls(cs, m, excluded, ds)
-		ex := make([]bool, m)
-		for i := range ex {
-			ex[i] = excluded[i] || !passive[i]
-		}
-		l, _ := cholesky(cs, m, ex)
-		inv := cholInverse(l, m, ex)
-		vdiag = make([]float64, m)
-		for i := range vdiag {
-			vdiag[i] = inv[i*m+i]
-		}
-	}
-	f := fit{cols: make([]colFit, n)}
-	alpha := make([]float64, n)
-	for a, c := range cols {
-		if c.fixed {
-			alpha[a] = c.value
-		}
-	}
-	for p, a := range free {
-		if !excluded[p] {
-			alpha[a] = x[p] * sc[p]
-			f.columns++
-		}
-	}
-	sse := b.yy
-	for i := 0; i < n; i++ {
-		sse -= 2 * alpha[i] * dg[i]
-		for j := 0; j < n; j++ {
-			sse += alpha[i] * alpha[j] * cg[i*n+j]
-		}
-	}
-	f.sse = max(sse, 0)
-	f.nh, f.b0 = b.nh, b.b0
-	f.dof = b.nh - float64(f.columns) - 1
-	switch {
-	case f.dof >= 1:
-		f.mse, f.mseOK = f.sse/f.dof, true
-	case b.sigma2 > 0 && f.columns > 0 && b.nh > 0:
-		// Too few equations to measure the noise (right after a shift): the
-		// noise level the block's sources had, MSE ≈ σ_y²·Σv²/N_h.
-		f.mse, f.mseOK = b.sigma2*b.b0/b.nh, true
-	case f.dof > 0:
-		f.mse, f.mseOK = f.sse/f.dof, true
-	}
-	// SST about the weighted mean: Σv²(y − ȳ)² with ȳ = Σv²y/Σv². The paper's
-	// YᵀY − N_hȲ² mixes squared and plain weights once rows are aged, and can be
-	// negative; this is its consistent weighted form (equal without aging).
-	if b.b0 > 0 {
-		f.sst = b.yy - b.by*b.by/b.b0
-		if f.sst > 0 {
-			f.r2, f.r2OK = 1-f.sse/f.sst, true
-		}
-	}
-	for a, col := range cols {
-		if col.fixed {
-			f.cols[a] = colFit{alpha: col.value, fixed: true}
-		}
-	}
-	for p, a := range free {
-		c := colFit{alpha: alpha[a], singular: excluded[p]}
-		if !c.singular && f.mseOK {
-			s := math.Sqrt(f.mse * vdiag[p] * sc[p] * sc[p])
-			switch {
-			case s > 0 && !math.IsInf(s, 0) && !math.IsNaN(s):
-				c.g = c.alpha / s
-			case c.alpha > 0:
-				c.g = gMax
-			case c.alpha < 0:
-				c.g = -gMax
-			}
-			c.g = min(max(c.g, -gMax), gMax)
-			c.gOK = !math.IsNaN(c.g)
-		}
-		if math.IsNaN(c.alpha) || math.IsInf(c.alpha, 0) {
-			c.alpha, c.singular, c.gOK = 0, true, false
-		}
-		// Plausibility: with α ≥ 0 and background ≥ 0, a column's work factor is
-		// at most D_c/C_cc, the coefficient it would get if it alone explained the
-		// CPU of the equations it appears in. Twice that is a fitting artefact
-		// (typically a flow seen in one or two periods, whose column acts as an
-		// indicator of those periods).
-		if len(cols[a].flows) > 0 && cg[a*n+a] > 0 && c.alpha > 2*max(dg[a], 0)/cg[a*n+a] {
-			c.implausible = true
-		}
-		f.cols[a] = c
-	}
-	return f
-}
 
 // gram adds regime r's part of the columns' normal equations to cg and dg:
 // C and D (or the previous regime's) summed over the columns' flows, and the
@@ -505,354 +339,21 @@ func (e *Estimator) solveAll() *solveResult {
 	return res
 }
 
-// solveBlock runs flow rejection (§4.1), flow combining (§4.3) and the solve of
-// one block.
-func (e *Estimator) solveBlock(bi int, b block, out map[int]*flowResult) blockResult {
-	br := blockResult{b: b}
-	sx := make(map[int]float64, len(b.flows))
-	total := 0.0
-	for _, s := range b.sources {
-		src := e.st.Sources[s]
-		for _, i := range b.flows {
-			if i < len(src.SX) {
-				sx[i] += src.SX[i]
-			}
-		}
-	}
-	for _, i := range b.flows {
-		total += sx[i]
-		br.flows = append(br.flows, e.st.Flows[i])
-	}
-	var kept []int
-	for _, i := range b.flows {
-		r := &flowResult{block: bi}
-		if total > 0 {
-			r.share = sx[i] / total
-		}
-		if !(total > 0) || r.share < e.cfg.Delta {
-			r.rejected = true
-		} else {
-			kept = append(kept, i)
-		}
-		out[i] = r
-	}
-	// Decreasing mean rate; ties by name (b.flows is in name order, sort is stable).
-	slices.SortStableFunc(kept, func(x, y int) int { return cmp.Compare(sx[y], sx[x]) })
-
-	// prior is the combined flows' rate-weighted smoothed work factor: the
-	// value a failing combined column is fixed at. It exists only when flows
-	// carrying 90% of the combined rate have a mature smoothed work factor (at
-	// least HalfLife periods of estimates since it started or was forgotten).
-	prior := func(comb []int) (float64, bool) {
-		num, den, all := 0.0, 0.0, 0.0
-		for _, i := range comb {
-			all += sx[i]
-			if sm := e.st.Smooth[i]; sm.Q > 0 && sm.Since > 0 && float64(e.st.Period-sm.Since) >= e.cfg.HalfLife {
-				num += sx[i] * sm.P / sm.Q
-				den += sx[i]
-			}
-		}
-		if den == 0 || den < 0.9*all {
-			return 0, false
-		}
-		return num / den, true
-	}
-	var bgCols []column
-	bgMode := e.cfg.Background
-	if bgMode == BackgroundAuto && e.cfg.PerProcess {
-		// A process's reading holds no other tenant's work, and its own idle
-		// work is small: per-process readings are the remedy for background
-		// (§4.6), and a column there would take per-request costs at low rates.
-		bgMode = BackgroundOff
-	}
-	switch bgMode {
-	case BackgroundShared, BackgroundAuto:
-		bgCols = []column{{bg: b.sources}}
-		br.bgSource = []int{-1}
-	case BackgroundPerSource:
-		for _, s := range b.sources {
-			bgCols = append(bgCols, column{bg: []int{s}})
-			br.bgSource = append(br.bgSource, s)
-		}
-	}
-	// The starting columns, most important first. The paper's (CombineRate):
-	// flows 1 … j+q−1 by mean rate alone, j being the first whose mean rate is
-	// at most CombineThreshold × the mean over the block's flows, the rest
-	// combined. CombineCollinear: every flow alone except collinear groups, in
-	// decreasing power.
-	var ind [][]int
-	var comb []int
-	if e.cfg.Combining == CombineRate {
-		nInd := len(kept)
-		if len(kept) > 0 {
-			keptTotal := 0.0
-			for _, i := range kept {
-				keptTotal += sx[i]
-			}
-			thr := e.cfg.CombineThreshold * keptTotal / float64(len(kept))
-			for j, i := range kept {
-				if sx[i] <= thr {
-					nInd = min(j+e.cfg.Q, len(kept))
-					break
-				}
-			}
-		}
-		for _, i := range kept[:nInd] {
-			ind = append(ind, []int{i})
-		}
-		comb = slices.Clone(kept[nInd:])
-	} else {
-		ind = e.collinearGroups(&b, kept, sx, &br)
-	}
-	if e.cfg.Background == BackgroundAuto && len(ind) > 0 && e.backgroundVIF(&b, ind) > e.cfg.BackgroundMaxVIF {
-		bgCols, br.bgSource = nil, nil // the rates barely vary: not identifiable
-	}
-	// Never more columns than the equations support well: at least as many
-	// residual degrees of freedom as columns (dof = N_h − columns − 1 ≥ columns).
-	// The paper only asks N_h ≥ K; right after a shift, or at the start, fits
-	// with fewer spare equations swing wildly and would enter the smoothing.
-	// When columns are short, the combined column is the first to give up its
-	// freedom: it is fixed at its members' smoothed work factors (as a failing
-	// one is, below), so the main flows can be solved from the first periods
-	// after a shift.
-	maxCols := int(math.Floor((b.nh - 1) / 2))
-	budgetFixed := false
-	// The largest q columns are always solved alone when the equations allow it
-	// at all (dof ≥ 1, or dof ≥ 0 when the noise level is known from before a
-	// shift): the combining of §4.3 always keeps at least q.
-	spare := 2.0 // dof ≥ 1
-	if b.sigma2 > 0 {
-		spare = 1 // the noise is known: dof ≥ 0
-	}
-	minInd := min(e.cfg.Q, len(ind)+boolInt(len(comb) > 0), max(int(math.Floor(b.nh-spare))-len(bgCols), 0))
-	minInd = min(minInd, len(ind))
-	ncols := func(nInd int) int {
-		c := nInd + len(bgCols)
-		if (nInd < len(ind) || len(comb) > 0) && !budgetFixed {
-			c++
-		}
-		return c
-	}
-	rest := func(nInd int) []int {
-		r := slices.Clone(comb)
-		for _, col := range ind[nInd:] {
-			r = append(r, col...)
-		}
-		return r
-	}
-	canFix := func(nInd int) bool {
-		_, ok := prior(rest(nInd))
-		return nInd > 0 && len(rest(nInd)) > 0 && ok
-	}
-	nInd := len(ind)
-	if ncols(nInd) > maxCols && canFix(nInd) {
-		budgetFixed = true
-	}
-	for nInd > minInd && ncols(nInd) > maxCols {
-		nInd--
-		budgetFixed = budgetFixed || canFix(nInd)
-		if budgetFixed && !canFix(nInd) {
-			budgetFixed = false
-		}
-	}
-	if ncols(nInd) > maxCols && nInd > 0 && nInd == minInd {
-		maxCols = ncols(nInd) // the q largest, on few spare equations
-	}
-	if nInd == 0 {
-		budgetFixed = false // the combined column is then the only one
-	}
-	if ncols(nInd) > maxCols || ncols(nInd) == 0 {
-		e.st.Count.UnsolvedBlocks++
-		return br
-	}
-	comb = rest(nInd)
-	ind = slices.Clone(ind[:nInd])
-	useBg := len(bgCols) > 0
-	combFixed := false
-	// With a previous regime, every fit (and so the failing criterion) uses
-	// the flows that did not change at the last shift from both regimes.
-	twoRegimes := b.pnh > 0 && !e.cfg.memoryFixed()
-	fitCols := func(cols []column) fit {
-		f := e.solveColumns(&b, cols)
-		if twoRegimes && f.columns > 0 {
-			f, br.changed = e.acrossRegimes(&b, cols, f)
-		}
-		return f
-	}
-	var solve func() fit
-	solve = func() fit {
-		cols := make([]column, 0, len(ind)+1+len(bgCols))
-		for _, c := range ind {
-			cols = append(cols, column{flows: c})
-		}
-		if len(comb) > 0 {
-			cols = append(cols, column{flows: comb})
-		}
-		if useBg {
-			cols = append(cols, bgCols...)
-		}
-		combFixed = false
-		// The budget can only fix the combined column while another is free.
-		v, ok := prior(comb)
-		var f fit
-		if len(comb) > 0 && budgetFixed && len(ind) > 0 && ok {
-			cols[len(ind)].fixed, cols[len(ind)].value = true, v
-			combFixed = true
-			f = fitCols(cols)
-		} else {
-			f = fitCols(cols)
-			// The failing criterion applies to the combined column too. A failing
-			// one is not used as an estimate: it is fixed at its members' smoothed
-			// work factors, and the others are solved around them. Not when it is
-			// the only column (it is then the block's whole estimate), nor when its
-			// members have no smoothed work factors yet.
-			if len(comb) > 0 && f.cols[len(ind)].fails() && len(cols) > 1 && ok {
-				cols[len(ind)].fixed, cols[len(ind)].value = true, v
-				f = fitCols(cols)
-				combFixed = true
-			}
-		}
-		// An automatic background column that comes out negative (or singular)
-		// is not identified by these data: solve without it.
-		if useBg && e.cfg.Background == BackgroundAuto && f.cols[len(cols)-1].failsAsBackground() {
-			useBg = false
-			return solve()
-		}
-		return f
-	}
-	f := solve()
-	for round := 0; round < 2*e.cfg.Q+1; round++ {
-		var still [][]int
-		moved := false
-		joined := map[int]bool{}
-		for c, col := range ind {
-			if joined[c] {
-				continue
-			}
-			if !f.cols[c].fails() {
-				still = append(still, col)
-				continue
-			}
-			moved = true
-			// A failing column whose rates move with another's (correlation ≥
-			// failingCollinear) cannot be told apart from it: the two become
-			// one group rather than joining the combined column.
-			if e.cfg.Combining == CombineCollinear {
-				if p, r := e.partner(&b, ind, c, joined); p >= 0 {
-					g := append(slices.Clone(col), ind[p]...)
-					slices.Sort(g)
-					joined[p] = true
-					still = slices.DeleteFunc(still, func(x []int) bool { return slices.Equal(x, ind[p]) })
-					still = append(still, g)
-					br.groups = slices.DeleteFunc(br.groups, func(x Group) bool {
-						return slices.Contains(x.Flows, e.st.Flows[col[0]]) || slices.Contains(x.Flows, e.st.Flows[ind[p][0]])
-					})
-					br.groups = append(br.groups, Group{Name: groupName(e.st.Flows, g), Flows: flowNames(e.st.Flows, g), Correlation: r,
-						Reason: fmt.Sprintf("rate correlation %.4f ≥ %v, and %s fails alone (§4.3)", r, failingCollinear, groupName(e.st.Flows, col))})
-					continue
-				}
-			}
-			comb = append(comb, col...)
-		}
-		if !moved {
-			break
-		}
-		ind = still
-		// The combined column now holds a flow that failed alone: it is solved
-		// freely again (fixed only if it fails), never frozen at that flow's
-		// old work factor.
-		budgetFixed = false
-		f = solve()
-	}
-	br.fit = f
-	if f.columns == 0 {
-		e.st.Count.UnsolvedBlocks++
-		return br
-	}
-	br.solved = true
-	for _, i := range br.changed {
-		out[i].changed, out[i].regime = true, b.start
-	}
-	for c, col := range ind {
-		cf := f.cols[c]
-		colRate := 0.0
-		for _, i := range col {
-			colRate += sx[i]
-		}
-		for _, i := range col {
-			r := out[i]
-			r.solved = !cf.singular
-			r.alpha, r.g, r.weight = cf.alpha, cf.g, 1
-			if len(col) > 1 {
-				r.group = groupName(e.st.Flows, col)
-				if colRate > 0 {
-					r.weight = sx[i] / colRate
-				}
-			}
-			if !cf.gOK {
-				r.g = 0
-			}
-			if r.solved {
-				r.coef = cf.alpha
-			}
-		}
-	}
-	if len(comb) > 0 {
-		cf := f.cols[len(ind)]
-		combRate := 0.0
-		for _, i := range comb {
-			combRate += sx[i]
-		}
-		for _, i := range comb {
-			r := out[i]
-			r.combined = true
-			r.coef = cf.alpha
-			if combFixed || cf.singular {
-				continue
-			}
-			r.solved = true
-			r.alpha, r.g = cf.alpha, cf.g
-			if !cf.gOK {
-				r.g = 0
-			}
-			if combRate > 0 {
-				r.weight = sx[i] / combRate
-			}
-		}
-	}
-	if !useBg {
-		br.bgSource = nil
-		return br
-	}
-	off := len(ind)
-	if len(comb) > 0 {
-		off++
-	}
-	for c := range bgCols {
-		cf := f.cols[off+c]
-		br.bgAlpha = append(br.bgAlpha, cf.alpha)
-		br.bgG = append(br.bgG, cf.g)
-		br.bgOK = append(br.bgOK, !cf.singular && cf.gOK)
-	}
-	return br
-}
-
 // changeZ is the goodness (estimate over standard error) from which a
 // column's increment at the last shift is taken for a change.
 const changeZ = 3
 
-// maxSelectColumns bounds the stepwise selection of acrossRegimes (O(K²)
-// solves per period); larger blocks estimate from the current regime only.
+// maxSelectColumns bounds the selection of acrossRegimes (up to K solves
+// per period); larger blocks estimate from the current regime only.
 const maxSelectColumns = 24
 
 // acrossRegimes re-solves the block with the previous regime's equations
 // (State.PrevC) as well. Which columns changed at the last shift is found by
-// stepwise selection: starting from every column spanning both regimes, the
-// column whose increment (a copy over the current regime's equations only)
-// has the largest goodness is taken as changed, while that goodness exceeds
-// changeZ, and a column taken before whose increment no longer does is
-// dropped. Changed columns then get one coefficient per regime, the others one
-// over both. cur is the current regime's fit of cols; the result's first
+// backward elimination: every column spanning both regimes gets an increment
+// (a copy over the current regime's equations only); the increment with the
+// smallest goodness is dropped while that goodness is below changeZ, and the
+// columns whose increments remain have changed. Changed columns then get one
+// coefficient per regime, the others one over both. cur is the current regime's fit of cols; the result's first
 // len(cols) columns are the current regime's, in the same order.
 func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int) {
 	n := len(cols)
@@ -886,38 +387,27 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int)
 		}
 		return g
 	}
-	// Stepwise: add the column whose increment is most significant, then drop
-	// any whose increment is no longer significant beside the others (a change
-	// first given to a correlated column moves to the one that changed).
-	for step := 0; step < 2*n; step++ {
-		best, bestG := -1, float64(changeZ)
-		for a, c := range cols {
-			if changed[a] || c.fixed {
-				continue
+	// Backward elimination: start with every free column changed, then
+	// drop, one at a time, the one whose increment is least significant
+	// beside the others, while it is below changeZ. Starting from the full
+	// model, two changes whose increments are correlated over the young
+	// regime both stay in; a forward selection adds one and lets it stand in
+	// for the other. One solve per step.
+	for a, c := range cols {
+		changed[a] = !c.fixed
+	}
+	for {
+		g := incG(changed)
+		worst, worstG := -1, float64(changeZ)
+		for a := range cols {
+			if changed[a] && g[a] < worstG {
+				worst, worstG = a, g[a]
 			}
-			changed[a] = true
-			if g := incG(changed)[a]; g > bestG {
-				best, bestG = a, g
-			}
-			changed[a] = false
 		}
-		if best < 0 {
+		if worst < 0 {
 			break
 		}
-		changed[best] = true
-		for {
-			g := incG(changed)
-			worst, worstG := -1, float64(changeZ)
-			for a := range cols {
-				if changed[a] && a != best && g[a] < worstG {
-					worst, worstG = a, g[a]
-				}
-			}
-			if worst < 0 {
-				break
-			}
-			changed[worst] = false
-		}
+		changed[worst] = false
 	}
 	// The final layout: changed columns over the current regime, their twins
 	// over the previous one; the others over both.

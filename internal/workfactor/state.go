@@ -405,11 +405,21 @@ func Merge(a, b *State) (*State, error) {
 	} else {
 		o.age(m.Period - o.Period)
 	}
+	om := m.mergeFlows(o)
+	m.mergeSums(o, om, len(a.Flows), len(a.PrevC) > 0)
+	m.mergeSources(o, om)
+	slices.SortFunc(m.Sources, func(x, y SourceState) int { return compareStrings(x.Key, y.Key) })
+	m.Count.add(o.Count)
+	return m, nil
+}
+
+// mergeFlows appends o's flows that m lacks (with empty smoothing) and
+// returns om, the index in m of each of o's flows.
+func (m *State) mergeFlows(o *State) []int {
 	idx := map[string]int{}
 	for i, f := range m.Flows {
 		idx[f] = i
 	}
-	// Map o's flows to m's indices, appending new ones.
 	om := make([]int, len(o.Flows))
 	for i, f := range o.Flows {
 		j, ok := idx[f]
@@ -421,12 +431,15 @@ func Merge(a, b *State) (*State, error) {
 		}
 		om[i] = j
 	}
+	return om
+}
+
+// mergeSums adds o's C, D and smoothing sums (and its previous regime's) into
+// m's, re-indexed by om; m's own matrices are ka×ka before, K×K after. hadPrev:
+// the first state had a previous regime.
+func (m *State) mergeSums(o *State, om []int, ka int, hadPrev bool) {
 	k := len(m.Flows)
-	ka := len(a.Flows)
-	c := make([]float64, k*k)
-	for i := 0; i < ka; i++ {
-		copy(c[i*k:i*k+ka], m.C[i*ka:(i+1)*ka])
-	}
+	c := widen(m.C, ka, k)
 	d := make([]float64, k)
 	copy(d, m.D)
 	ko := len(o.Flows)
@@ -443,74 +456,86 @@ func Merge(a, b *State) (*State, error) {
 		}
 	}
 	m.C, m.D = c, d
-	if len(a.PrevC) > 0 || len(o.PrevC) > 0 {
-		pc := make([]float64, k*k)
-		pd := make([]float64, k)
-		if len(m.PrevC) > 0 {
-			for i := 0; i < ka; i++ {
-				copy(pc[i*k:i*k+ka], m.PrevC[i*ka:(i+1)*ka])
-			}
-			copy(pd, m.PrevD)
-		}
-		if len(o.PrevC) > 0 {
-			for i := 0; i < ko; i++ {
-				pd[om[i]] += o.PrevD[i]
-				for j := 0; j < ko; j++ {
-					pc[om[i]*k+om[j]] += o.PrevC[i*ko+j]
-				}
-			}
-		}
-		m.PrevC, m.PrevD = pc, pd
+	if !hadPrev && len(o.PrevC) == 0 {
+		return
 	}
+	pc := make([]float64, k*k)
+	pd := make([]float64, k)
+	if len(m.PrevC) > 0 {
+		pc = widen(m.PrevC, ka, k)
+		copy(pd, m.PrevD)
+	}
+	if len(o.PrevC) > 0 {
+		for i := 0; i < ko; i++ {
+			pd[om[i]] += o.PrevD[i]
+			for j := 0; j < ko; j++ {
+				pc[om[i]*k+om[j]] += o.PrevC[i*ko+j]
+			}
+		}
+	}
+	m.PrevC, m.PrevD = pc, pd
+}
+
+// widen copies a ka×ka matrix into the top-left corner of a new k×k one.
+func widen(a []float64, ka, k int) []float64 {
+	c := make([]float64, k*k)
+	for i := 0; i < ka; i++ {
+		copy(c[i*k:i*k+ka], a[i*ka:(i+1)*ka])
+	}
+	return c
+}
+
+// mergeSources adds each of o's sources into m's source of the same key (sums
+// added, the later period, capacity, quiet window and regime start kept, held
+// rows appended), or appends it, its rate sums re-indexed by om.
+func (m *State) mergeSources(o *State, om []int) {
+	k := len(m.Flows)
 	sidx := map[string]int{}
 	for i, src := range m.Sources {
 		sidx[src.Key] = i
 	}
+	reindex := func(xs []float64) []float64 {
+		out := make([]float64, k)
+		for i := range xs {
+			out[om[i]] += xs[i]
+		}
+		return out
+	}
 	for _, src := range o.Sources {
-		sx := make([]float64, k)
-		bx := make([]float64, k)
-		pbx := make([]float64, k)
-		for i := range src.SX {
-			sx[om[i]] += src.SX[i]
-		}
-		for i := range src.BX {
-			bx[om[i]] += src.BX[i]
-		}
-		for i := range src.PrevBX {
-			pbx[om[i]] += src.PrevBX[i]
-		}
+		sx, bx, pbx := reindex(src.SX), reindex(src.BX), reindex(src.PrevBX)
 		if i, ok := sidx[src.Key]; ok {
-			t := &m.Sources[i]
-			t.N += src.N
-			t.SY += src.SY
-			t.YY += src.YY
-			t.B0 += src.B0
-			t.BY += src.BY
-			t.SX = addInto(t.SX, sx)
-			t.BX = addInto(t.BX, bx)
-			t.PrevBX = addInto(t.PrevBX, pbx)
-			t.PrevN += src.PrevN
-			t.PrevYY += src.PrevYY
-			t.PrevB0 += src.PrevB0
-			t.PrevBY += src.PrevBY
-			t.Last = max(t.Last, src.Last)
-			t.Held = append(t.Held, src.Held...)
-			t.Recent = append(t.Recent, src.Recent...)
-			t.Capacity = max(t.Capacity, src.Capacity)
-			t.QuietUntil = max(t.QuietUntil, src.QuietUntil)
-			t.RegimeStart = max(t.RegimeStart, src.RegimeStart)
-			if t.Sigma2 == 0 {
-				t.Sigma2, t.Bg = src.Sigma2, src.Bg
-			}
+			m.Sources[i].mergeSource(src, sx, bx, pbx)
 			continue
 		}
 		src.SX, src.BX, src.PrevBX = sx, bx, pbx
 		sidx[src.Key] = len(m.Sources)
 		m.Sources = append(m.Sources, src)
 	}
-	slices.SortFunc(m.Sources, func(x, y SourceState) int { return compareStrings(x.Key, y.Key) })
-	m.Count.add(o.Count)
-	return m, nil
+}
+
+// mergeSource adds src (its rate sums already re-indexed: sx, bx, pbx) into t.
+func (t *SourceState) mergeSource(src SourceState, sx, bx, pbx []float64) {
+	t.N += src.N
+	t.SY += src.SY
+	t.YY += src.YY
+	t.B0 += src.B0
+	t.BY += src.BY
+	t.SX = addInto(t.SX, sx)
+	t.BX = addInto(t.BX, bx)
+	t.PrevBX = addInto(t.PrevBX, pbx)
+	t.PrevN += src.PrevN
+	t.PrevYY += src.PrevYY
+	t.PrevB0 += src.PrevB0
+	t.PrevBY += src.PrevBY
+	t.Last = max(t.Last, src.Last)
+	t.Held = append(t.Held, src.Held...)
+	t.Recent = append(t.Recent, src.Recent...)
+	t.Capacity = max(t.Capacity, src.Capacity)
+	t.QuietUntil = max(t.QuietUntil, src.QuietUntil)
+	t.RegimeStart = max(t.RegimeStart, src.RegimeStart)
+	if t.Sigma2 == 0 {
+		t.Sigma2, t.Bg = src.Sigma2, src.Bg
+	}
 }
 
 func addInto(dst, src []float64) []float64 {
@@ -604,157 +629,57 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// UnmarshalBinary decodes a state written by MarshalBinary.
+// UnmarshalBinary decodes a state written by MarshalBinary: the header
+// (magic, version, half-lives, period), the flows, C, D, the smoothing, the
+// previous regime (version 2), the sources (decodeSource) and the counters.
 func (s *State) UnmarshalBinary(data []byte) error {
-	r := bytes.NewReader(data)
-	var err error
-	rd := func(v any) {
-		if err == nil {
-			err = binary.Read(r, binary.LittleEndian, v)
-		}
-	}
-	const maxLen = 1 << 28
-	rs := func() string {
-		var n uint32
-		rd(&n)
-		if err != nil || int64(n) > int64(r.Len()) {
-			if err == nil {
-				err = errors.New("truncated string")
-			}
-			return ""
-		}
-		buf := make([]byte, n)
-		rd(buf)
-		return string(buf)
-	}
-	rf := func() []float64 {
-		var n uint32
-		rd(&n)
-		if err != nil || int64(n)*8 > int64(r.Len()) || n > maxLen {
-			if err == nil {
-				err = errors.New("truncated array")
-			}
-			return nil
-		}
-		xs := make([]float64, n)
-		rd(xs)
-		return xs
-	}
+	d := &decoder{r: bytes.NewReader(data)}
 	var magic [4]byte
-	rd(&magic)
-	if err == nil && magic != stateMagic {
+	d.read(&magic)
+	if d.err == nil && magic != stateMagic {
 		return errors.New("not a work-factor state")
 	}
 	var v uint16
-	rd(&v)
+	d.read(&v)
 	var t State
 	t.Version = int(v)
-	if err == nil && t.Version != stateVersion && t.Version != 1 {
+	if d.err == nil && t.Version != stateVersion && t.Version != 1 {
 		return fmt.Errorf("state version %d, want %d", t.Version, stateVersion)
 	}
-	rd(&t.HalfLife)
-	rd(&t.SmoothHalfLife)
-	rd(&t.Started)
-	rd(&t.Period)
-	var nf uint32
-	rd(&nf)
-	if err == nil && int64(nf) > int64(r.Len()) {
-		err = errors.New("truncated flows")
+	d.read(&t.HalfLife)
+	d.read(&t.SmoothHalfLife)
+	d.read(&t.Started)
+	d.read(&t.Period)
+	nf := d.count("flows")
+	for i := 0; d.err == nil && i < int(nf); i++ {
+		t.Flows = append(t.Flows, d.str())
 	}
-	for i := 0; err == nil && i < int(nf); i++ {
-		t.Flows = append(t.Flows, rs())
-	}
-	t.C = rf()
-	t.D = rf()
-	t.Smooth = make([]SmoothState, 0, min(int(nf), r.Len()/16+1))
-	for i := 0; err == nil && i < int(nf); i++ {
+	t.C = d.floats()
+	t.D = d.floats()
+	t.Smooth = make([]SmoothState, 0, min(int(nf), d.r.Len()/16+1))
+	for i := 0; d.err == nil && i < int(nf); i++ {
 		var sm SmoothState
-		rd(&sm.P)
-		rd(&sm.Q)
-		rd(&sm.Raw)
-		rd(&sm.RawOK)
-		rd(&sm.Until)
-		rd(&sm.Since)
+		d.read(&sm.P)
+		d.read(&sm.Q)
+		d.read(&sm.Raw)
+		d.read(&sm.RawOK)
+		d.read(&sm.Until)
+		d.read(&sm.Since)
 		t.Smooth = append(t.Smooth, sm)
 	}
 	if t.Version >= 2 {
-		t.PrevC = rf()
-		t.PrevD = rf()
-		if len(t.PrevC) == 0 {
-			t.PrevC = nil
-		}
-		if len(t.PrevD) == 0 {
-			t.PrevD = nil
-		}
+		t.PrevC = nilIfEmpty(d.floats())
+		t.PrevD = nilIfEmpty(d.floats())
 	}
-	var ns uint32
-	rd(&ns)
-	if err == nil && int64(ns) > int64(r.Len()) {
-		err = errors.New("truncated sources")
+	ns := d.count("sources")
+	for i := 0; d.err == nil && i < int(ns); i++ {
+		t.Sources = append(t.Sources, d.source(t.Version))
 	}
-	for i := 0; err == nil && i < int(ns); i++ {
-		var src SourceState
-		src.Key = rs()
-		src.Machine = rs()
-		src.Process = rs()
-		var f [5]float64
-		rd(&f)
-		src.N, src.SY, src.YY, src.B0, src.BY = f[0], f[1], f[2], f[3], f[4]
-		src.SX = rf()
-		src.BX = rf()
-		rd(&src.Last)
-		rd(&src.Sigma2)
-		rd(&src.Bg)
-		rd(&src.QuietUntil)
-		rd(&src.Capacity)
-		if t.Version >= 2 {
-			rd(&src.RegimeStart)
-			var c [4]float64
-			rd(&c)
-			src.CusumPos, src.CusumNeg, src.Leverage, src.ResidVar = c[0], c[1], c[2], c[3]
-			rd(&src.CusumStart)
-			var p [4]float64
-			rd(&p)
-			src.PrevN, src.PrevYY, src.PrevB0, src.PrevBY = p[0], p[1], p[2], p[3]
-			src.PrevBX = rf()
-			if len(src.PrevBX) == 0 {
-				src.PrevBX = nil
-			}
-		}
-		readRows := func() []HeldRow {
-			var nh uint32
-			rd(&nh)
-			if err == nil && int64(nh) > int64(r.Len()) {
-				err = errors.New("truncated held equations")
-			}
-			var rows []HeldRow
-			for j := 0; err == nil && j < int(nh); j++ {
-				var h HeldRow
-				rd(&h.Period)
-				rd(&h.Y)
-				rd(&h.V)
-				var nfl uint32
-				rd(&nfl)
-				if err == nil && int64(nfl) > int64(r.Len()) {
-					err = errors.New("truncated held flows")
-				}
-				for k := 0; err == nil && k < int(nfl); k++ {
-					h.Flows = append(h.Flows, rs())
-				}
-				h.Rates = rf()
-				rows = append(rows, h)
-			}
-			return rows
-		}
-		src.Held = readRows()
-		src.Recent = readRows()
-		t.Sources = append(t.Sources, src)
+	d.read(&t.Count)
+	if d.err != nil {
+		return fmt.Errorf("decoding work-factor state: %w", d.err)
 	}
-	rd(&t.Count)
-	if err != nil {
-		return fmt.Errorf("decoding work-factor state: %w", err)
-	}
-	if r.Len() != 0 {
+	if d.r.Len() != 0 {
 		return errors.New("decoding work-factor state: trailing bytes")
 	}
 	if err := t.check(); err != nil {
@@ -763,4 +688,117 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	t.Version = stateVersion
 	*s = t
 	return nil
+}
+
+// decoder reads MarshalBinary's encoding; the first error sticks and makes
+// every later read a no-op.
+type decoder struct {
+	r   *bytes.Reader
+	err error
+}
+
+// maxArray bounds a decoded array's length.
+const maxArray = 1 << 28
+
+func (d *decoder) read(v any) {
+	if d.err == nil {
+		d.err = binary.Read(d.r, binary.LittleEndian, v)
+	}
+}
+
+// count reads a length that cannot exceed the bytes left (each element
+// takes at least one).
+func (d *decoder) count(what string) uint32 {
+	var n uint32
+	d.read(&n)
+	if d.err == nil && int64(n) > int64(d.r.Len()) {
+		d.err = errors.New("truncated " + what)
+	}
+	return n
+}
+
+func (d *decoder) str() string {
+	var n uint32
+	d.read(&n)
+	if d.err != nil || int64(n) > int64(d.r.Len()) {
+		if d.err == nil {
+			d.err = errors.New("truncated string")
+		}
+		return ""
+	}
+	buf := make([]byte, n)
+	d.read(buf)
+	return string(buf)
+}
+
+func (d *decoder) floats() []float64 {
+	var n uint32
+	d.read(&n)
+	if d.err != nil || int64(n)*8 > int64(d.r.Len()) || n > maxArray {
+		if d.err == nil {
+			d.err = errors.New("truncated array")
+		}
+		return nil
+	}
+	xs := make([]float64, n)
+	d.read(xs)
+	return xs
+}
+
+// source reads one SourceState; version 1 lacks the regime, CUSUM and
+// previous-regime fields.
+func (d *decoder) source(version int) SourceState {
+	var src SourceState
+	src.Key = d.str()
+	src.Machine = d.str()
+	src.Process = d.str()
+	var f [5]float64
+	d.read(&f)
+	src.N, src.SY, src.YY, src.B0, src.BY = f[0], f[1], f[2], f[3], f[4]
+	src.SX = d.floats()
+	src.BX = d.floats()
+	d.read(&src.Last)
+	d.read(&src.Sigma2)
+	d.read(&src.Bg)
+	d.read(&src.QuietUntil)
+	d.read(&src.Capacity)
+	if version >= 2 {
+		d.read(&src.RegimeStart)
+		var c [4]float64
+		d.read(&c)
+		src.CusumPos, src.CusumNeg, src.Leverage, src.ResidVar = c[0], c[1], c[2], c[3]
+		d.read(&src.CusumStart)
+		var p [4]float64
+		d.read(&p)
+		src.PrevN, src.PrevYY, src.PrevB0, src.PrevBY = p[0], p[1], p[2], p[3]
+		src.PrevBX = nilIfEmpty(d.floats())
+	}
+	src.Held = d.heldRows()
+	src.Recent = d.heldRows()
+	return src
+}
+
+func (d *decoder) heldRows() []HeldRow {
+	nh := d.count("held equations")
+	var rows []HeldRow
+	for j := 0; d.err == nil && j < int(nh); j++ {
+		var h HeldRow
+		d.read(&h.Period)
+		d.read(&h.Y)
+		d.read(&h.V)
+		nfl := d.count("held flows")
+		for k := 0; d.err == nil && k < int(nfl); k++ {
+			h.Flows = append(h.Flows, d.str())
+		}
+		h.Rates = d.floats()
+		rows = append(rows, h)
+	}
+	return rows
+}
+
+func nilIfEmpty(xs []float64) []float64 {
+	if len(xs) == 0 {
+		return nil
+	}
+	return xs
 }

@@ -775,7 +775,7 @@ func TestStateAfterShiftRoundTrip(t *testing.T) {
 	run(t, orig, s, 1, 60)
 	s.scale["a"] = 2
 	est := run(t, orig, s, 61, 70)
-	if est.Counters.Shifts == 0 || est.HalfLife > 10 {
+	if est.Counters.Shifts == 0 || est.HalfLife > cfg.MemoryGrowth*10 {
 		t.Fatalf("no change detected: shifts %d, memory %v", est.Counters.Shifts, est.HalfLife)
 	}
 	st := orig.State()

@@ -159,118 +159,156 @@ func Generate(cfg Config) (*Run, error) {
 	if cfg.RateScale <= 0 || cfg.SessionRequests < 1 || cfg.ThinkSec <= 0 {
 		return nil, fmt.Errorf("paperexp: rate scale, session length and think time must be positive")
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9fd81a594037fef0))
-	nf := len(sc.Flows)
-	// Processes: one per (machine, cluster), machines in order.
-	var procs []proc
+	g := &generator{cfg: cfg, sc: sc, rng: rand.New(rand.NewPCG(cfg.Seed, 0x9fd81a594037fef0)), nf: len(sc.Flows)}
+	if err := g.layout(); err != nil {
+		return nil, err
+	}
+	g.allocate()
+	g.sessions()
+	g.background()
+	g.processIdle()
+	return g.periods(), nil
+}
+
+// generator is one run in progress: the layout, and the CPU per second and
+// request counts per period that the steps fill in.
+type generator struct {
+	cfg Config
+	sc  Scenario
+	rng *rand.Rand
+	nf  int
+	// procs are the server processes, one per (machine, cluster), machines in
+	// order; flowProcs each flow's processes.
+	procs     []proc
+	flowProcs [][]int
+	// cum is the flows' cumulative share of the requests; totalRate the
+	// requests per second of all flows.
+	cum       []float64
+	totalRate float64
+	// warm, total and nPeriods: the warm-up and the run, in seconds, and the
+	// run in periods of 60 s.
+	warm, total, nPeriods int
+	omega, power          float64
+	// machCPU and procCPU are the CPU per second, standard megacycles, of each
+	// machine and process; counts[period][proc·nf+flow] the requests served;
+	// truePower[period][flow] the flows' true CPU, MHz.
+	machCPU, procCPU [][]float64
+	counts           [][]int32
+	truePower        [][]float64
+}
+
+// pad is how far the CPU series run past the end: readings lag.
+const pad = 120
+
+// layout places the processes and derives the flows' request mix: flow A
+// runs at RateScale × rateOfA requests per second, the others in proportion
+// to their Rel.
+func (g *generator) layout() error {
+	sc := g.sc
 	clusterProcs := map[string][]int{}
 	for mi, m := range Machines {
 		for _, c := range sc.Placement[m] {
-			clusterProcs[c] = append(clusterProcs[c], len(procs))
-			procs = append(procs, proc{machine: m, cluster: c, name: "server-" + c, mi: mi})
+			clusterProcs[c] = append(clusterProcs[c], len(g.procs))
+			g.procs = append(g.procs, proc{machine: m, cluster: c, name: "server-" + c, mi: mi})
 		}
 	}
-	flowProcs := make([][]int, nf)
+	g.flowProcs = make([][]int, g.nf)
 	relTotal, relA := 0.0, 0.0
 	for i, f := range sc.Flows {
-		flowProcs[i] = clusterProcs[f.Cluster]
-		if len(flowProcs[i]) == 0 {
-			return nil, fmt.Errorf("paperexp: cluster %s of flow %s is placed nowhere", f.Cluster, f.Name)
+		g.flowProcs[i] = clusterProcs[f.Cluster]
+		if len(g.flowProcs[i]) == 0 {
+			return fmt.Errorf("paperexp: cluster %s of flow %s is placed nowhere", f.Cluster, f.Name)
 		}
 		relTotal += f.Rel
 		if f.Name == "A" {
 			relA = f.Rel
 		}
 	}
-	totalRate := cfg.RateScale * rateOfA * relTotal / relA
-	cum := make([]float64, nf)
+	g.totalRate = g.cfg.RateScale * rateOfA * relTotal / relA
+	g.cum = make([]float64, g.nf)
 	acc := 0.0
 	for i, f := range sc.Flows {
 		acc += f.Rel / relTotal
-		cum[i] = acc
+		g.cum[i] = acc
 	}
-	pickFlow := func() int {
-		u := rng.Float64()
-		i, _ := slices.BinarySearch(cum, u)
-		return min(i, nf-1)
+	g.warm = sc.WarmupSec
+	g.total = g.warm + len(sc.Kinds)*sc.PhaseSec
+	g.nPeriods = g.total / 60
+	g.omega = float64(CapacityMHz)
+	g.power = g.omega
+	if g.cfg.Hyperthreading != nil {
+		g.power *= g.cfg.Hyperthreading.PowerFactor
 	}
+	return nil
+}
 
-	warm := sc.WarmupSec
-	total := warm + len(sc.Kinds)*sc.PhaseSec
-	nPeriods := total / 60
-	kindsAt := func(sec int) []int {
-		if sec < warm {
-			if sc.WarmupKinds != nil {
-				return sc.WarmupKinds
-			}
-			return sc.Kinds[len(sc.Kinds)-1]
+// allocate makes the CPU series and the per-period tables.
+func (g *generator) allocate() {
+	g.machCPU = make([][]float64, len(Machines))
+	g.procCPU = make([][]float64, len(g.procs))
+	for i := range g.machCPU {
+		g.machCPU[i] = make([]float64, g.total+pad)
+	}
+	for i := range g.procCPU {
+		g.procCPU[i] = make([]float64, g.total+pad)
+	}
+	g.counts = make([][]int32, g.nPeriods)
+	for i := range g.counts {
+		g.counts[i] = make([]int32, len(g.procs)*g.nf)
+	}
+	g.truePower = make([][]float64, g.nPeriods)
+	for i := range g.truePower {
+		g.truePower[i] = make([]float64, g.nf)
+	}
+}
+
+// pickFlow draws a flow in proportion to its share of the requests.
+func (g *generator) pickFlow() int {
+	u := g.rng.Float64()
+	i, _ := slices.BinarySearch(g.cum, u)
+	return min(i, g.nf-1)
+}
+
+// kindsAt is the work-factor kind of each flow at second sec: the phase's,
+// or during the warm-up WarmupKinds (the last phase's by default).
+func (g *generator) kindsAt(sec int) []int {
+	sc := g.sc
+	if sec < g.warm {
+		if sc.WarmupKinds != nil {
+			return sc.WarmupKinds
 		}
-		return sc.Kinds[(sec-warm)/sc.PhaseSec]
+		return sc.Kinds[len(sc.Kinds)-1]
 	}
+	return sc.Kinds[(sec-g.warm)/sc.PhaseSec]
+}
 
-	omega := float64(CapacityMHz)
-	power := omega
-	if cfg.Hyperthreading != nil {
-		power *= cfg.Hyperthreading.PowerFactor
-	}
-	// CPU per second, standard megacycles.
-	pad := 120 // readings lag past the end
-	machCPU := make([][]float64, len(Machines))
-	procCPU := make([][]float64, len(procs))
-	for i := range machCPU {
-		machCPU[i] = make([]float64, total+pad)
-	}
-	for i := range procCPU {
-		procCPU[i] = make([]float64, total+pad)
-	}
-	counts := make([][]int32, nPeriods) // [period][proc*nf+flow]
-	for i := range counts {
-		counts[i] = make([]int32, len(procs)*nf)
-	}
-	truePower := make([][]float64, nPeriods) // [period][flow]
-	for i := range truePower {
-		truePower[i] = make([]float64, nf)
-	}
-
-	// Sessions: Poisson arrivals over the whole run (and a lead-in so the first
-	// minute is already in steady state).
+// sessions simulates the requests: sessions arrive as a Poisson process
+// (rate totalRate/SessionRequests, from a 120 s lead-in so the first minute
+// is in steady state, and on through the readings' lag); a session's length
+// is geometric with mean SessionRequests, its think times exponential with
+// mean ThinkSec. Each request costs its kind's work factor (Gamma-distributed
+// with DemandCV) on a random process of its flow.
+func (g *generator) sessions() {
+	cfg := g.cfg
 	cv := cfg.Noise.DemandCV
 	shape := 1.0
 	if cv > 0 {
 		shape = 1 / (cv * cv)
 	}
-	sessionRate := totalRate / cfg.SessionRequests
+	sessionRate := g.totalRate / cfg.SessionRequests
 	pNext := 1 - 1/cfg.SessionRequests // geometric: continue with this probability
-	// Requests run on through the readings' lag after the last period (bound as
-	// the last phase), so the last readings are as loaded as the others.
 	lead := 120.0
-	horizon := float64(total + pad)
+	horizon := float64(g.total + pad)
+	rng := g.rng
 	for t := -lead + rng.ExpFloat64()/sessionRate; t < horizon; t += rng.ExpFloat64() / sessionRate {
 		flow := -1
 		if !cfg.SharedSessions {
-			flow = pickFlow()
+			flow = g.pickFlow()
 		}
 		rt := t
 		for {
 			if rt >= 0 && rt < horizon {
-				f := flow
-				if f < 0 {
-					f = pickFlow()
-				}
-				sec := int(rt)
-				kind := kindsAt(min(sec, total-1))[f]
-				cost := KindAlpha[kind]
-				if cv > 0 {
-					cost *= gamma(rng, shape) / shape
-				}
-				ps := flowProcs[f]
-				p := ps[rng.IntN(len(ps))]
-				procCPU[p][sec] += cost
-				machCPU[procs[p].mi][sec] += cost
-				if period := sec / 60; period < nPeriods {
-					counts[period][p*nf+f]++
-					truePower[period][f] += cost / 60
-				}
+				g.request(flow, int(rt), cv, shape)
 			}
 			if rng.Float64() >= pNext {
 				break
@@ -281,9 +319,34 @@ func Generate(cfg Config) (*Run, error) {
 			}
 		}
 	}
+}
 
-	// Background.
-	nz := cfg.Noise
+// request serves one request of flow (drawn now when negative) at second sec.
+func (g *generator) request(flow, sec int, cv, shape float64) {
+	f := flow
+	if f < 0 {
+		f = g.pickFlow()
+	}
+	kind := g.kindsAt(min(sec, g.total-1))[f]
+	cost := KindAlpha[kind]
+	if cv > 0 {
+		cost *= gamma(g.rng, shape) / shape
+	}
+	ps := g.flowProcs[f]
+	p := ps[g.rng.IntN(len(ps))]
+	g.procCPU[p][sec] += cost
+	g.machCPU[g.procs[p].mi][sec] += cost
+	if period := sec / 60; period < g.nPeriods {
+		g.counts[period][p*g.nf+f]++
+		g.truePower[period][f] += cost / 60
+	}
+}
+
+// background adds each machine's background: a base of OSBackground·Ω
+// (× 0.7–1.3), an AR(1) drift (DriftSD, DriftTauSec), white jitter
+// (JitterSD) and bursts of BurstLoad for 20–60 s (BurstsPerHour).
+func (g *generator) background() {
+	nz, omega, rng := g.cfg.Noise, g.omega, g.rng
 	phi := 0.0
 	if nz.DriftTauSec > 0 {
 		phi = math.Exp(-1 / nz.DriftTauSec)
@@ -292,7 +355,7 @@ func Generate(cfg Config) (*Run, error) {
 		base := nz.OSBackground * omega * (0.7 + 0.6*rng.Float64())
 		drift := nz.DriftSD * omega * rng.NormFloat64()
 		burstLeft := 0
-		for s := 0; s < total+pad; s++ {
+		for s := 0; s < g.total+pad; s++ {
 			drift = drift*phi + nz.DriftSD*omega*math.Sqrt(1-phi*phi)*rng.NormFloat64()
 			load := base + drift + nz.JitterSD*omega*rng.NormFloat64()
 			if burstLeft == 0 && nz.BurstsPerHour > 0 && rng.Float64() < nz.BurstsPerHour/3600 {
@@ -302,82 +365,100 @@ func Generate(cfg Config) (*Run, error) {
 				load += nz.BurstLoad * omega
 				burstLeft--
 			}
-			machCPU[mi][s] += max(load, 0)
+			g.machCPU[mi][s] += max(load, 0)
 		}
 	}
-	for pi := range procs {
-		for s := 0; s < total+pad; s++ {
-			idle := max(nz.ProcessIdle*omega*(1+0.5*rng.NormFloat64()), 0)
-			procCPU[pi][s] += idle
-			machCPU[procs[pi].mi][s] += idle
-		}
-	}
-	// Hyperthreaded machines deliver more power; the simulated CPU is spread over
-	// it, and the utilization reading is distorted.
-	read := func(cpu []float64, from int) float64 {
-		sum := 0.0
-		for s := from; s < from+60; s++ {
-			sum += cpu[s]
-		}
-		u := min(sum/(60*power), 1)
-		if cfg.Hyperthreading != nil {
-			u = min(max(workfactor.Polynomial(cfg.Hyperthreading.Distort, u), 0), 1)
-		}
-		if nz.Resolution > 0 {
-			u = math.Round(u/nz.Resolution) * nz.Resolution
-		}
-		return u
-	}
+}
 
-	run := &Run{Config: cfg, Flows: sc.FlowNames(), MinUtil: 1, MaxUtil: 0}
-	for i := 0; i < nPeriods; i++ {
-		start := i * 60
-		p := Period{Index: int64(i + 1), TrueAlpha: map[string]float64{}, Rate: map[string]float64{}, TruePowerMHz: map[string]float64{}}
-		if start >= warm {
-			p.Phase = 1 + (start-warm)/sc.PhaseSec
-			p.Tail = (start-warm)%sc.PhaseSec >= sc.TransientSec
+// processIdle adds each process's idle cost, ProcessIdle·Ω·(1 + N(0, ½²)),
+// to it and its machine.
+func (g *generator) processIdle() {
+	nz := g.cfg.Noise
+	for pi := range g.procs {
+		for s := 0; s < g.total+pad; s++ {
+			idle := max(nz.ProcessIdle*g.omega*(1+0.5*g.rng.NormFloat64()), 0)
+			g.procCPU[pi][s] += idle
+			g.machCPU[g.procs[pi].mi][s] += idle
 		}
-		kinds := kindsAt(start)
-		for f, spec := range sc.Flows {
-			p.TrueAlpha[spec.Name] = KindAlpha[kinds[f]]
-			p.TruePowerMHz[spec.Name] = truePower[i][f]
-		}
-		for mi, m := range Machines {
-			rates := map[string]float64{}
-			for pi, pr := range procs {
-				if pr.mi != mi {
-					continue
-				}
-				prates := map[string]float64{}
-				for f, spec := range sc.Flows {
-					if c := counts[i][pi*nf+f]; c > 0 {
-						prates[spec.Name] = float64(c) / 60
-						rates[spec.Name] += float64(c) / 60
-						p.Rate[spec.Name] += float64(c) / 60
-					}
-				}
-				lag := 0
-				if nz.ProcessLagMaxSec > 0 {
-					lag = rng.IntN(nz.ProcessLagMaxSec + 1)
-				}
-				p.Processes = append(p.Processes, workfactor.Observation{Machine: m, Process: pr.name,
-					CapacityMHz: power, Utilization: read(procCPU[pi], start+lag), Rates: prates})
-			}
-			u := read(machCPU[mi], start+nz.MachineLagSec)
-			if p.Phase > 0 {
-				run.MinUtil = min(run.MinUtil, u)
-				run.MaxUtil = max(run.MaxUtil, u)
-			}
-			p.Machines = append(p.Machines, workfactor.Observation{Machine: m, CapacityMHz: power, Utilization: u, Rates: rates})
-		}
-		for _, spec := range sc.Flows {
-			if _, ok := p.Rate[spec.Name]; !ok {
-				p.Rate[spec.Name] = 0
-			}
-		}
-		run.Periods = append(run.Periods, p)
 	}
-	return run, nil
+}
+
+// read is the utilization reading of the minute from second from: the mean
+// CPU over the machine's power, distorted by hyperthreading and rounded to
+// the reading's resolution.
+func (g *generator) read(cpu []float64, from int) float64 {
+	sum := 0.0
+	for s := from; s < from+60; s++ {
+		sum += cpu[s]
+	}
+	u := min(sum/(60*g.power), 1)
+	if g.cfg.Hyperthreading != nil {
+		u = min(max(workfactor.Polynomial(g.cfg.Hyperthreading.Distort, u), 0), 1)
+	}
+	if r := g.cfg.Noise.Resolution; r > 0 {
+		u = math.Round(u/r) * r
+	}
+	return u
+}
+
+// periods assembles the periods: truth, and per machine and per process the
+// observed rates and utilization readings (a process's lagged by up to
+// ProcessLagMaxSec, a machine's by MachineLagSec).
+func (g *generator) periods() *Run {
+	run := &Run{Config: g.cfg, Flows: g.sc.FlowNames(), MinUtil: 1, MaxUtil: 0}
+	for i := 0; i < g.nPeriods; i++ {
+		run.Periods = append(run.Periods, g.period(run, i))
+	}
+	return run
+}
+
+func (g *generator) period(run *Run, i int) Period {
+	sc, nz := g.sc, g.cfg.Noise
+	start := i * 60
+	p := Period{Index: int64(i + 1), TrueAlpha: map[string]float64{}, Rate: map[string]float64{}, TruePowerMHz: map[string]float64{}}
+	if start >= g.warm {
+		p.Phase = 1 + (start-g.warm)/sc.PhaseSec
+		p.Tail = (start-g.warm)%sc.PhaseSec >= sc.TransientSec
+	}
+	kinds := g.kindsAt(start)
+	for f, spec := range sc.Flows {
+		p.TrueAlpha[spec.Name] = KindAlpha[kinds[f]]
+		p.TruePowerMHz[spec.Name] = g.truePower[i][f]
+	}
+	for mi, m := range Machines {
+		rates := map[string]float64{}
+		for pi, pr := range g.procs {
+			if pr.mi != mi {
+				continue
+			}
+			prates := map[string]float64{}
+			for f, spec := range sc.Flows {
+				if c := g.counts[i][pi*g.nf+f]; c > 0 {
+					prates[spec.Name] = float64(c) / 60
+					rates[spec.Name] += float64(c) / 60
+					p.Rate[spec.Name] += float64(c) / 60
+				}
+			}
+			lag := 0
+			if nz.ProcessLagMaxSec > 0 {
+				lag = g.rng.IntN(nz.ProcessLagMaxSec + 1)
+			}
+			p.Processes = append(p.Processes, workfactor.Observation{Machine: m, Process: pr.name,
+				CapacityMHz: g.power, Utilization: g.read(g.procCPU[pi], start+lag), Rates: prates})
+		}
+		u := g.read(g.machCPU[mi], start+nz.MachineLagSec)
+		if p.Phase > 0 {
+			run.MinUtil = min(run.MinUtil, u)
+			run.MaxUtil = max(run.MaxUtil, u)
+		}
+		p.Machines = append(p.Machines, workfactor.Observation{Machine: m, CapacityMHz: g.power, Utilization: u, Rates: rates})
+	}
+	for _, spec := range sc.Flows {
+		if _, ok := p.Rate[spec.Name]; !ok {
+			p.Rate[spec.Name] = 0
+		}
+	}
+	return p
 }
 
 // gamma draws a Gamma(shape, 1) variate (Marsaglia and Tsang).

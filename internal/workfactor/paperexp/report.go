@@ -53,15 +53,42 @@ func stageName(tail bool) string {
 // and writes its tables as Markdown. It takes about a minute.
 func WriteReport(w io.Writer) error {
 	start := time.Now()
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	gen := func(c Config) (*Run, error) { return Generate(c) }
-
 	base := DefaultConfig()
-	run, err := gen(base)
+	run, err := Generate(base)
 	if err != nil {
 		return err
 	}
-	def, paper := workfactor.DefaultConfig(), workfactor.PaperConfig()
+	rep := &reporter{w: w, base: base, run: run, def: workfactor.DefaultConfig(), paper: workfactor.PaperConfig()}
+	for _, section := range []func() error{rep.reportBaseline, rep.reportSeeds, rep.reportBackground, rep.reportSolvers, rep.reportCollinearity, rep.reportHyperthreading, rep.reportVariants} {
+		if err := section(); err != nil {
+			return err
+		}
+	}
+	rep.p("\n_Generated in %.0f s._\n", time.Since(start).Seconds())
+	return nil
+}
+
+// reporter holds what the report's sections share: the baseline run and
+// configuration, and the estimator's default and paper configurations.
+type reporter struct {
+	w          io.Writer
+	base       Config
+	run        *Run
+	def, paper workfactor.Config
+}
+
+func (rep *reporter) p(format string, args ...any) { fmt.Fprintf(rep.w, format, args...) }
+
+// reportBaseline writes the setup and the baseline run's tables: machine and
+// per-process CPU, the paper's algorithm and the defaults, and the true power
+// per flow.
+func (rep *reporter) reportBaseline() error {
+	p := rep.p
+	base := rep.base
+	run := rep.run
+	def := rep.def
+	paper := rep.paper
+	w := rep.w
 	p("## Setup\n\nScenario %s, seed %d, %d periods of 1 minute, 4 machines of %d standard MHz. Machine utilization readings span %.1f%%–%.1f%% (bursts of background work included). Noise: %+v.\n\n",
 		base.Scenario.Name, base.Seed, len(run.Periods), CapacityMHz, 100*run.MinUtil, 100*run.MaxUtil, base.Noise)
 
@@ -89,7 +116,16 @@ func WriteReport(w io.Writer) error {
 	o.Table.WritePowers(w)
 	p("\n")
 
-	// Seeds.
+	return nil
+}
+
+// reportSeeds writes the other seeds: significant cells beaten and heavy tails within 15%, per seed.
+func (rep *reporter) reportSeeds() error {
+	p := rep.p
+	gen := Generate
+	base := rep.base
+	def := rep.def
+	paper := rep.paper
 	p("## Other seeds\n\nSignificant cells (flows ≥ 1%% of the stage's power) beaten out of the cells, heavy-flow tail cells (≥ 5%%) within 15%%.\n\n| seed | machine, paper | machine, default | per-process, paper | per-process, default |\n|---|---|---|---|---|\n")
 	for seed := uint64(1); seed <= 6; seed++ {
 		c := base
@@ -113,7 +149,15 @@ func WriteReport(w io.Writer) error {
 	}
 	p("\n")
 
-	// Background sensitivity.
+	return nil
+}
+
+// reportBackground writes the sensitivity to the steady background (scaled ×0, ½, 1, 2).
+func (rep *reporter) reportBackground() error {
+	p := rep.p
+	gen := Generate
+	base := rep.base
+	def := rep.def
 	p("## Sensitivity to the steady background\n\nThe default noise's steady background (0.65%% of Ω per machine) is scaled; bursts, jitter and drift scale with it. Columns: significant cells beaten, heavy tails within 15%%, worst tail error of A and B.\n\n| background × | machine, default | per-process, default | machine, per-source background column |\n|---|---|---|---|\n")
 	bgcol := def
 	bgcol.Background = workfactor.BackgroundPerSource
@@ -140,7 +184,14 @@ func WriteReport(w io.Writer) error {
 	}
 	p("\n")
 
-	// Methods and background columns.
+	return nil
+}
+
+// reportSolvers writes each solver with each background column, on the baseline run.
+func (rep *reporter) reportSolvers() error {
+	p := rep.p
+	run := rep.run
+	def := rep.def
 	p("## Solvers and background columns (no collinearity)\n\n| background | method | machine: sig, tails, worst tail A/B | per-process: sig, tails, worst tail A/B |\n|---|---|---|---|\n")
 	for _, bg := range []workfactor.Background{workfactor.BackgroundOff, workfactor.BackgroundShared, workfactor.BackgroundPerSource} {
 		for _, m := range []workfactor.Method{workfactor.Plain, workfactor.Ridge, workfactor.NNLS} {
@@ -160,7 +211,16 @@ func WriteReport(w io.Writer) error {
 	}
 	p("\n")
 
-	// Collinearity.
+	return nil
+}
+
+// reportCollinearity writes the collinear scenarios of §5.5, per solver.
+func (rep *reporter) reportCollinearity() error {
+	p := rep.p
+	gen := Generate
+	base := rep.base
+	def := rep.def
+	w := rep.w
 	p("## Collinearity (§5.5)\n\n")
 	for _, sc := range []Scenario{Collinearity1(), Collinearity2()} {
 		c := base
@@ -211,7 +271,16 @@ func WriteReport(w io.Writer) error {
 		p("\n")
 	}
 
-	// Hyperthreading.
+	return nil
+}
+
+// reportHyperthreading writes hyperthreaded readings, uncorrected and corrected (§5.6).
+func (rep *reporter) reportHyperthreading() error {
+	p := rep.p
+	gen := Generate
+	base := rep.base
+	run := rep.run
+	def := rep.def
 	p("## Hyperthreading (§5.6)\n\nMachines deliver 1.25 × Ω and report utilization distorted by d(u) = 0.55u + 0.15u² + 0.3u³ (35%% at half power). The correction is the degree-3 inverse fitted by InvertPolynomial: %s.\n\n| readings | machine, default | per-process, default |\n|---|---|---|\n", polyString(hyperInverse()))
 	ht := base
 	ht.Hyperthreading = DefaultHyperthreading()
@@ -239,7 +308,15 @@ func WriteReport(w io.Writer) error {
 	}
 	p("\n")
 
-	// Variants of the workload.
+	return nil
+}
+
+// reportVariants writes the workload variants (rates, shared sessions, no noise).
+func (rep *reporter) reportVariants() error {
+	p := rep.p
+	gen := Generate
+	base := rep.base
+	def := rep.def
 	p("## Workload variants\n\n| variant | machine utilization | machine, default | per-process, default |\n|---|---|---|---|\n")
 	for _, x := range []struct {
 		name string
@@ -267,7 +344,6 @@ func WriteReport(w io.Writer) error {
 		}
 		p("\n")
 	}
-	p("\n_Generated in %.0f s._\n", time.Since(start).Seconds())
 	return nil
 }
 

@@ -112,18 +112,33 @@ func Generate(c Config) (*Run, error) {
 	for m := 0; m < c.Machines; m++ {
 		run.CapacityMHz = append(run.CapacityMHz, 2000+2000*rng.Float64())
 	}
-	// Work factors log-uniform in [2, 60] megacycles; a flow's share of the CPU
-	// is drawn independently of its work factor, so a costly flow may run at a
-	// low rate and a cheap one at a high rate.
-	share := make([]float64, c.Flows)
-	total := 0.0
-	for k := 0; k < c.Flows; k++ {
+	share := drawFlows(rng, run)
+	partner := pairFlows(rng, run)
+	frac := placeFlows(rng, c, partner)
+	base := baseRates(run, share, frac)
+	drawRelease(rng, run)
+	drawPeriods(rng, run, base, frac, partner)
+	return run, nil
+}
+
+// drawFlows draws each flow's work factor, log-uniform in [2, 60]
+// megacycles, and its share of the CPU, drawn independently of it (0.2 +
+// Exp(1), normalised later), so that a costly flow may run at a low rate and
+// a cheap one at a high rate.
+func drawFlows(rng *rand.Rand, run *Run) []float64 {
+	share := make([]float64, run.Config.Flows)
+	for k := range share {
 		share[k] = 0.2 + rng.ExpFloat64()
-		total += share[k]
 		run.Flows = append(run.Flows, Flow{Name: fmt.Sprintf("f%02d", k+1), Alpha: 2 * math.Pow(30, rng.Float64())})
 	}
-	// Collinear pairs: flows 2i and 2i+1 (after a shuffle, so that pairs are
-	// not always the largest flows).
+	return share
+}
+
+// pairFlows makes the collinear pairs: flows 2i and 2i+1 of a shuffle (so
+// that pairs are not always the largest flows). partner[b] = a when b's
+// rate follows a's; −1 otherwise.
+func pairFlows(rng *rand.Rand, run *Run) []int {
+	c := run.Config
 	perm := rng.Perm(c.Flows)
 	partner := make([]int, c.Flows)
 	for k := range partner {
@@ -135,9 +150,13 @@ func Generate(c Config) (*Run, error) {
 		g := fmt.Sprintf("g%d", i+1)
 		run.Flows[a].Group, run.Flows[b].Group = g, g
 	}
-	// Placement: each flow on a random non-empty set of machines, with fixed
-	// fractions; a collinear pair shares its placement (it is one client's pair
-	// of calls).
+	return partner
+}
+
+// placeFlows puts each flow on a random non-empty set of machines, with
+// fixed fractions; a collinear pair shares its placement (it is one
+// client's pair of calls).
+func placeFlows(rng *rand.Rand, c Config, partner []int) [][]float64 {
 	frac := make([][]float64, c.Flows)
 	for k := 0; k < c.Flows; k++ {
 		if frac[k] != nil {
@@ -148,7 +167,20 @@ func Generate(c Config) (*Run, error) {
 			frac[p] = frac[k]
 		}
 	}
-	// Base rate: the flow's share of the fleet's utilization, at its work factor.
+	return frac
+}
+
+// baseRates sets each flow's base rate from its share of the fleet's
+// utilization at its work factor: base_k = share_k/Σshare · U · ΣΩ / α_k.
+// The busiest machine's mean is kept at most 50%, so that peaks of the rates
+// (up to about twice the mean) stay below 100%: clamped readings are a
+// different problem (Run.Clamped counts them).
+func baseRates(run *Run, share []float64, frac [][]float64) []float64 {
+	c := run.Config
+	total := 0.0
+	for _, s := range share {
+		total += s
+	}
 	fleet := 0.0
 	for _, cap := range run.CapacityMHz {
 		fleet += cap
@@ -157,9 +189,6 @@ func Generate(c Config) (*Run, error) {
 	for k := range base {
 		base[k] = share[k] / total * c.Utilization * fleet / run.Flows[k].Alpha
 	}
-	// Keep the busiest machine's mean at most 50%, so that peaks of the rates
-	// (up to about twice the mean) stay below 100%: clamped readings are a
-	// different problem (Run.Clamped counts them).
 	busiest := 0.0
 	for m, cap := range run.CapacityMHz {
 		load := c.Background * cap
@@ -173,6 +202,14 @@ func Generate(c Config) (*Run, error) {
 			base[k] *= (0.5 - c.Background) / (busiest - c.Background)
 		}
 	}
+	return base
+}
+
+// drawRelease sets the release period and the work factors after it: the
+// ReleaseFlows flows it changes are multiplied by 0.5–0.8 or 1.25–2 (a
+// release that matters).
+func drawRelease(rng *rand.Rand, run *Run) {
+	c := run.Config
 	if c.ReleaseAt > 0 {
 		run.Release = int64(math.Round(c.ReleaseAt*float64(c.Periods))) + 1
 	}
@@ -184,7 +221,6 @@ func Generate(c Config) (*Run, error) {
 		f := &run.Flows[k]
 		f.AlphaAfter = f.Alpha
 		if changed[k] {
-			// ×0.5–0.8 or ×1.25–2: a release that matters.
 			x := 1.25 + 0.75*rng.Float64()
 			if rng.IntN(2) == 0 {
 				x = 1 / x
@@ -192,9 +228,15 @@ func Generate(c Config) (*Run, error) {
 			f.AlphaAfter = f.Alpha * x
 		}
 	}
-	// Rates: each driver is a slow log-normal AR(1) (σ 0.3, correlation 0.95
-	// per period) times a daily-like wave with its own phase, times Poisson-like
-	// period noise.
+}
+
+// drawPeriods generates the periods. Each flow's rate is a slow log-normal
+// AR(1) (σ 0.3, correlation 0.95 per period) times a daily-like wave with its
+// own period and phase; a collinear partner's is a fixed multiple of its
+// pair's (CollinearJitter). A machine's reading is its flows' CPU plus the
+// background, plus N(0, Noise²), clamped to [0, 1].
+func drawPeriods(rng *rand.Rand, run *Run, base []float64, frac [][]float64, partner []int) {
+	c := run.Config
 	logRate := make([]float64, c.Flows)
 	phase := make([]float64, c.Flows)
 	wave := make([]float64, c.Flows)
@@ -216,34 +258,40 @@ func Generate(c Config) (*Run, error) {
 		}
 		for k := range rate {
 			if q := partner[k]; q >= 0 {
-				// A fixed multiple of its partner, scaled to its own base rate.
 				rate[k] = rate[q] * base[k] / base[q] * (1 + c.CollinearJitter*rng.NormFloat64())
 			}
 		}
-		for m := 0; m < c.Machines; m++ {
-			o := workfactor.Observation{Machine: fmt.Sprintf("m%d", m+1), CapacityMHz: run.CapacityMHz[m], Rates: map[string]float64{}}
-			mhz := c.Background * run.CapacityMHz[m]
-			for k, f := range run.Flows {
-				if frac[k][m] == 0 {
-					continue
-				}
-				x := rate[k] * frac[k][m]
-				o.Rates[f.Name] = x
-				mhz += x * run.AlphaAt(f, int64(p))
-			}
-			u := mhz/run.CapacityMHz[m] + c.Noise*rng.NormFloat64()
-			if u < 0 || u > 1 {
-				run.Clamped++
-			}
-			o.Utilization = min(max(u, 0), 1)
-			per.Obs = append(per.Obs, o)
-		}
+		per.Obs = observe(rng, run, rate, frac, int64(p))
 		for k, f := range run.Flows {
 			per.Rates[f.Name] = rate[k]
 		}
 		run.Periods = append(run.Periods, per)
 	}
-	return run, nil
+}
+
+// observe returns each machine's observation of one period.
+func observe(rng *rand.Rand, run *Run, rate []float64, frac [][]float64, period int64) []workfactor.Observation {
+	c := run.Config
+	var obs []workfactor.Observation
+	for m := 0; m < c.Machines; m++ {
+		o := workfactor.Observation{Machine: fmt.Sprintf("m%d", m+1), CapacityMHz: run.CapacityMHz[m], Rates: map[string]float64{}}
+		mhz := c.Background * run.CapacityMHz[m]
+		for k, f := range run.Flows {
+			if frac[k][m] == 0 {
+				continue
+			}
+			x := rate[k] * frac[k][m]
+			o.Rates[f.Name] = x
+			mhz += x * run.AlphaAt(f, period)
+		}
+		u := mhz/run.CapacityMHz[m] + c.Noise*rng.NormFloat64()
+		if u < 0 || u > 1 {
+			run.Clamped++
+		}
+		o.Utilization = min(max(u, 0), 1)
+		obs = append(obs, o)
+	}
+	return obs
 }
 
 // placement spreads a flow over a random non-empty subset of the machines.

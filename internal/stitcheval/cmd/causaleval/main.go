@@ -195,6 +195,9 @@ func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
 				suffix string
 				set    func(*se.Params)
 			}{", one uninstrumented tier", func(p *se.Params) { p.Uninstrumented = 1 }}),
+		synthetic("loadshift", "Parent links vs a load shift", "overlap of the second half of the run (the first half at 1)",
+			[]string{"1", "2", "4", "8", "16"}, []float64{1, 2, 4, 8, 16},
+			func(p *se.Params, x float64) { p.Concurrency, p.ShiftTo = 1, x }),
 		synthetic("semconv", "Parent links vs attribute style", "semantic conventions of the services",
 			[]string{"current", "legacy", "mixed"}, []float64{0, 1, 2},
 			func(p *se.Params, x float64) {

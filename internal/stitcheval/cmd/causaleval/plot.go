@@ -136,20 +136,11 @@ func curveFigure(path string, c *curve, base *report) error {
 			if base == nil {
 				continue
 			}
-			var xys plotter.XYs
-			for _, x := range c.X {
-				if bp := base.find(c.ID, s, "stitch", x); bp != nil {
-					xys = append(xys, plotter.XY{X: pos(x), Y: mt.base(bp).Mean})
-				}
+			line, err := baselineLine(c, base, s, mt, pos, col)
+			if err != nil {
+				return err
 			}
-			if len(xys) > 0 {
-				line, err := plotter.NewLine(xys)
-				if err != nil {
-					return err
-				}
-				line.Color = faded(col)
-				line.Width = vg.Points(3)
-				line.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+			if line != nil {
 				p.Add(line)
 				if m == 0 {
 					legend.Legend.Add(s+" ("+base.Name+")", line)
@@ -160,6 +151,28 @@ func curveFigure(path string, c *curve, base *report) error {
 	}
 	row = append(row, legend)
 	return savePanels(path, c.Title, [][]*plot.Plot{row}, vg.Points(1400), vg.Points(420))
+}
+
+// baselineLine is series s of the baseline run as a faded dotted line, nil
+// when the baseline has none of its points.
+func baselineLine(c *curve, base *report, s string, mt metric, pos func(float64) float64, col color.Color) (*plotter.Line, error) {
+	var xys plotter.XYs
+	for _, x := range c.X {
+		if bp := base.find(c.ID, s, "stitch", x); bp != nil {
+			xys = append(xys, plotter.XY{X: pos(x), Y: mt.base(bp).Mean})
+		}
+	}
+	if len(xys) == 0 {
+		return nil, nil
+	}
+	line, err := plotter.NewLine(xys)
+	if err != nil {
+		return nil, err
+	}
+	line.Color = faded(col)
+	line.Width = vg.Points(3)
+	line.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+	return line, nil
 }
 
 // seriesStyle colours a series by its data set and strip mode (its name's first

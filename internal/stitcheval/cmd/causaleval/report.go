@@ -370,14 +370,20 @@ func markdown(cfg config, rep *report, base *report) string {
 		}
 		b.WriteString("\n")
 	}
-	// Calibration at overlap 8, pooled over the runs.
+	calibrationTable(&b, rep)
+	fmt.Fprintf(&b, "%d runs in %.0f s. Figures: `%s/`.\n", len(rep.Runs), math.Round(rep.Seconds), cfg.name)
+	return b.String()
+}
+
+// calibrationTable writes the calibration at overlap 8, pooled over the runs.
+func calibrationTable(b *strings.Builder, rep *report) {
 	for _, c := range rep.Curves {
 		if c.ID != "concurrency" || !containsX(c.X, 8) {
 			continue
 		}
 		series := seriesOf(c)
 		b.WriteString("#### Calibration at overlap 8 (right / inferred parents per confidence decile, pooled)\n\n")
-		fmt.Fprintf(&b, "| confidence | %s |\n|---|%s\n", strings.Join(series, " | "), strings.Repeat("---|", len(series)))
+		fmt.Fprintf(b, "| confidence | %s |\n|---|%s\n", strings.Join(series, " | "), strings.Repeat("---|", len(series)))
 		for d := range 10 {
 			row := fmt.Sprintf("| %.1f–%.1f |", float64(d)/10, float64(d+1)/10)
 			for _, s := range series {
@@ -393,8 +399,6 @@ func markdown(cfg config, rep *report, base *report) string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "%d runs in %.0f s. Figures: `%s/`.\n", len(rep.Runs), math.Round(rep.Seconds), cfg.name)
-	return b.String()
 }
 
 func containsX(xs []float64, x float64) bool {

@@ -39,8 +39,20 @@ var estimators = []estimator{
 	{"paper (PaperConfig)", workfactor.PaperConfig()},
 }
 
-// batch evaluates one setting over seeds 1…n, in parallel.
-func batch(c scenario.Config, cfg workfactor.Config, n int) ([]scenario.Outcome, error) {
+// unseenFrom and unseenSeeds are the seeds of the must-show's second table:
+// seeds beyond the 1–20 the estimator was first built on (issue 37's second
+// round compared its variants on them; see docs/workfactor-report.md).
+const unseenFrom, unseenSeeds = 101, 60
+
+// evaluator scores one scenario.
+type evaluator func(scenario.Config) (scenario.Outcome, error)
+
+func withEstimator(cfg workfactor.Config) evaluator {
+	return func(c scenario.Config) (scenario.Outcome, error) { return scenario.Evaluate(c, cfg) }
+}
+
+// batch evaluates one setting over seeds first … first+n−1, in parallel.
+func batch(c scenario.Config, eval evaluator, first, n int) ([]scenario.Outcome, error) {
 	outs := make([]scenario.Outcome, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -52,8 +64,8 @@ func batch(c scenario.Config, cfg workfactor.Config, n int) ([]scenario.Outcome,
 			defer wg.Done()
 			defer func() { <-sem }()
 			ci := c
-			ci.Seed = uint64(i + 1)
-			outs[i], errs[i] = scenario.Evaluate(ci, cfg)
+			ci.Seed = uint64(first + i)
+			outs[i], errs[i] = eval(ci)
 		}(i)
 	}
 	wg.Wait()
@@ -72,85 +84,100 @@ func withRelease(c scenario.Config) scenario.Config {
 
 func run(w io.Writer, n int, plots string) error {
 	fmt.Fprintf(w, "Seeds 1–%d per setting. A run passes when every unit drawing ≥ 5%% of the CPU is within 15%% of its true power at the last period (a combined group is one unit only if its flows are truly collinear). Columns: runs passed, median and 90th percentile of the runs' worst power error.\n\n", n)
-	// 1. The must-show scenario.
 	fmt.Fprintf(w, "### The must-show scenario (3 machines, 7 flows, 2%% noise, 1%% background, one collinear pair)\n\n")
+	if err := mustShow(w, 1, n); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "### The same on seeds %d–%d (beyond the seeds the estimator was first built on)\n\n", unseenFrom, unseenFrom+unseenSeeds-1)
+	if err := mustShow(w, unseenFrom, unseenSeeds); err != nil {
+		return err
+	}
+	if err := sweeps(w, n, plots); err != nil {
+		return err
+	}
+	return sinceRelease(w, n, plots)
+}
+
+// mustShow prints the must-show table over seeds first … first+n−1: each
+// estimator, then two references: least squares with the true model on the
+// periods after the release alone (what forgetting everything at a release
+// allows), and the oracle (EvaluateOracle: the true model and the true
+// changed flows over every period, the limit of the data).
+func mustShow(w io.Writer, first, n int) error {
 	fmt.Fprintln(w, "| estimator | stationary: passed | median | p90 | release at 75%: passed | median | p90 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	row := func(name string, st, rel []scenario.Outcome) {
+		b := scenario.Summarise("", rel)
+		a := "| — | — | —"
+		if st != nil {
+			s := scenario.Summarise("", st)
+			a = fmt.Sprintf("| %d/%d | %s | %s", s.Passed, s.Runs, scenario.Pct(s.Median), scenario.Pct(s.P90))
+		}
+		fmt.Fprintf(w, "| %s %s | %d/%d | %s | %s |\n", name, a, b.Passed, b.Runs, scenario.Pct(b.Median), scenario.Pct(b.P90))
+	}
 	for _, e := range estimators {
-		st, err := batch(scenario.Default(), e.cfg, n)
+		st, err := batch(scenario.Default(), withEstimator(e.cfg), first, n)
 		if err != nil {
 			return err
 		}
-		rel, err := batch(withRelease(scenario.Default()), e.cfg, n)
+		rel, err := batch(withRelease(scenario.Default()), withEstimator(e.cfg), first, n)
 		if err != nil {
 			return err
 		}
-		a, b := scenario.Summarise("", st), scenario.Summarise("", rel)
-		fmt.Fprintf(w, "| %s | %d/%d | %s | %s | %d/%d | %s | %s |\n", e.name, a.Passed, a.Runs, scenario.Pct(a.Median), scenario.Pct(a.P90), b.Passed, b.Runs, scenario.Pct(b.Median), scenario.Pct(b.P90))
+		row(e.name, st, rel)
 	}
-	// The reference: least squares with the true model on the 100 periods
-	// after the release alone, what forgetting everything at a release allows.
-	ref := make([]scenario.Outcome, n)
-	for i := range ref {
-		c := withRelease(scenario.Default())
-		c.Seed = uint64(i + 1)
-		var err error
-		if ref[i], err = scenario.EvaluateAfterRelease(c); err != nil {
-			return err
-		}
+	ref, err := batch(withRelease(scenario.Default()), scenario.EvaluateAfterRelease, first, n)
+	if err != nil {
+		return err
 	}
-	r := scenario.Summarise("", ref)
-	fmt.Fprintf(w, "| reference: least squares, true model, the periods after the release only | — | — | — | %d/%d | %s | %s |\n", r.Passed, r.Runs, scenario.Pct(r.Median), scenario.Pct(r.P90))
+	row("reference: least squares, true model, the periods after the release only", nil, ref)
+	ost, err := batch(scenario.Default(), scenario.EvaluateOracle, first, n)
+	if err != nil {
+		return err
+	}
+	orel, err := batch(withRelease(scenario.Default()), scenario.EvaluateOracle, first, n)
+	if err != nil {
+		return err
+	}
+	row("oracle: least squares, true model and true changed flows, every period", ost, orel)
 	fmt.Fprintln(w)
-	// 2. Sweeps.
-	type sweep struct {
-		title, file, xlabel string
-		xs                  []float64
-		set                 func(*scenario.Config, float64)
-		xfmt                func(float64) string
-	}
+	return nil
+}
+
+// sweep is one axis of the sweeps: the must-show scenario with one setting
+// varied.
+type sweep struct {
+	title, file, xlabel string
+	xs                  []float64
+	set                 func(*scenario.Config, float64)
+	xfmt                func(float64) string
+}
+
+func sweepAxes() []sweep {
 	pct := func(x float64) string { return fmt.Sprintf("%g%%", 100*x) }
 	num := func(x float64) string { return fmt.Sprintf("%g", x) }
-	sweeps := []sweep{
+	return []sweep{
 		{"utilization noise", "error-vs-noise.svg", "utilization noise σ (% of the machine)", []float64{0.005, 0.01, 0.02, 0.03}, func(c *scenario.Config, x float64) { c.Noise = x }, pct},
 		{"number of flows", "error-vs-flows.svg", "flows", []float64{3, 7, 12, 20}, func(c *scenario.Config, x float64) { c.Flows = int(x) }, num},
 		{"collinear pairs", "error-vs-collinear.svg", "collinear pairs", []float64{0, 1, 2}, func(c *scenario.Config, x float64) { c.Collinear = int(x) }, num},
 		{"background load", "error-vs-background.svg", "background (% of the machine)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background = x }, pct},
 	}
-	for _, s := range sweeps {
+}
+
+// sweeps prints one table per axis (stationary and after a release, each
+// estimator) and plots the medians.
+func sweeps(w io.Writer, n int, plots string) error {
+	for _, s := range sweepAxes() {
 		fmt.Fprintf(w, "### Error against %s (others as the must-show scenario)\n\n", s.title)
 		fmt.Fprintln(w, "| "+s.title+" | estimator | stationary: passed | median | p90 | release at 75%: passed | median | p90 |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 		var series []scenario.Series
 		for _, e := range estimators {
-			stS := scenario.Series{Name: e.name + ", stationary"}
-			relS := scenario.Series{Name: e.name + ", after a release"}
-			for _, x := range s.xs {
-				c := scenario.Default()
-				s.set(&c, x)
-				if c.Flows < 2*c.Collinear || c.Flows < c.ReleaseFlows {
-					continue
-				}
-				st, err := batch(c, e.cfg, n)
-				if err != nil {
-					return err
-				}
-				rc := withRelease(c)
-				rc.ReleaseFlows = min(rc.ReleaseFlows, c.Flows)
-				rel, err := batch(rc, e.cfg, n)
-				if err != nil {
-					return err
-				}
-				a, b := scenario.Summarise("", st), scenario.Summarise("", rel)
-				fmt.Fprintf(w, "| %s | %s | %d/%d | %s | %s | %d/%d | %s | %s |\n", s.xfmt(x), e.name, a.Passed, a.Runs, scenario.Pct(a.Median), scenario.Pct(a.P90), b.Passed, b.Runs, scenario.Pct(b.Median), scenario.Pct(b.P90))
-				xv := x
-				if s.xfmt(0.01) == "1%" {
-					xv = 100 * x
-				}
-				stS.X, stS.Y = append(stS.X, xv), append(stS.Y, 100*a.Median)
-				relS.X, relS.Y = append(relS.X, xv), append(relS.Y, 100*b.Median)
+			st, rel, err := sweepEstimator(w, s, e, n)
+			if err != nil {
+				return err
 			}
-			series = append(series, stS, relS)
+			series = append(series, st, rel)
 		}
 		fmt.Fprintln(w)
 		if plots != "" {
@@ -161,8 +188,45 @@ func run(w io.Writer, n int, plots string) error {
 			}
 		}
 	}
-	// 3. Error against periods since a release: a release at the middle of an
-	// 800-period run, read every period after it.
+	return nil
+}
+
+// sweepEstimator prints one estimator's rows of a sweep and returns its
+// stationary and release series of medians.
+func sweepEstimator(w io.Writer, s sweep, e estimator, n int) (st, rel scenario.Series, err error) {
+	st = scenario.Series{Name: e.name + ", stationary"}
+	rel = scenario.Series{Name: e.name + ", after a release"}
+	for _, x := range s.xs {
+		c := scenario.Default()
+		s.set(&c, x)
+		if c.Flows < 2*c.Collinear || c.Flows < c.ReleaseFlows {
+			continue
+		}
+		so, err := batch(c, withEstimator(e.cfg), 1, n)
+		if err != nil {
+			return st, rel, err
+		}
+		rc := withRelease(c)
+		rc.ReleaseFlows = min(rc.ReleaseFlows, c.Flows)
+		ro, err := batch(rc, withEstimator(e.cfg), 1, n)
+		if err != nil {
+			return st, rel, err
+		}
+		a, b := scenario.Summarise("", so), scenario.Summarise("", ro)
+		fmt.Fprintf(w, "| %s | %s | %d/%d | %s | %s | %d/%d | %s | %s |\n", s.xfmt(x), e.name, a.Passed, a.Runs, scenario.Pct(a.Median), scenario.Pct(a.P90), b.Passed, b.Runs, scenario.Pct(b.Median), scenario.Pct(b.P90))
+		xv := x
+		if s.xfmt(0.01) == "1%" {
+			xv = 100 * x
+		}
+		st.X, st.Y = append(st.X, xv), append(st.Y, 100*a.Median)
+		rel.X, rel.Y = append(rel.X, xv), append(rel.Y, 100*b.Median)
+	}
+	return st, rel, nil
+}
+
+// sinceRelease prints and plots the error against periods since a release:
+// a release at the middle of an 800-period run, read every period after it.
+func sinceRelease(w io.Writer, n int, plots string) error {
 	fmt.Fprintf(w, "### Error against periods since a release (800 periods, release at period 401, 3 of 7 flows change)\n\n")
 	fmt.Fprintln(w, "| periods since the release | estimator | runs within 15% | median worst error | p90 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
@@ -171,7 +235,7 @@ func run(w io.Writer, n int, plots string) error {
 	for _, e := range estimators {
 		c := scenario.Default()
 		c.Periods, c.ReleaseAt, c.ReleaseFlows = 800, 0.5, 3
-		outs, err := batch(c, e.cfg, n)
+		outs, err := batch(c, withEstimator(e.cfg), 1, n)
 		if err != nil {
 			return err
 		}
@@ -195,14 +259,12 @@ func run(w io.Writer, n int, plots string) error {
 		series = append(series, s)
 	}
 	fmt.Fprintln(w)
-	if plots != "" {
-		p := scenario.Plot{Title: "Median worst power error after a release", XLabel: "periods since the release",
-			YLabel: "median over seeds of the worst error (%)", Series: series, Ref: 15, YMax: 100}
-		if err := writePlot(filepath.Join(plots, "error-since-release.svg"), p); err != nil {
-			return err
-		}
+	if plots == "" {
+		return nil
 	}
-	return nil
+	p := scenario.Plot{Title: "Median worst power error after a release", XLabel: "periods since the release",
+		YLabel: "median over seeds of the worst error (%)", Series: series, Ref: 15, YMax: 100}
+	return writePlot(filepath.Join(plots, "error-since-release.svg"), p)
 }
 
 func writePlot(path string, p scenario.Plot) error {
