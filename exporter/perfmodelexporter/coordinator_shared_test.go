@@ -96,7 +96,7 @@ func TestSharedExperimentCoordinatedOnce(t *testing.T) {
 	needRoot(t)
 	dsn := sharedDSN(t)
 	echo := udpEcho(t)
-	inj := startInjector(t, 3330, echo)
+	inj := startInjector(t, 3350, echo)
 	analyzer := func(shard string) *testEngine {
 		return startLiveEngine(t, dsn, func(c *Config) {
 			c.Storage.Shard = shard
