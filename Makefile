@@ -93,9 +93,10 @@ e2e-scaleout: build-otelcol
 plugin: node-check
 	$(MAKE) -C grafana-datasource build
 
-# Its Go backend tests, jest, and the headless-Chromium test of its editors.
-test-plugin: node-check
-	$(MAKE) -C grafana-datasource test
+# Its Go backend tests (one runs every dashboard panel against the collector of
+# examples/testbed.yaml), jest, and the headless-Chromium test of its editors.
+test-plugin: node-check build-otelcol
+	TIERSCOPE_OTELCOL=$(abspath $(OTELCOL)) $(MAKE) -C grafana-datasource test
 
 node-check:
 	@node -e 'const v = +process.versions.node.split(".")[0]; if (v < 20) { console.error("the Grafana plugin build needs Node.js >= 20, found " + process.versions.node); process.exit(1) }'

@@ -812,7 +812,9 @@ func TestFaultFileExporterAppends(t *testing.T) {
 	send := func(name string) {
 		otlp := freePort(t)
 		env := []string{"TIERSCOPE_OTLP_PORT=" + strconv.Itoa(otlp), "TIERSCOPE_SPANS_FILE=" + spansFile,
-			fmt.Sprintf("TIERSCOPE_API=127.0.0.1:%d", freePort(t)), "TIERSCOPE_DB=" + filepath.Join(dir, "pm.db")}
+			fmt.Sprintf("TIERSCOPE_API=127.0.0.1:%d", freePort(t)), "TIERSCOPE_DB=" + filepath.Join(dir, "pm.db"),
+			fmt.Sprintf("TIERSCOPE_PROMETHEUS=127.0.0.1:%d", freePort(t)), fmt.Sprintf("TIERSCOPE_INJECTOR=127.0.0.1:%d", freePort(t)),
+			"TIERSCOPE_INJECTOR_STATE=" + filepath.Join(dir, "injector-"+name), "INJECTOR_TOKEN=fault-token"}
 		cfgPath := filepath.Join(dir, "testbed.yaml")
 		if err := os.WriteFile(cfgPath, example, 0o644); err != nil {
 			t.Fatal(err)

@@ -83,6 +83,13 @@ func TestTestbedBrokenHopRepaired(t *testing.T) {
 // number of spans the tiers ended, all flushed by then.
 func runTestbedLoad(t *testing.T, endpoint string, dropContext []string, duration time.Duration) int {
 	t.Helper()
+	return runTestbedLoadMix(t, endpoint, dropContext, duration, "shopping", 8)
+}
+
+// runTestbedLoadMix is runTestbedLoad with the load generator's mix and users
+// (the nonstationary mix varies both the users and the request mix).
+func runTestbedLoadMix(t *testing.T, endpoint string, dropContext []string, duration time.Duration, mix string, users int) int {
+	t.Helper()
 	cfg, err := config.Load("")
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +125,7 @@ func runTestbedLoad(t *testing.T, endpoint string, dropContext []string, duratio
 		t.Fatal(err)
 	}
 	stats, err := load.Run(ctx, load.Options{
-		Target: st.WebURL, Mode: "closed", Mix: "shopping", Users: 8, Duration: duration,
+		Target: st.WebURL, Mode: "closed", Mix: mix, Users: users, Duration: duration,
 		Seed: 1, Classes: cfg.Classes(), ThinkMean: 20 * time.Millisecond,
 	})
 	if err != nil {
@@ -136,7 +143,13 @@ func runTestbedLoad(t *testing.T, endpoint string, dropContext []string, duratio
 	}
 	sent := int(counter.n.Load())
 	t.Logf("load: %d requests, %d errors; %d spans sent", stats.Requests, stats.Errors, sent)
-	if stats.Requests < 100 || stats.Errors > 0 {
+	// The nonstationary mix's peaks may time a request out on a busy host;
+	// the tests that use it are about the models, not the testbed.
+	allowed := int64(0)
+	if mix == "nonstationary" {
+		allowed = stats.Requests / 100
+	}
+	if stats.Requests < 100 || stats.Errors > allowed {
 		t.Fatalf("the load did not run cleanly: %+v", stats)
 	}
 	return sent

@@ -60,17 +60,9 @@ func runExperiment(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *format != "text" && *format != "json" {
 		return usagef("--format must be text or json, not %q", *format)
 	}
-	token := os.Getenv("TIERSCOPE_TOKEN")
-	if *tokenFile != "" {
-		data, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return err
-		}
-		token = strings.TrimSpace(string(data))
-	}
-	c, err := newExperimentClient(*apiURL, token, *timeout)
+	c, err := apiClient(*apiURL, *tokenFile, *timeout)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	show := func(x api.Experiment) error { return printExperiment(stdout, *format, x) }
 
@@ -100,36 +92,7 @@ func runExperiment(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		return nil
 	case "status":
-		if id == "" {
-			if *wait {
-				return usagef("experiment status --wait needs an experiment id")
-			}
-			var list api.Experiments
-			if err := c.call(http.MethodGet, api.PathExperiments, nil, &list); err != nil {
-				return err
-			}
-			if *format == "json" {
-				return writeJSONLine(stdout, list)
-			}
-			if len(list.Experiments) == 0 {
-				_, err := fmt.Fprintln(stdout, "no experiments yet; start one with: tierscope experiment start --element 'link:<caller>-><callee>'")
-				return err
-			}
-			for _, x := range list.Experiments {
-				if err := show(x); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if *wait {
-			return c.follow(id, *poll, show)
-		}
-		var x api.Experiment
-		if err := c.call(http.MethodGet, api.PathExperiments+"/"+url.PathEscape(id), nil, &x); err != nil {
-			return err
-		}
-		return show(x)
+		return experimentStatus(c, id, *wait, *poll, *format, stdout, show)
 	default: // abort
 		if id == "" {
 			return usagef("experiment abort needs an experiment id: tierscope experiment abort ID")
@@ -140,6 +103,41 @@ func runExperiment(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		return show(x)
 	}
+}
+
+// experimentStatus shows experiment id (following it with wait), or every
+// experiment when id is "".
+func experimentStatus(c *experimentClient, id string, wait bool, poll time.Duration, format string, stdout io.Writer, show func(api.Experiment) error) error {
+	if id == "" {
+		if wait {
+			return usagef("experiment status --wait needs an experiment id")
+		}
+		var list api.Experiments
+		if err := c.call(http.MethodGet, api.PathExperiments, nil, &list); err != nil {
+			return err
+		}
+		if format == "json" {
+			return writeJSONLine(stdout, list)
+		}
+		if len(list.Experiments) == 0 {
+			_, err := fmt.Fprintln(stdout, "no experiments yet; start one with: tierscope experiment start --element 'link:<caller>-><callee>'")
+			return err
+		}
+		for _, x := range list.Experiments {
+			if err := show(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if wait {
+		return c.follow(id, poll, show)
+	}
+	var x api.Experiment
+	if err := c.call(http.MethodGet, api.PathExperiments+"/"+url.PathEscape(id), nil, &x); err != nil {
+		return err
+	}
+	return show(x)
 }
 
 // splitPositional takes the experiment id, the first argument that is neither
@@ -230,6 +228,24 @@ type experimentClient struct {
 	http    *http.Client
 }
 
+// apiClient is a client of the perfmodel API at apiURL, with the bearer token
+// read from tokenFile, else from $TIERSCOPE_TOKEN.
+func apiClient(apiURL, tokenFile string, timeout time.Duration) (*experimentClient, error) {
+	token := os.Getenv("TIERSCOPE_TOKEN")
+	if tokenFile != "" {
+		data, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	c, err := newExperimentClient(apiURL, token, timeout)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	return c, nil
+}
+
 func newExperimentClient(raw, token string, timeout time.Duration) (*experimentClient, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -254,7 +270,9 @@ func (c *experimentClient) call(method, path string, body, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	target := *c.base
-	target.Path += path
+	p, query, _ := strings.Cut(path, "?")
+	target.Path += p
+	target.RawQuery = query
 	req, err := http.NewRequestWithContext(ctx, method, target.String(), rd)
 	if err != nil {
 		return usageError{err.Error()}

@@ -26,6 +26,7 @@ const (
   summary    print the costliest causal paths and the service graph of OTLP spans
   inject     start, inspect, renew or stop a perturbation lease on an injector
   experiment start, follow or abort a gradient experiment of the perfmodel exporter
+  models     print the perfmodel exporter's work factors, signatures, gradients and a what-if
   workfactor estimate the CPU work factor of each request flow (docs/formats.md §5)
   signature  compute or compare application signatures (docs/formats.md §6)
   gradient   plan (train) or measure a spectral resource gradient (docs/formats.md §7)
@@ -54,6 +55,7 @@ var commands = []command{
 	{"summary", runSummary},
 	{"inject", runInject},
 	{"experiment", runExperiment},
+	{"models", runModels},
 	{"workfactor", runWorkfactor},
 	{"signature", runSignature},
 	{"gradient", runGradient},

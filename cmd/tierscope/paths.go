@@ -19,122 +19,165 @@ import (
 // truthTopN is the largest N of the top-N false-negative metric (paper 001 §7.5.1).
 const truthTopN = 20
 
+// runPaths infers causal path patterns from a message trace with the
+// nesting or the convolution algorithm (paper 001 §5), and with --truth
+// scores them against the trace's path column.
 func runPaths(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("paths", "paths --algorithm nesting|convolution --in trace.tsv [--out paths.json] [--format json|dot|text] [--top N] [--quantum 10ms] [--truth]", stderr)
-	def := causal.DefaultNestingConfig()
-	var (
-		algorithm  = fs.String("algorithm", "nesting", "inference algorithm: nesting (RPC traces, §5.1) or convolution (any messages, §5.2)")
-		in         = fs.String("in", "", "message trace (docs/formats.md §1); - for standard input")
-		out        = fs.String("out", "", "output file (default standard output)")
-		format     = fs.String("format", "json", "output format: json, dot or text")
-		top        = fs.Int("top", 0, "write only the first N patterns (0 = all)")
-		sortBy     = fs.String("sort", "count", "pattern order: count (docs/formats.md §2) or latency (total latency, as in figure 11)")
-		quantum    = fs.Duration("quantum", 10*time.Millisecond, "convolution time quantum μ (nesting ignores it)")
-		truth      = fs.Bool("truth", false, "score against the path column (paper 001 §7.5.1)")
-		skew       = fs.Duration("skew-window", 0, "skew window tolerance (§7.5.6): for nesting comparisons, and the negative delays convolution admits")
-		smooth     = fs.Float64("smooth", 0, "Gaussian smoothing of the scoreboard, sigma in bins (0 = off)")
-		penOverlap = fs.Float64("penalty-overlap", def.OverlapPenalty, "overlapping-child penalty exponent x")
-		penSame    = fs.Float64("penalty-same", def.SameChildPenalty, "same-child penalty exponent y")
-		penGeneric = fs.Float64("penalty-generic", def.GenericPenalty, "generic-child penalty exponent z")
-		binBase    = fs.Float64("bin-base", def.Bins.Base, "scoreboard bin growth factor")
-		binCount   = fs.Int("bins", def.Bins.Count, "scoreboard bins in all, those below --bin-min included")
-		binMin     = fs.Duration("bin-min", time.Duration(def.Bins.Min), "the scoreboard edge from which bins are counted")
-		binsBelow  = fs.Int("bins-below", def.Bins.Below, "scoreboard bins below --bin-min, of the same ratio (0: every shorter delay in one bin)")
-		order      = fs.String("order", "certainty", "order in which children choose parents: certainty (most certain first) or call (paper's figure 4)")
-		cpuProfile = fs.String("cpuprofile", "", "write a Go CPU profile to this file")
-		verbose    = fs.Bool("v", false, "report each stage's time and the memory used on standard error")
-		conv       = convolutionFlags(fs)
-	)
+	f := definePathsFlags(fs, causal.DefaultNestingConfig())
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *algorithm != "nesting" && *algorithm != "convolution" {
-		return usagef("--algorithm %q is not available (available: nesting, convolution)", *algorithm)
+	if err := f.check(); err != nil {
+		return err
 	}
-	if *format != "json" && *format != "dot" && *format != "text" {
-		return usagef("--format must be json, dot or text, not %q", *format)
-	}
-	if *sortBy != "count" && *sortBy != "latency" {
-		return usagef("--sort must be count or latency, not %q", *sortBy)
-	}
-	if *top < 0 {
-		return usagef("--top must be ≥ 0")
-	}
-	if *quantum <= 0 {
-		return usagef("--quantum must be > 0")
-	}
-	cfg := causal.NestingConfig{
-		SkewWindow:       *skew,
-		Bins:             stats.LogBins{Base: *binBase, Min: float64(*binMin), Count: *binCount, Below: *binsBelow},
-		SmoothSigma:      *smooth,
-		OverlapPenalty:   *penOverlap,
-		SameChildPenalty: *penSame,
-		GenericPenalty:   *penGeneric,
-	}
-	switch *order {
-	case "certainty":
-		cfg.Order = causal.OrderByCertainty
-	case "call":
-		cfg.Order = causal.OrderByCall
-	default:
-		return usagef("--order must be certainty or call, not %q", *order)
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError{err.Error()}
+	cfg, err := f.nestingConfig()
+	if err != nil {
+		return err
 	}
 	var ccfg causal.ConvolutionConfig
-	if *algorithm == "convolution" {
+	if *f.algorithm == "convolution" {
 		var err error
-		if ccfg, err = conv.config(*quantum, *skew); err != nil {
+		if ccfg, err = f.conv.config(*f.quantum, *f.skew); err != nil {
 			return err
 		}
 	}
 
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+	if *f.cpuProfile != "" {
+		stop, err := startCPUProfile(*f.cpuProfile)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	progress := newStageLog(stderr, *verbose)
-	r, name, closeIn, err := input(*in, stdin)
+	progress := newStageLog(stderr, *f.verbose)
+	r, name, closeIn, err := input(*f.in, stdin)
 	if err != nil {
 		return err
 	}
 	defer closeIn()
-	opt := msgtrace.ReadOptions{SkipPathIDs: !*truth}
-	if *algorithm == "convolution" {
+	opt := msgtrace.ReadOptions{SkipPathIDs: !*f.truth}
+	if *f.algorithm == "convolution" {
 		tr, err := msgtrace.ReadWithOptions(r, name, opt)
 		if err != nil {
 			return err
 		}
-		if err := checkTrace(name, len(tr.Messages), len(tr.PathIDs), *truth); err != nil {
+		if err := checkTrace(name, len(tr.Messages), len(tr.PathIDs), *f.truth); err != nil {
 			return err
 		}
 		progress.stage("read %d messages", len(tr.Messages))
-		return runConvolution(tr, ccfg, conv, convolutionOutput{out: *out, format: *format, top: *top, sortBy: *sortBy, truth: *truth}, stdout, progress)
+		return runConvolution(tr, ccfg, f.conv, convolutionOutput{out: *f.out, format: *f.format, top: *f.top, sortBy: *f.sortBy, truth: *f.truth}, stdout, progress)
 	}
-	// Nesting needs only the call pairs, which are matched while the trace is read.
+	return runNesting(r, name, opt, cfg, f, stdout, progress)
+}
+
+// pathsFlags are the paths command's flag values.
+type pathsFlags struct {
+	algorithm, in, out, format, sortBy, order, cpuProfile *string
+	top, binCount, binsBelow                              *int
+	quantum, skew, binMin                                 *time.Duration
+	smooth, penOverlap, penSame, penGeneric, binBase      *float64
+	truth, verbose                                        *bool
+	conv                                                  *convFlags
+}
+
+// definePathsFlags defines the paths flags on fs, with the nesting
+// algorithm's defaults from def.
+func definePathsFlags(fs *flag.FlagSet, def causal.NestingConfig) *pathsFlags {
+	return &pathsFlags{
+		algorithm:  fs.String("algorithm", "nesting", "inference algorithm: nesting (RPC traces, §5.1) or convolution (any messages, §5.2)"),
+		in:         fs.String("in", "", "message trace (docs/formats.md §1); - for standard input"),
+		out:        fs.String("out", "", "output file (default standard output)"),
+		format:     fs.String("format", "json", "output format: json, dot or text"),
+		top:        fs.Int("top", 0, "write only the first N patterns (0 = all)"),
+		sortBy:     fs.String("sort", "count", "pattern order: count (docs/formats.md §2) or latency (total latency, as in figure 11)"),
+		quantum:    fs.Duration("quantum", 10*time.Millisecond, "convolution time quantum μ (nesting ignores it)"),
+		truth:      fs.Bool("truth", false, "score against the path column (paper 001 §7.5.1)"),
+		skew:       fs.Duration("skew-window", 0, "skew window tolerance (§7.5.6): for nesting comparisons, and the negative delays convolution admits"),
+		smooth:     fs.Float64("smooth", 0, "Gaussian smoothing of the scoreboard, sigma in bins (0 = off)"),
+		penOverlap: fs.Float64("penalty-overlap", def.OverlapPenalty, "overlapping-child penalty exponent x"),
+		penSame:    fs.Float64("penalty-same", def.SameChildPenalty, "same-child penalty exponent y"),
+		penGeneric: fs.Float64("penalty-generic", def.GenericPenalty, "generic-child penalty exponent z"),
+		binBase:    fs.Float64("bin-base", def.Bins.Base, "scoreboard bin growth factor"),
+		binCount:   fs.Int("bins", def.Bins.Count, "scoreboard bins in all, those below --bin-min included"),
+		binMin:     fs.Duration("bin-min", time.Duration(def.Bins.Min), "the scoreboard edge from which bins are counted"),
+		binsBelow:  fs.Int("bins-below", def.Bins.Below, "scoreboard bins below --bin-min, of the same ratio (0: every shorter delay in one bin)"),
+		order:      fs.String("order", "certainty", "order in which children choose parents: certainty (most certain first) or call (paper's figure 4)"),
+		cpuProfile: fs.String("cpuprofile", "", "write a Go CPU profile to this file"),
+		verbose:    fs.Bool("v", false, "report each stage's time and the memory used on standard error"),
+		conv:       convolutionFlags(fs),
+	}
+}
+
+// check refuses an unknown algorithm, format or sort order, a negative
+// --top and a non-positive --quantum, as usage errors.
+func (f *pathsFlags) check() error {
+	if *f.algorithm != "nesting" && *f.algorithm != "convolution" {
+		return usagef("--algorithm %q is not available (available: nesting, convolution)", *f.algorithm)
+	}
+	if *f.format != "json" && *f.format != "dot" && *f.format != "text" {
+		return usagef("--format must be json, dot or text, not %q", *f.format)
+	}
+	if *f.sortBy != "count" && *f.sortBy != "latency" {
+		return usagef("--sort must be count or latency, not %q", *f.sortBy)
+	}
+	if *f.top < 0 {
+		return usagef("--top must be ≥ 0")
+	}
+	if *f.quantum <= 0 {
+		return usagef("--quantum must be > 0")
+	}
+	return nil
+}
+
+// nestingConfig builds and validates the nesting algorithm's configuration
+// from the flags; convolution uses its skew window too.
+func (f *pathsFlags) nestingConfig() (causal.NestingConfig, error) {
+	cfg := causal.NestingConfig{
+		SkewWindow:       *f.skew,
+		Bins:             stats.LogBins{Base: *f.binBase, Min: float64(*f.binMin), Count: *f.binCount, Below: *f.binsBelow},
+		SmoothSigma:      *f.smooth,
+		OverlapPenalty:   *f.penOverlap,
+		SameChildPenalty: *f.penSame,
+		GenericPenalty:   *f.penGeneric,
+	}
+	switch *f.order {
+	case "certainty":
+		cfg.Order = causal.OrderByCertainty
+	case "call":
+		cfg.Order = causal.OrderByCall
+	default:
+		return cfg, usagef("--order must be certainty or call, not %q", *f.order)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err.Error()}
+	}
+	return cfg, nil
+}
+
+// runNesting reads the trace's call pairs from r (nesting needs only those,
+// matched while the trace is read), infers the path patterns, orders and
+// trims them as the flags say, and writes them.
+func runNesting(r io.Reader, name string, opt msgtrace.ReadOptions, cfg causal.NestingConfig, f *pathsFlags, stdout io.Writer, progress *stageLog) error {
 	cp, err := msgtrace.ReadCallPairs(r, name, cfg.SkewWindow, opt)
 	if err != nil {
 		return err
 	}
-	if err := checkTrace(name, cp.Messages, len(cp.PathIDs), *truth); err != nil {
+	if err := checkTrace(name, cp.Messages, len(cp.PathIDs), *f.truth); err != nil {
 		return err
 	}
 	progress.stage("read %d messages, matched %d call pairs", cp.Messages, len(cp.Pairs))
-	report, err := inferPaths(cp, cfg, *truth, progress)
+	report, err := inferPaths(cp, cfg, *f.truth, progress)
 	if err != nil {
 		return err
 	}
-	if *sortBy == "latency" {
+	if *f.sortBy == "latency" {
 		slices.SortStableFunc(report.Patterns, func(a, b api.PathPattern) int { return cmp.Compare(b.TotalLatencyMs, a.TotalLatencyMs) })
 	}
-	if *top > 0 && len(report.Patterns) > *top {
-		report.Patterns = report.Patterns[:*top]
+	if *f.top > 0 && len(report.Patterns) > *f.top {
+		report.Patterns = report.Patterns[:*f.top]
 	}
-	if err := writeReport(*out, stdout, *format, report,
+	if err := writeReport(*f.out, stdout, *f.format, report,
 		func(w io.Writer) error { return writeDot(w, report) },
 		func(w io.Writer) error { return writeText(w, report) }); err != nil {
 		return err

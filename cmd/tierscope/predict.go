@@ -52,15 +52,54 @@ func runPredict(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	if *format != "text" && *format != "json" {
 		return usagef("--format must be text or json, not %q", *format)
 	}
-	type baseline struct {
-		tx     string
-		ms, se float64
+	bases, err := parsePredictBaselines(baselines)
+	if err != nil {
+		return err
 	}
-	var bases []baseline
+	grads, err := loadGradientFiles(gradFiles)
+	if err != nil {
+		return err
+	}
+	basisOf := gradientBasisLookup(grads)
+	nameUnnamedGradients(grads, basisOf, predictChangeSpecs(changes, options))
+	chs, err := parsePredictChanges(changes, basisOf)
+	if err != nil {
+		return err
+	}
+	opts, err := parsePredictOptions(options, basisOf)
+	if err != nil {
+		return err
+	}
+	rep, err := buildPredictReport(bases, grads, chs, opts)
+	if err != nil {
+		return err
+	}
+	if *format == "json" {
+		return writeGradientJSON(*out, stdout, rep)
+	}
+	o, err := openOutput(*out, stdout)
+	if err != nil {
+		return err
+	}
+	writePredictText(o, rep)
+	return o.commit()
+}
+
+// predictBaseline is one --baseline-ms entry: a transaction's current mean
+// response time and its standard error, in ms.
+type predictBaseline struct {
+	tx     string
+	ms, se float64
+}
+
+// parsePredictBaselines parses the --baseline-ms values, T=ms or T=ms±se,
+// each possibly a comma-separated list.
+func parsePredictBaselines(baselines listFlag) ([]predictBaseline, error) {
+	var bases []predictBaseline
 	for _, b := range splitList(baselines) {
 		tx, v, ok := cutLast(b, "=")
 		if !ok || tx == "" {
-			return usagef("--baseline-ms %q: want TRANSACTION=ms", b)
+			return nil, usagef("--baseline-ms %q: want TRANSACTION=ms", b)
 		}
 		val, se, err := parseWithError(v, func(s string) (float64, error) {
 			f, err := strconv.ParseFloat(strings.TrimSuffix(s, "ms"), 64)
@@ -70,49 +109,68 @@ func runPredict(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 			return f, nil
 		})
 		if err != nil {
-			return usagef("--baseline-ms %q: %v", b, err)
+			return nil, usagef("--baseline-ms %q: %v", b, err)
 		}
-		bases = append(bases, baseline{tx, val, se})
+		bases = append(bases, predictBaseline{tx, val, se})
 	}
+	return bases, nil
+}
+
+// loadGradientFiles reads every --gradients file, in order, and fails when
+// they hold no gradient at all.
+func loadGradientFiles(gradFiles listFlag) ([]gradient.Gradient, error) {
 	var grads []gradient.Gradient
 	for _, f := range splitList(gradFiles) {
 		g, err := loadGradients(f)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		grads = append(grads, g...)
 	}
 	if len(grads) == 0 {
-		return fmt.Errorf("%s: no gradients", strings.Join(gradFiles, ","))
+		return nil, fmt.Errorf("%s: no gradients", strings.Join(gradFiles, ","))
 	}
-	basisOf := func(element string) (gradient.Basis, bool) {
+	return grads, nil
+}
+
+// gradientBasisLookup returns a function giving the basis of the first
+// gradient in grads on an element. It sees later renames in grads.
+func gradientBasisLookup(grads []gradient.Gradient) func(element string) (gradient.Basis, bool) {
+	return func(element string) (gradient.Basis, bool) {
 		i := slices.IndexFunc(grads, func(g gradient.Gradient) bool { return g.Element == element })
 		if i < 0 {
 			return gradient.Basis{}, false
 		}
 		return grads[i].Basis, true
 	}
-	// Gradient files without an element name (a bare gradient measure) stand
-	// for the one element the changes name that no named file does.
-	nameUnnamed := func(specs []string) {
-		if _, ok := basisOf(""); !ok {
-			return
+}
+
+// nameUnnamedGradients names, in place, the gradients without an element
+// name (a bare gradient measure): they stand for the one element the change
+// specs name that no named file does.
+func nameUnnamedGradients(grads []gradient.Gradient, basisOf func(string) (gradient.Basis, bool), specs []string) {
+	if _, ok := basisOf(""); !ok {
+		return
+	}
+	var missing []string
+	for _, c := range specs {
+		el, _, _ := cutLast(c, "=")
+		if _, ok := basisOf(el); !ok && !slices.Contains(missing, el) {
+			missing = append(missing, el)
 		}
-		var missing []string
-		for _, c := range specs {
-			el, _, _ := cutLast(c, "=")
-			if _, ok := basisOf(el); !ok && !slices.Contains(missing, el) {
-				missing = append(missing, el)
-			}
-		}
-		if len(missing) == 1 {
-			for i := range grads {
-				if grads[i].Element == "" {
-					grads[i].Element = missing[0]
-				}
+	}
+	if len(missing) == 1 {
+		for i := range grads {
+			if grads[i].Element == "" {
+				grads[i].Element = missing[0]
 			}
 		}
 	}
+}
+
+// predictChangeSpecs lists every change spec: the --change values, then
+// those of each --option.
+func predictChangeSpecs(changes, options listFlag) []string {
 	var all []string
 	all = append(all, changes...)
 	for _, o := range options {
@@ -120,58 +178,65 @@ func runPredict(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 			all = append(all, splitList([]string{cs})...)
 		}
 	}
-	nameUnnamed(all)
-	parse := func(specs []string) ([]gradient.Change, error) {
-		var out []gradient.Change
-		for _, c := range specs {
-			ch, err := parseChange(c, basisOf)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, ch)
+	return all
+}
+
+// parsePredictChanges parses change specs against the gradients' bases.
+func parsePredictChanges(specs []string, basisOf func(string) (gradient.Basis, bool)) ([]gradient.Change, error) {
+	var out []gradient.Change
+	for _, c := range specs {
+		ch, err := parseChange(c, basisOf)
+		if err != nil {
+			return nil, err
 		}
-		return out, nil
+		out = append(out, ch)
 	}
-	chs, err := parse(changes)
-	if err != nil {
-		return err
-	}
+	return out, nil
+}
+
+// parsePredictOptions parses the --option values, NAME:CHANGE,CHANGE.
+func parsePredictOptions(options listFlag, basisOf func(string) (gradient.Basis, bool)) ([]gradient.Option, error) {
 	var opts []gradient.Option
 	for _, o := range options {
 		name, cs, ok := strings.Cut(o, ":")
 		if !ok || name == "" {
-			return usagef("--option %q: want NAME:CHANGE,CHANGE", o)
+			return nil, usagef("--option %q: want NAME:CHANGE,CHANGE", o)
 		}
-		oc, err := parse(splitList([]string{cs}))
+		oc, err := parsePredictChanges(splitList([]string{cs}), basisOf)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		opts = append(opts, gradient.Option{Name: name, Changes: oc})
 	}
+	return opts, nil
+}
+
+// buildPredictReport predicts each baseline transaction under the changes
+// and, with options, routes it to its fastest option.
+func buildPredictReport(bases []predictBaseline, grads []gradient.Gradient, chs []gradient.Change, opts []gradient.Option) (predictReport, error) {
 	var rep predictReport
 	for _, b := range bases {
 		if len(chs) > 0 {
 			p, err := gradient.Predict(b.tx, b.ms, b.se, grads, chs)
 			if err != nil {
-				return err
+				return rep, err
 			}
 			rep.Predictions = append(rep.Predictions, p)
 		}
 		if len(opts) > 0 {
 			a, err := gradient.Route(b.tx, b.ms, b.se, grads, opts)
 			if err != nil {
-				return err
+				return rep, err
 			}
 			rep.Routing = append(rep.Routing, a)
 		}
 	}
-	if *format == "json" {
-		return writeGradientJSON(*out, stdout, rep)
-	}
-	o, err := openOutput(*out, stdout)
-	if err != nil {
-		return err
-	}
+	return rep, nil
+}
+
+// writePredictText writes predict's text output: a table of predictions,
+// then one of routing advice, each with a header line.
+func writePredictText(o io.Writer, rep predictReport) {
 	if len(rep.Predictions) > 0 {
 		fmt.Fprintln(o, "# transaction\tbaseline_ms\tpredicted_ms\tci95_low_ms\tci95_high_ms")
 		for _, p := range rep.Predictions {
@@ -188,7 +253,6 @@ func runPredict(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 			fmt.Fprintln(o)
 		}
 	}
-	return o.commit()
 }
 
 // splitList splits each value at commas and drops empty parts.

@@ -185,6 +185,7 @@ func TestWorkfactorBadInput(t *testing.T) {
 		"disagreeing":   {header + "1,m1,1000,0.1,A,1\n1,m1,1000,0.2,B,1\n", ":3: cpu_utilization 0.2"},
 		"duplicate":     {header + "1,m1,1000,0.1,A,1\n1,m1,1000,0.1,A,2\n", ":3: flow \"A\" given twice"},
 		"short row":     {header + "1,m1,1000\n", ":2: 3 fields"},
+		"open quote":    {header + "\"1,m1\n", "line 2"},
 		"all NaN":       {header + "1,m1,1000,NaN,A,1\n2,m1,1000,-0.5,A,1\n", "no usable sample: 2 observations skipped (bad utilization 2"},
 		"all zero":      {header + "1,m1,1000,0.1,A,0\n1,m1,1000,0.1,B,0\n", "all-zero rates 1"},
 	}

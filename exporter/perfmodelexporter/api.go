@@ -66,6 +66,7 @@ func (e *engine) handler() http.Handler {
 	get(api.PathPaths, []string{"from", "to", "service", "top"}, e.paths)
 	get(api.PathGraph, []string{"from", "to", "transaction"}, e.graph)
 	get(api.PathCatalog, []string{"from", "to"}, e.catalog)
+	get(api.PathLatency, []string{"from", "to", "service", "step"}, e.latency)
 	get(api.PathWorkFactors, []string{"from", "to", "machine"}, e.workFactors)
 	get(api.PathSignatures, []string{"from", "to", "service", "version"}, e.signatures)
 	get(api.PathCompare, []string{"from", "to", "service", "base", "candidate"}, e.compare)

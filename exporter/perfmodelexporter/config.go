@@ -31,7 +31,8 @@ type Config struct {
 	// A crash loses at most this much of the statistics (plus the traces still
 	// being assembled, at most TraceWait).
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
-	// OpenWindows is how many recent windows stay in memory for late traces.
+	// OpenWindows is how many recent windows stay in memory for late traces;
+	// at least enough to span twice trace_wait and a window.
 	OpenWindows int `mapstructure:"open_windows"`
 
 	// TraceWait is how long a trace's spans are gathered after its first one.
@@ -62,7 +63,8 @@ type Config struct {
 	// none: set it when the collector and the applications share one machine,
 	// since hostmetrics and many SDKs do not set host.name themselves (or add
 	// the resourcedetection processor upstream). Empty leaves such resources
-	// keyed by service.instance.id.
+	// keyed by service.instance.id, and metrics without one either (hostmetrics
+	// scraped in this collector) keyed by this collector's host name.
 	HostName string `mapstructure:"host_name"`
 	// CoreMHz is the speed of one core: a flow's work factor divided by it is
 	// the service time it implies, which is checked against the signature's
@@ -244,7 +246,9 @@ type ExperimentsConfig struct {
 	// MaxConcurrent bounds the experiments running at once.
 	MaxConcurrent int `mapstructure:"max_concurrent"`
 	// Lateness is how long after a bin ends its samples may still arrive;
-	// 0 means trace_wait + 2s.
+	// 0 means trace_wait + 2s. Spans held upstream (an SDK's batch delay, a
+	// causalpath processor's wait) arrive that much later: add them, or the
+	// windows' bins read empty.
 	Lateness time.Duration `mapstructure:"lateness"`
 	// RequestTimeout bounds one request to an injector.
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`

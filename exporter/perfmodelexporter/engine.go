@@ -72,6 +72,11 @@ type engine struct {
 	cache       *blockCache
 	reported    map[string]bool // signature changes already logged (warming goroutine only)
 	rolledUpTo  int64           // hours before it are rolled up (warming goroutine only)
+	// openWindows is how many recent windows stay open (openWindowsOf).
+	openWindows int64
+	// localHost is this collector's host name, the machine of metrics whose
+	// resource names none (hostmetrics scraped here) when host_name is unset.
+	localHost string
 }
 
 func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
@@ -83,9 +88,9 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	host, _ := os.Hostname()
 	shard := cfg.Storage.Shard
 	if shard == "" {
-		host, _ := os.Hostname()
 		shard = host + "/" + set.ID.String()
 	}
 	e := &engine{
@@ -99,12 +104,26 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 		byID:    map[uint64]int32{},
 		// A request may name its injector, but without one configured
 		// the pulse is only reported, not bounded by the call counts.
-		countCalls: cfg.Experiments.linkInjectors(),
+		countCalls:  cfg.Experiments.linkInjectors(),
+		localHost:   host,
+		openWindows: openWindowsOf(cfg),
 	}
 	e.experiments = newExperiments(e)
 	e.cache = newBlockCache()
 	e.reported = map[string]bool{}
 	return e, nil
+}
+
+// openWindowsOf is open_windows, raised so that the open windows span twice
+// trace_wait and one window more: a trace reaches a window only trace_wait
+// after its first span arrived, which itself waited upstream (the SDK's batch,
+// causalpath's wait, itself shorter than trace_wait), and a trace whose
+// window had closed would be lost to every model. With a 1m window this is
+// open_windows as configured; with windows of a few seconds, not.
+func openWindowsOf(cfg *Config) int64 {
+	window := max(int64(cfg.Window/time.Second), 1)
+	need := (2*int64(cfg.TraceWait/time.Second)+window-1)/window + 1
+	return max(int64(cfg.OpenWindows), need)
 }
 
 func (e *engine) limits() model.Limits {
@@ -481,7 +500,7 @@ func (e *engine) addOneWay(ts int64, from, to string) {
 // one-way messages of every window about to close, and adds the async edges
 // it finds, with their delays, to the window's service graph.
 func (e *engine) convolveClosing(final bool) {
-	horizon := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows-1)*e.window
+	horizon := alignDown(e.now().Unix(), e.window) - (e.openWindows-1)*e.window
 	type job struct {
 		w    *model.Window
 		msgs []model.OneWayMessage
@@ -576,7 +595,7 @@ func (e *engine) flush(ctx context.Context, final bool) error {
 	defer e.flushMu.Unlock()
 	e.convolveClosing(final)
 	e.mu.Lock()
-	horizon := alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows-1)*e.window
+	horizon := alignDown(e.now().Unix(), e.window) - (e.openWindows-1)*e.window
 	var recs []store.Record
 	var written, closing []*model.Window
 	for _, w := range e.windows {

@@ -233,7 +233,7 @@ func TestAuthRequired(t *testing.T) {
 }
 
 func TestOpenAPIListsEveryEndpoint(t *testing.T) {
-	for _, p := range []string{api.PathHealth, api.PathPaths, api.PathGraph, api.PathCatalog, api.PathWorkFactors,
+	for _, p := range []string{api.PathHealth, api.PathPaths, api.PathGraph, api.PathLatency, api.PathCatalog, api.PathWorkFactors,
 		api.PathSignatures, api.PathCompare, api.PathExperiments, api.PathGradients, api.PathPredict, api.PathOpenAPI, api.PathMetrics} {
 		require.Contains(t, string(openapiDoc), "\n  "+p+":", p)
 	}

@@ -25,6 +25,9 @@ import (
 // tierscope.link.connections): links whose both ends are named services give
 // link experiments the callee's address, as CLIENT spans do.
 //
+// A resource with no host.name, no host_name configured and no
+// service.instance.id is this collector's own host (hostmetrics scraped here).
+//
 // Other metrics are ignored.
 func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	e.mu.Lock()
@@ -35,7 +38,9 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 		res := rm.Resource().Attributes()
 		machine := e.machineOf(res)
 		if machine == "" {
-			continue
+			// hostmetrics sets no resource attributes: its readings are of
+			// the host it runs on, which SDKs name by its host name.
+			machine = e.localHost
 		}
 		process := attrString(res, "process.executable.name")
 		var capacity float64

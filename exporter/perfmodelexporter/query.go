@@ -163,7 +163,7 @@ func (e *engine) block(ctx context.Context, k blockKey) (typedStats, error) {
 // settledBefore is where the windows a query caches end: those before it
 // are taken to receive no more records.
 func (e *engine) settledBefore() int64 {
-	return alignDown(e.now().Unix(), e.window) - int64(e.cfg.OpenWindows)*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
+	return alignDown(e.now().Unix(), e.window) - e.openWindows*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
 }
 
 // query merges one kind over a window-aligned range: settled hours and

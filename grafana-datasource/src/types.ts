@@ -13,6 +13,7 @@ export enum QueryType {
   Predict = 'predict',
   Profile = 'profile',
   Spectrum = 'spectrum',
+  Latency = 'latency',
 }
 
 export interface QueryTypeInfo {
@@ -32,6 +33,7 @@ export const QUERY_TYPES: QueryTypeInfo[] = [
   { value: QueryType.Predict, label: 'What-if', description: 'Predicted response times after latency, frequency or capacity changes' },
   { value: QueryType.Profile, label: 'Profiles', description: 'Signature profiles: front latency against CPU utilization' },
   { value: QueryType.Spectrum, label: 'Spectrum', description: 'An experiment’s baseline spectrum, injection frequency and progress' },
+  { value: QueryType.Latency, label: 'Latency', description: 'Each service’s latency (mean, p50, p99) and requests over time' },
 ];
 
 /** One what-if change: +delta to a link's latency (ms), a machine's frequency (MHz) or capacity (cores). */
@@ -105,4 +107,5 @@ export const FIELDS_BY_TYPE: Record<QueryType, Array<keyof TierscopeQuery>> = {
   [QueryType.Predict]: ['changes'],
   [QueryType.Profile]: ['service', 'version', 'transaction'],
   [QueryType.Spectrum]: ['experiment'],
+  [QueryType.Latency]: ['service'],
 };

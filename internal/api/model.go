@@ -12,6 +12,7 @@ const (
 	PathHealth      = "/api/v1/health"
 	PathPaths       = "/api/v1/paths"
 	PathGraph       = "/api/v1/graph"
+	PathLatency     = "/api/v1/latency"
 	PathCatalog     = "/api/v1/catalog"
 	PathWorkFactors = "/api/v1/workfactors"
 	// PathWorkFactorSamples serves the work-factor regression's inputs as
@@ -106,6 +107,25 @@ type Link struct {
 	Source  string `json:"source"`
 	Target  string `json:"target"`
 	Address string `json:"address,omitempty"` // host:port when known
+}
+
+// Latency is GET /api/v1/latency?from&to[&service][&step]: each service's
+// SERVER latency and requests per step, oldest first; steps without requests
+// are left out.
+type Latency struct {
+	TimeRange
+	StepSeconds int64            `json:"step_seconds"`
+	Series      []ServiceLatency `json:"series"`
+}
+
+// ServiceLatency is one service's latency over time; the slices are aligned.
+type ServiceLatency struct {
+	Service  string    `json:"service"`
+	Times    []int64   `json:"times"` // start of each step, unix seconds
+	Requests []int64   `json:"requests"`
+	MeanMs   []float64 `json:"mean_ms"`
+	P50Ms    []float64 `json:"p50_ms"`
+	P99Ms    []float64 `json:"p99_ms"`
 }
 
 // WorkFactors is GET /api/v1/workfactors?from&to[&machine]: per machine, the

@@ -68,6 +68,9 @@ func fileID(fi os.FileInfo) (uint64, bool) {
 	return 0, false
 }
 
+// tail follows the access log until ctx ends: every poll it reads what was
+// appended, turns each complete line into a span, and reopens the path when
+// the file was rotated or truncated.
 func (s *accessLogSource) tail(ctx context.Context) {
 	poll := s.cfg.PollInterval
 	if poll <= 0 {
@@ -78,50 +81,12 @@ func (s *accessLogSource) tail(ctx context.Context) {
 		maxLine = 16 << 10
 	}
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	var (
-		f        *os.File
-		ino      uint64
-		offset   int64
-		pending  []byte
-		skipping bool // dropping the rest of an over-long line
-		warned   bool
-		first    = true
-	)
-	chunk := make([]byte, 64<<10)
-	defer func() {
-		if f != nil {
-			_ = f.Close()
-		}
-	}()
-	open := func() bool {
-		nf, err := os.Open(s.cfg.Path)
-		if err != nil {
-			if !warned {
-				s.logger.Warn("access log not readable yet; retrying", zap.String("path", s.cfg.Path), zap.Error(err))
-				warned = true
-			}
-			return false
-		}
-		fi, err := nf.Stat()
-		if err != nil {
-			_ = nf.Close()
-			return false
-		}
-		if f != nil {
-			_ = f.Close()
-		}
-		f, offset, pending, skipping = nf, 0, pending[:0], false
-		ino, _ = fileID(fi)
-		if first && s.cfg.StartAt != "beginning" {
-			offset, _ = f.Seek(0, io.SeekEnd)
-		}
-		first = false
-		return true
-	}
+	lt := &logTail{s: s, maxLine: maxLine, first: true, chunk: make([]byte, 64<<10)}
+	defer lt.close()
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		if f == nil && !open() {
+		if lt.f == nil && !lt.open() {
 			select {
 			case <-ctx.Done():
 				return
@@ -129,69 +94,143 @@ func (s *accessLogSource) tail(ctx context.Context) {
 			}
 			continue
 		}
-		b := newBatch(rng)
-		lines, bad := 0, 0
-		for {
-			n, err := f.Read(chunk)
-			offset += int64(n)
-			data := chunk[:n]
-			for len(data) > 0 {
-				nl := bytes.IndexByte(data, '\n')
-				if nl < 0 {
-					if !skipping {
-						pending = append(pending, data...)
-						if len(pending) > maxLine {
-							pending, skipping = pending[:0], true
-						}
-					}
-					break
-				}
-				line := data[:nl]
-				data = data[nl+1:]
-				if skipping {
-					skipping = false
-					lines++
-					bad++
-					continue
-				}
-				if len(pending) > 0 {
-					pending = append(pending, line...)
-					line = pending
-				}
-				if len(line) > maxLine {
-					bad++
-				} else if len(bytes.TrimSpace(line)) > 0 {
-					if !s.line(b, line) {
-						bad++
-					}
-				} else {
-					lines-- // blank lines are not lines
-				}
-				lines++
-				pending = pending[:0]
-			}
-			if b.n >= 1000 {
-				s.em.sendWait(ctx, b)
-				b = newBatch(rng)
-			}
-			if n == 0 || errors.Is(err, io.EOF) || err != nil {
-				break
-			}
-		}
-		s.tb.ReceiverBlackboxLogLines.Add(ctx, int64(lines))
-		s.tb.ReceiverBlackboxLogLinesMalformed.Add(ctx, int64(bad))
-		s.em.sendWait(ctx, b)
+		lt.readAppended(ctx, rng)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		// Rotation: another file at the path, or this one truncated.
-		if fi, err := os.Stat(s.cfg.Path); err == nil {
-			id, ok := fileID(fi)
-			if (ok && id != ino) || fi.Size() < offset {
-				open()
+		lt.reopenIfRotated()
+	}
+}
+
+// logTail is the state of one tail of an access log: the open file, where
+// reading stopped in it, and the start of a line not yet complete.
+type logTail struct {
+	s       *accessLogSource
+	maxLine int
+	chunk   []byte // read buffer
+
+	f        *os.File
+	ino      uint64
+	offset   int64
+	pending  []byte
+	skipping bool // dropping the rest of an over-long line
+	warned   bool // the unreadable-log warning was logged (it is logged once)
+	first    bool // no file opened yet: start_at applies
+}
+
+// close closes the open file, if any.
+func (lt *logTail) close() {
+	if lt.f != nil {
+		_ = lt.f.Close()
+	}
+}
+
+// open opens the file at the path afresh, replacing any open one, and
+// reports whether it could. Only the first file opened starts at its end
+// (unless start_at is beginning); a rotated one is read from the start.
+func (lt *logTail) open() bool {
+	s := lt.s
+	nf, err := os.Open(s.cfg.Path)
+	if err != nil {
+		if !lt.warned {
+			s.logger.Warn("access log not readable yet; retrying", zap.String("path", s.cfg.Path), zap.Error(err))
+			lt.warned = true
+		}
+		return false
+	}
+	fi, err := nf.Stat()
+	if err != nil {
+		_ = nf.Close()
+		return false
+	}
+	if lt.f != nil {
+		_ = lt.f.Close()
+	}
+	lt.f, lt.offset, lt.pending, lt.skipping = nf, 0, lt.pending[:0], false
+	lt.ino, _ = fileID(fi)
+	if lt.first && s.cfg.StartAt != "beginning" {
+		lt.offset, _ = lt.f.Seek(0, io.SeekEnd)
+	}
+	lt.first = false
+	return true
+}
+
+// readAppended reads the file to its current end, sending spans in batches
+// of about 1000, and counts the lines read and the malformed ones.
+func (lt *logTail) readAppended(ctx context.Context, rng *rand.Rand) {
+	s := lt.s
+	b := newBatch(rng)
+	lines, bad := 0, 0
+	for {
+		n, err := lt.f.Read(lt.chunk)
+		lt.offset += int64(n)
+		l, m := lt.splitLines(b, lt.chunk[:n])
+		lines, bad = lines+l, bad+m
+		if b.n >= 1000 {
+			s.em.sendWait(ctx, b)
+			b = newBatch(rng)
+		}
+		if n == 0 || errors.Is(err, io.EOF) || err != nil {
+			break
+		}
+	}
+	s.tb.ReceiverBlackboxLogLines.Add(ctx, int64(lines))
+	s.tb.ReceiverBlackboxLogLinesMalformed.Add(ctx, int64(bad))
+	s.em.sendWait(ctx, b)
+}
+
+// splitLines turns each complete line of data, joined to the pending start
+// of a line, into a span in b, and keeps the incomplete rest pending. A line
+// longer than maxLine is dropped and counted malformed, blank lines are not
+// counted. It returns the lines and malformed lines it completed.
+func (lt *logTail) splitLines(b *batch, data []byte) (lines, bad int) {
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			if !lt.skipping {
+				lt.pending = append(lt.pending, data...)
+				if len(lt.pending) > lt.maxLine {
+					lt.pending, lt.skipping = lt.pending[:0], true
+				}
 			}
+			break
+		}
+		line := data[:nl]
+		data = data[nl+1:]
+		if lt.skipping {
+			lt.skipping = false
+			lines++
+			bad++
+			continue
+		}
+		if len(lt.pending) > 0 {
+			lt.pending = append(lt.pending, line...)
+			line = lt.pending
+		}
+		if len(line) > lt.maxLine {
+			bad++
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			if !lt.s.line(b, line) {
+				bad++
+			}
+		} else {
+			lines-- // blank lines are not lines
+		}
+		lines++
+		lt.pending = lt.pending[:0]
+	}
+	return lines, bad
+}
+
+// reopenIfRotated reopens the path when another file is there, or this one
+// was truncated below where reading stopped.
+func (lt *logTail) reopenIfRotated() {
+	if fi, err := os.Stat(lt.s.cfg.Path); err == nil {
+		id, ok := fileID(fi)
+		if (ok && id != lt.ino) || fi.Size() < lt.offset {
+			lt.open()
 		}
 	}
 }

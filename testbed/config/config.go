@@ -402,7 +402,21 @@ func defaultPattern(p string, n int) (string, int) {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+// validate checks the whole configuration, section by section, collecting
+// every problem in v in the order the sections appear.
 func (c *Config) validate(v *validator) {
+	c.validateHost(v)
+	seenTxn := c.validateTransactions(v)
+	c.validateOpsAndTopics(v)
+	c.validateSemconv(v)
+	c.validateClients(v)
+	c.validateQueries(v)
+	c.validateVersions(v, seenTxn)
+}
+
+// validateHost checks the host-wide settings: CPU speed, replication and the
+// hops that drop trace context. It opens cpu_speed_file once to prove it is readable.
+func (c *Config) validateHost(v *validator) {
 	if c.CPUMHz < 0 {
 		v.errorf("cpu_mhz", "must be 0 (from /proc/cpuinfo) or positive, not %g", c.CPUMHz)
 	}
@@ -428,6 +442,11 @@ func (c *Config) validate(v *validator) {
 		}
 		seenHop[h] = true
 	}
+}
+
+// validateTransactions checks each transaction and its steps, and returns
+// the set of transaction names seen (versions may refer to them).
+func (c *Config) validateTransactions(v *validator) map[string]bool {
 	if len(c.Transactions) == 0 {
 		v.errorf("transactions", "at least one transaction is required")
 	}
@@ -448,50 +467,61 @@ func (c *Config) validate(v *validator) {
 		}
 		checkMC(v, p+".web.cpu_mc", t.Web.CPUMC)
 		for j, s := range t.Steps {
-			sp := fmt.Sprintf("%s.steps[%d]", p, j)
-			switch {
-			case s.Call != "" && s.Publish != "":
-				v.errorf(sp, "has both call and publish; a step is one of them")
-			case s.Call != "":
-				if s.Call != App {
-					v.errorf(sp+".call", "web calls app, not %q", s.Call)
-				}
-				if _, ok := c.Ops[s.Op]; !ok {
-					v.errorf(sp+".op", "unknown op %q (not under ops)", s.Op)
-				}
-				checkConn(v, sp+".connection", s.Connection)
-				switch s.Transport {
-				case "", TransportHTTP:
-				case TransportGRPC:
-					// One HTTP/2 connection multiplexes every call.
-					if s.Connection != ConnPooled {
-						v.errorf(sp+".connection", "a grpc call is always pooled")
-					}
-				default:
-					v.errorf(sp+".transport", "must be http or grpc, not %q", s.Transport)
-				}
-			case s.Publish != "":
-				if _, ok := c.Topics[s.Publish]; !ok {
-					v.errorf(sp+".publish", "unknown topic %q (not under topics)", s.Publish)
-				}
-				if s.Op != "" {
-					v.errorf(sp+".op", "a publish step has no op")
-				}
-				if s.Connection != "" {
-					v.errorf(sp+".connection", "a publish step always uses the pooled queue client")
-				}
-				if s.Pattern == PatternParallel {
-					v.errorf(sp+".pattern", "publish is sync or serial")
-				}
-				if s.Transport != "" {
-					v.errorf(sp+".transport", "a publish step always uses http")
-				}
-			default:
-				v.errorf(sp, "needs call or publish")
-			}
-			checkPattern(v, sp, s.Pattern, s.Count)
+			c.validateStep(v, fmt.Sprintf("%s.steps[%d]", p, j), s)
 		}
 	}
+	return seenTxn
+}
+
+// validateStep checks one transaction step at path sp: a call to the app
+// (with its op, connection and transport) or a publish to a topic, never both.
+func (c *Config) validateStep(v *validator, sp string, s Step) {
+	switch {
+	case s.Call != "" && s.Publish != "":
+		v.errorf(sp, "has both call and publish; a step is one of them")
+	case s.Call != "":
+		if s.Call != App {
+			v.errorf(sp+".call", "web calls app, not %q", s.Call)
+		}
+		if _, ok := c.Ops[s.Op]; !ok {
+			v.errorf(sp+".op", "unknown op %q (not under ops)", s.Op)
+		}
+		checkConn(v, sp+".connection", s.Connection)
+		switch s.Transport {
+		case "", TransportHTTP:
+		case TransportGRPC:
+			// One HTTP/2 connection multiplexes every call.
+			if s.Connection != ConnPooled {
+				v.errorf(sp+".connection", "a grpc call is always pooled")
+			}
+		default:
+			v.errorf(sp+".transport", "must be http or grpc, not %q", s.Transport)
+		}
+	case s.Publish != "":
+		if _, ok := c.Topics[s.Publish]; !ok {
+			v.errorf(sp+".publish", "unknown topic %q (not under topics)", s.Publish)
+		}
+		if s.Op != "" {
+			v.errorf(sp+".op", "a publish step has no op")
+		}
+		if s.Connection != "" {
+			v.errorf(sp+".connection", "a publish step always uses the pooled queue client")
+		}
+		if s.Pattern == PatternParallel {
+			v.errorf(sp+".pattern", "publish is sync or serial")
+		}
+		if s.Transport != "" {
+			v.errorf(sp+".transport", "a publish step always uses http")
+		}
+	default:
+		v.errorf(sp, "needs call or publish")
+	}
+	checkPattern(v, sp, s.Pattern, s.Count)
+}
+
+// validateOpsAndTopics checks the app's ops and then the worker's topics,
+// each in name order, with their database calls and async tasks.
+func (c *Config) validateOpsAndTopics(v *validator) {
 	for _, kind := range []struct {
 		field string
 		m     map[string]Op
@@ -513,29 +543,38 @@ func (c *Config) validate(v *validator) {
 				checkPattern(v, dp, d.Pattern, d.Count)
 			}
 			for j, a := range op.Async {
-				ap := fmt.Sprintf("%s.async[%d]", p, j)
-				switch {
-				case (a.Task == "") == (a.Publish == ""):
-					v.errorf(ap, "needs exactly one of task and publish")
-				case a.Publish != "":
-					if kind.field != "ops" {
-						v.errorf(ap+".publish", "only an app op publishes")
-					} else if _, ok := c.Topics[a.Publish]; !ok {
-						v.errorf(ap+".publish", "unknown topic %q (not under topics)", a.Publish)
-					}
-					if a.CPUMC != 0 || a.Wait != (Wait{}) || len(a.Cache) > 0 {
-						v.errorf(ap, "a publish has no cpu_mc, wait_ms or cache")
-					}
-				}
-				if a.Start != StartBegin && a.Start != StartEnd {
-					v.errorf(ap+".start", "must be begin or end, not %q", a.Start)
-				}
-				checkMC(v, ap+".cpu_mc", a.CPUMC)
-				checkWait(v, ap+".wait_ms", a.Wait)
-				checkCache(v, ap+".cache", a.Cache)
+				c.validateAsync(v, fmt.Sprintf("%s.async[%d]", p, j), kind.field, a)
 			}
 		}
 	}
+}
+
+// validateAsync checks one async task at path ap of an op or topic (field
+// is "ops" or "topics"): a task or a publish, and only an app op publishes.
+func (c *Config) validateAsync(v *validator, ap, field string, a Async) {
+	switch {
+	case (a.Task == "") == (a.Publish == ""):
+		v.errorf(ap, "needs exactly one of task and publish")
+	case a.Publish != "":
+		if field != "ops" {
+			v.errorf(ap+".publish", "only an app op publishes")
+		} else if _, ok := c.Topics[a.Publish]; !ok {
+			v.errorf(ap+".publish", "unknown topic %q (not under topics)", a.Publish)
+		}
+		if a.CPUMC != 0 || a.Wait != (Wait{}) || len(a.Cache) > 0 {
+			v.errorf(ap, "a publish has no cpu_mc, wait_ms or cache")
+		}
+	}
+	if a.Start != StartBegin && a.Start != StartEnd {
+		v.errorf(ap+".start", "must be begin or end, not %q", a.Start)
+	}
+	checkMC(v, ap+".cpu_mc", a.CPUMC)
+	checkWait(v, ap+".wait_ms", a.Wait)
+	checkCache(v, ap+".cache", a.Cache)
+}
+
+// validateSemconv checks the per-service semantic-convention generation.
+func (c *Config) validateSemconv(v *validator) {
 	for _, svc := range sortedKeys(c.Semconv) {
 		if !contains([]string{Web, App, DB, Worker}, svc) {
 			v.errorf("semconv."+svc, "unknown service %q (web, app, db or worker)", svc)
@@ -544,6 +583,10 @@ func (c *Config) validate(v *validator) {
 			v.errorf("semconv."+svc, "must be current or legacy, not %q", g)
 		}
 	}
+}
+
+// validateClients checks the client-span settings of the cache and db clients.
+func (c *Config) validateClients(v *validator) {
 	for _, name := range sortedKeys(c.Clients) {
 		cl, p := c.Clients[name], "clients."+name
 		if name != ClientCache && name != ClientDB {
@@ -556,6 +599,11 @@ func (c *Config) validate(v *validator) {
 			v.errorf(p+".resource", "must be process or host, not %q", cl.Resource)
 		}
 	}
+}
+
+// validateQueries checks each query: its SQL, cost, and that its arguments
+// match the SQL's placeholders and parse.
+func (c *Config) validateQueries(v *validator) {
 	for _, name := range sortedKeys(c.Queries) {
 		q := c.Queries[name]
 		p := "queries." + name
@@ -576,6 +624,12 @@ func (c *Config) validate(v *validator) {
 			}
 		}
 	}
+}
+
+// validateVersions checks each service's versions: every name an extra
+// delay refers to must be something that service serves (seenTxn holds the
+// transactions), and each delay must be within 0–10000 ms.
+func (c *Config) validateVersions(v *validator, seenTxn map[string]bool) {
 	served := map[string]func(string) bool{
 		Web:    func(n string) bool { return seenTxn[n] },
 		App:    func(n string) bool { _, ok := c.Ops[n]; return ok },

@@ -122,15 +122,7 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 	if opt.Config == nil {
 		return nil, errors.New("stack: no config")
 	}
-	if opt.Host == "" {
-		opt.Host = "127.0.0.1"
-	}
-	if opt.AppReplicas <= 0 {
-		opt.AppReplicas = 2
-	}
-	if opt.Version == "" {
-		opt.Version = "v1"
-	}
+	opt = withStackDefaults(opt)
 	st = &Stack{}
 	defer func() {
 		if err != nil {
@@ -140,40 +132,112 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 			st = nil
 		}
 	}()
-	onStop := func(f func(context.Context) error) { st.stops = append(st.stops, f) }
-	if opt.DataDir == "" {
-		dir, err := os.MkdirTemp("", "testbed-db-")
-		if err != nil {
-			return st, err
-		}
-		onStop(func(context.Context) error { return os.RemoveAll(dir) })
-		opt.DataDir = dir
+	b := &stackBuilder{opt: opt, st: st}
+	if err := b.makeDataDir(); err != nil {
+		return st, err
 	}
-	processes := 0
-	tier := func(service, instance string) Tier {
-		t := Tier{Config: opt.Config, Version: opt.Version, Instance: instance}
-		switch {
-		case opt.Reporter != nil:
-			id := processIdentity(service, instance, opt.Version, processes)
-			processes++
-			t.TracerProvider = opt.Reporter(id)
-			if service == config.App || service == config.Worker {
-				for _, client := range sortedNames(opt.Config.Clients) {
-					cl := opt.Config.Clients[client]
-					if t.Clients == nil {
-						t.Clients = map[string]trace.TracerProvider{}
-					}
-					t.Clients[client] = opt.Reporter(clientIdentity(id, client, cl.ServiceName, cl.Resource))
+	if err := b.listen(); err != nil {
+		return st, err
+	}
+	// Listeners no tier took are closed before a failed stack is closed.
+	defer b.closeUnstarted()
+	if err := b.startStorage(); err != nil {
+		return st, err
+	}
+	if err := b.startApps(); err != nil {
+		return st, err
+	}
+	if err := b.startWebAndWorker(); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+// withStackDefaults fills in the host, the number of app replicas and the
+// version when opt leaves them unset.
+func withStackDefaults(opt StackOptions) StackOptions {
+	if opt.Host == "" {
+		opt.Host = "127.0.0.1"
+	}
+	if opt.AppReplicas <= 0 {
+		opt.AppReplicas = 2
+	}
+	if opt.Version == "" {
+		opt.Version = "v1"
+	}
+	return opt
+}
+
+// stackBuilder holds what StartStack's steps share while the tiers start:
+// the options, the stack being built, its listeners and which of them a tier
+// serves.
+type stackBuilder struct {
+	opt StackOptions
+	st  *Stack
+	// processes counts the fake process identities handed out so far.
+	processes int
+
+	lns                            []net.Listener
+	webLn, primLn, backLn, queueLn net.Listener
+	appLns                         []net.Listener
+	cacheLn                        net.Listener
+	grpcLns                        []net.Listener
+	started                        map[net.Listener]bool
+	clientOpts                     []Option
+}
+
+// onStop registers f to run when the stack closes (last registered first).
+func (b *stackBuilder) onStop(f func(context.Context) error) {
+	b.st.stops = append(b.st.stops, f)
+}
+
+// makeDataDir creates a temporary directory for the databases, removed on
+// Close, when the options name none.
+func (b *stackBuilder) makeDataDir() error {
+	if b.opt.DataDir != "" {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "testbed-db-")
+	if err != nil {
+		return err
+	}
+	b.onStop(func(context.Context) error { return os.RemoveAll(dir) })
+	b.opt.DataDir = dir
+	return nil
+}
+
+// tier returns the Tier settings of one service instance, with its tracer
+// providers: per process (and per client library) from Reporter, or per tier
+// from TracerProvider.
+func (b *stackBuilder) tier(service, instance string) Tier {
+	opt := b.opt
+	t := Tier{Config: opt.Config, Version: opt.Version, Instance: instance}
+	switch {
+	case opt.Reporter != nil:
+		id := processIdentity(service, instance, opt.Version, b.processes)
+		b.processes++
+		t.TracerProvider = opt.Reporter(id)
+		if service == config.App || service == config.Worker {
+			for _, client := range sortedNames(opt.Config.Clients) {
+				cl := opt.Config.Clients[client]
+				if t.Clients == nil {
+					t.Clients = map[string]trace.TracerProvider{}
 				}
+				t.Clients[client] = opt.Reporter(clientIdentity(id, client, cl.ServiceName, cl.Resource))
 			}
-		case opt.TracerProvider != nil:
-			t.TracerProvider = opt.TracerProvider(service, instance)
 		}
-		return t
+	case opt.TracerProvider != nil:
+		t.TracerProvider = opt.TracerProvider(service, instance)
 	}
-	// Listen everywhere first so every URL is known before any tier is built;
-	// the cache and the apps' gRPC listeners come after the others, and only
-	// when the configuration uses them, so that the ports of the rest stay put.
+	return t
+}
+
+// listen opens every listener and records the stack's URLs and addresses.
+// Listening everywhere first makes every URL known before any tier is built;
+// the cache and the apps' gRPC listeners come after the others, and only
+// when the configuration uses them, so that the ports of the rest stay put.
+func (b *stackBuilder) listen() error {
+	opt, st := b.opt, b.st
 	n := opt.AppReplicas + 4
 	extra := 0
 	if opt.Config.UsesCache() {
@@ -193,91 +257,114 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 			for _, l := range lns {
 				l.Close()
 			}
-			return st, err
+			return err
 		}
 		lns = append(lns, ln)
 	}
+	b.lns = lns
 	url := func(ln net.Listener) string { return "http://" + ln.Addr().String() }
-	webLn, appLns, primLn, backLn, queueLn := lns[0], lns[1:1+opt.AppReplicas], lns[n-3], lns[n-2], lns[n-1]
-	var cacheLn net.Listener
-	var grpcLns []net.Listener
+	b.webLn, b.appLns, b.primLn, b.backLn, b.queueLn = lns[0], lns[1:1+opt.AppReplicas], lns[n-3], lns[n-2], lns[n-1]
 	next := n
 	if opt.Config.UsesCache() {
-		cacheLn = lns[next]
-		st.CacheAddr = cacheLn.Addr().String()
+		b.cacheLn = lns[next]
+		st.CacheAddr = b.cacheLn.Addr().String()
 		next++
 	}
 	if opt.Config.UsesGRPC() {
-		grpcLns = lns[next : next+opt.AppReplicas]
-		for _, l := range grpcLns {
+		b.grpcLns = lns[next : next+opt.AppReplicas]
+		for _, l := range b.grpcLns {
 			st.AppGRPCAddrs = append(st.AppGRPCAddrs, l.Addr().String())
 		}
 	}
-	st.WebURL, st.PrimaryURL, st.BackupURL, st.QueueURL = url(webLn), url(primLn), url(backLn), url(queueLn)
-	for _, l := range appLns {
+	st.WebURL, st.PrimaryURL, st.BackupURL, st.QueueURL = url(b.webLn), url(b.primLn), url(b.backLn), url(b.queueLn)
+	for _, l := range b.appLns {
 		st.AppURLs = append(st.AppURLs, url(l))
 	}
-	started := map[net.Listener]bool{}
-	defer func() {
-		for _, l := range lns {
-			if !started[l] {
-				l.Close()
-			}
-		}
-	}()
-	serve := func(ln net.Listener, h http.Handler) {
-		started[ln] = true
-		onStop(Serve(ln, h).Shutdown)
-	}
+	b.started = map[net.Listener]bool{}
+	return nil
+}
 
-	if st.Backup, err = NewDB(tier(config.DB, "db-backup"), opt.DataDir, ""); err != nil {
-		return st, err
+// closeUnstarted closes the listeners that no tier serves (after a failure).
+func (b *stackBuilder) closeUnstarted() {
+	for _, l := range b.lns {
+		if !b.started[l] {
+			l.Close()
+		}
 	}
-	onStop(func(context.Context) error { return st.Backup.Close() })
-	serve(backLn, st.Backup.Handler())
+}
+
+// serve serves h on ln until the stack stops.
+func (b *stackBuilder) serve(ln net.Listener, h http.Handler) {
+	b.started[ln] = true
+	b.onStop(Serve(ln, h).Shutdown)
+}
+
+// startStorage starts the back tiers: the backup database, then the primary
+// (replicating to the backup unless replication is none), the queue and,
+// when used, the cache, whose address it adds to the client options.
+func (b *stackBuilder) startStorage() (err error) {
+	opt, st := b.opt, b.st
+	if st.Backup, err = NewDB(b.tier(config.DB, "db-backup"), opt.DataDir, ""); err != nil {
+		return err
+	}
+	b.onStop(func(context.Context) error { return st.Backup.Close() })
+	b.serve(b.backLn, st.Backup.Handler())
 	backup := st.BackupURL
 	if opt.Config.Replication == config.ReplNone {
 		backup = ""
 	}
-	if st.Primary, err = NewDB(tier(config.DB, "db-primary"), opt.DataDir, backup); err != nil {
-		return st, err
+	if st.Primary, err = NewDB(b.tier(config.DB, "db-primary"), opt.DataDir, backup); err != nil {
+		return err
 	}
-	onStop(func(context.Context) error { return st.Primary.Close() })
-	serve(primLn, st.Primary.Handler())
+	b.onStop(func(context.Context) error { return st.Primary.Close() })
+	b.serve(b.primLn, st.Primary.Handler())
 	st.Queue = NewQueue(opt.QueueCapacity)
-	serve(queueLn, st.Queue.Handler())
-	var clientOpts []Option
-	if cacheLn != nil {
+	b.serve(b.queueLn, st.Queue.Handler())
+	if b.cacheLn != nil {
 		st.Cache = NewCache()
-		started[cacheLn] = true
-		st.Cache.Serve(cacheLn)
-		onStop(func(context.Context) error { return st.Cache.Close() })
-		clientOpts = append(clientOpts, WithCache(st.CacheAddr))
+		b.started[b.cacheLn] = true
+		st.Cache.Serve(b.cacheLn)
+		b.onStop(func(context.Context) error { return st.Cache.Close() })
+		b.clientOpts = append(b.clientOpts, WithCache(st.CacheAddr))
 	}
-	appOpts := append([]Option{WithQueue(st.QueueURL)}, clientOpts...)
-	for i, l := range appLns {
-		a, err := NewApp(tier(config.App, fmt.Sprintf("app-%d", i+1)), st.PrimaryURL, appOpts...)
+	return nil
+}
+
+// startApps starts each app replica on its HTTP listener and, when the
+// configuration uses grpc steps, on its gRPC listener.
+func (b *stackBuilder) startApps() error {
+	st := b.st
+	appOpts := append([]Option{WithQueue(st.QueueURL)}, b.clientOpts...)
+	for i, l := range b.appLns {
+		a, err := NewApp(b.tier(config.App, fmt.Sprintf("app-%d", i+1)), st.PrimaryURL, appOpts...)
 		if err != nil {
-			return st, err
+			return err
 		}
-		onStop(func(context.Context) error { a.Close(); return nil })
-		serve(l, a.Handler())
-		if grpcLns != nil {
-			if err := serveGRPC(a, grpcLns[i], onStop); err != nil {
-				return st, err
+		b.onStop(func(context.Context) error { a.Close(); return nil })
+		b.serve(l, a.Handler())
+		if b.grpcLns != nil {
+			if err := serveGRPC(a, b.grpcLns[i], b.onStop); err != nil {
+				return err
 			}
-			started[grpcLns[i]] = true
+			b.started[b.grpcLns[i]] = true
 		}
 	}
-	web, err := NewWeb(tier(config.Web, "web-1"), st.AppURLs, st.QueueURL, WithAppGRPC(st.AppGRPCAddrs...))
+	return nil
+}
+
+// startWebAndWorker starts the front tier and the queue's worker; the worker
+// runs until the stack stops or the stop's context ends.
+func (b *stackBuilder) startWebAndWorker() error {
+	opt, st := b.opt, b.st
+	web, err := NewWeb(b.tier(config.Web, "web-1"), st.AppURLs, st.QueueURL, WithAppGRPC(st.AppGRPCAddrs...))
 	if err != nil {
-		return st, err
+		return err
 	}
-	onStop(func(context.Context) error { web.Close(); return nil })
-	serve(webLn, web.Handler())
-	w, err := NewWorker(tier(config.Worker, "worker-1"), st.QueueURL, st.PrimaryURL, opt.WorkerConcurrency, clientOpts...)
+	b.onStop(func(context.Context) error { web.Close(); return nil })
+	b.serve(b.webLn, web.Handler())
+	w, err := NewWorker(b.tier(config.Worker, "worker-1"), st.QueueURL, st.PrimaryURL, opt.WorkerConcurrency, b.clientOpts...)
 	if err != nil {
-		return st, err
+		return err
 	}
 	wctx, stopWorker := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -285,7 +372,7 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 		defer close(done)
 		w.Run(wctx)
 	}()
-	onStop(func(ctx context.Context) error {
+	b.onStop(func(ctx context.Context) error {
 		stopWorker()
 		select {
 		case <-done:
@@ -294,7 +381,7 @@ func StartStack(opt StackOptions) (st *Stack, err error) {
 			return fmt.Errorf("worker: %w", ctx.Err())
 		}
 	})
-	return st, nil
+	return nil
 }
 
 // serveGRPC serves a's gRPC service on ln until the stack stops: gracefully,

@@ -117,6 +117,7 @@ func (d *Datasource) QueryData(ctx context.Context, req *backend.QueryDataReques
 			response.Responses[q.RefID] = errorResponse(err)
 			continue
 		}
+		model.interval = q.Interval
 		response.Responses[q.RefID] = runQuery(ctx, d.client, d.links, q.QueryType, q.TimeRange, model)
 	}
 	return response, nil

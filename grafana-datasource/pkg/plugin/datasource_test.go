@@ -561,7 +561,7 @@ func TestEmptyDocumentsGiveEmptyFramesNotPanics(t *testing.T) {
 	empty := map[string]any{
 		api.PathPaths: api.PathsResponse{}, api.PathGraph: api.Graph{}, api.PathWorkFactors: api.WorkFactors{},
 		api.PathSignatures: api.Signatures{}, api.PathCompare: api.Comparison{}, api.PathGradients: api.Gradients{},
-		api.PathExperiments: api.Experiments{}, api.PathPredict: api.Prediction{},
+		api.PathExperiments: api.Experiments{}, api.PathPredict: api.Prediction{}, api.PathLatency: api.Latency{},
 	}
 	overrides := map[string]func(http.ResponseWriter){}
 	for path, doc := range empty {

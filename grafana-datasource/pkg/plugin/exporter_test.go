@@ -432,6 +432,30 @@ func TestAgainstTheRealExporter(t *testing.T) {
 		}
 	})
 
+	t.Run("latency", func(t *testing.T) {
+		frames := framesOf(QueryTypeLatency)
+		var web int64
+		for _, f := range frames {
+			if f.Meta == nil || f.Meta.Type != data.FrameTypeTimeSeriesMulti || f.Fields[0].Type() != data.FieldTypeTime || f.Rows() == 0 {
+				t.Fatalf("frame %q is not a time series with rows", f.Name)
+			}
+			if f.Name != "web" {
+				continue
+			}
+			requests, _ := f.FieldByName("requests")
+			for i := 0; i < f.Rows(); i++ {
+				web += requests.At(i).(int64)
+				if p50, p99 := floatAt(t, f, "p50_ms", i), floatAt(t, f, "p99_ms", i); !(p50 > 0 && p50 <= p99) {
+					t.Errorf("web at row %d: p50 %v, p99 %v", i, p50, p99)
+				}
+			}
+		}
+		if web != int64(load.traces) {
+			t.Errorf("web's latency series counts %d requests, %d were sent", web, load.traces)
+		}
+		t.Logf("latency: %d services, web %d requests", len(frames), web)
+	})
+
 	t.Run("workfactors", func(t *testing.T) {
 		frames := framesOf(QueryTypeWorkFactors)
 		got := map[string]float64{}
@@ -549,7 +573,7 @@ func TestAgainstTheRealExporter(t *testing.T) {
 		for title, o := range outcome {
 			t.Logf("%s: %s", title, o)
 		}
-		for _, title := range []string{"Causal paths", "Path patterns", "Work factors", "Signatures", "Gradients", "Experiments",
+		for _, title := range []string{"Causal paths", "Path patterns", "Latency over time · $service", "Work factors", "Signatures", "Gradients", "Experiments",
 			"Signature comparison · $compared $base → $candidate", "Signature profiles · latency against CPU utilization",
 			"Experiment progress"} {
 			if outcome[title] != "data" {

@@ -94,6 +94,9 @@ func (f *fakeAPI) documents() map[string]any {
 			Links:    []api.Link{{Source: "frontend", Target: "app", Address: "app:8080"}, {Source: "app", Target: "db"}},
 			Machines: []string{"host-a", "host-b"},
 		},
+		api.PathLatency: api.Latency{StepSeconds: 60, Series: []api.ServiceLatency{{Service: "frontend",
+			Times: []int64{1700000000, 1700000060}, Requests: []int64{120, 90}, MeanMs: []float64{12, 15},
+			P50Ms: []float64{10, 12}, P99Ms: []float64{40, 55}}}},
 		api.PathWorkFactors: api.WorkFactors{
 			TimeRange: api.TimeRange{From: 1700000000, To: 1700003600},
 			Machines: []api.MachineWorkFactors{{

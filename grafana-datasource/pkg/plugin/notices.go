@@ -24,7 +24,8 @@ var emptyReasons = map[string]string{
 	QueryTypeGraph: "no services in this time range: the perfmodel exporter has received no spans in it " +
 		"(spans reach it through the collector's traces pipeline)",
 	QueryTypeWorkFactors: "no work factors in this time range: they need CPU utilization (hostmetrics system.cpu.utilization, " +
-		"or process metrics) from the machines that serve the spans, and several windows whose request mix varies",
+		"or process metrics) keyed by the same host.name as the spans, the CPU capacity (hostmetrics system.cpu.frequency, " +
+		"or the exporter's capacity_mhz), and several windows whose request mix varies",
 	QueryTypeSignatures: "no signatures in this time range: a signature needs requests at the front service over several windows " +
 		"whose CPU utilization (hostmetrics) spreads over enough utilization buckets",
 	QueryTypeGradients:   "no gradients measured yet: " + startExperimentHint,
@@ -33,6 +34,8 @@ var emptyReasons = map[string]string{
 	QueryTypeProfile: "no signature profile in this time range: a profile needs requests at the front service over several windows " +
 		"whose CPU utilization (hostmetrics) spreads over utilization buckets",
 	QueryTypeSpectrum: "no experiment yet, so no spectrum: " + startExperimentHint,
+	QueryTypeLatency: "no requests in this time range: the perfmodel exporter has received no complete traces in it " +
+		"(spans reach it through the collector's traces pipeline; a trace counts once trace_wait has passed)",
 }
 
 // addNotice attaches an informational notice to frame, which Grafana shows

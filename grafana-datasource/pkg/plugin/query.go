@@ -30,13 +30,14 @@ const (
 	QueryTypePredict     = "predict"
 	QueryTypeProfile     = "profile"
 	QueryTypeSpectrum    = "spectrum"
+	QueryTypeLatency     = "latency"
 )
 
 // QueryTypes lists every query type in the order the editor shows them.
 var QueryTypes = []string{
 	QueryTypePaths, QueryTypeGraph, QueryTypeWorkFactors, QueryTypeSignatures,
 	QueryTypeCompare, QueryTypeGradients, QueryTypeExperiments, QueryTypePredict,
-	QueryTypeProfile, QueryTypeSpectrum,
+	QueryTypeProfile, QueryTypeSpectrum, QueryTypeLatency,
 }
 
 // QueryModel is the JSON the query editor saves; which fields matter depends on QueryType.
@@ -61,6 +62,10 @@ type QueryModel struct {
 	Changes []api.Change `json:"changes,omitempty"`
 	// Experiment is the id whose spectrum is shown; the newest when empty.
 	Experiment string `json:"experiment,omitempty"`
+
+	// interval is the panel's resolution, the step of a latency series
+	// (Grafana sends it beside the query, not in it).
+	interval time.Duration
 }
 
 // allValue is what a dashboard variable set to "All" stands for (its allValue):
@@ -123,6 +128,8 @@ func runQuery(ctx context.Context, client *APIClient, links graphLinks, queryTyp
 		frames, err = queryProfiles(ctx, client, timeRange, model)
 	case QueryTypeSpectrum:
 		frames, err = querySpectrum(ctx, client, model)
+	case QueryTypeLatency:
+		frames, err = queryLatency(ctx, client, timeRange, model.interval, model)
 	default:
 		return backend.ErrDataResponseWithSource(backend.StatusBadRequest, backend.ErrorSourceDownstream,
 			fmt.Sprintf("unknown query type %q; choose one of %s", queryType, strings.Join(QueryTypes, ", ")))

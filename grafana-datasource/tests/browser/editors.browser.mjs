@@ -152,7 +152,7 @@ try {
           throw new Error(await page.getByTestId('harness-error').textContent());
         }),
     ]);
-    assert((await page.getByRole('radio').count()) === 10, 'want 10 query types');
+    assert((await page.getByRole('radio').count()) === 11, 'want 11 query types');
     assert((await queryJSON()).queryType === 'paths', 'the default query type is paths');
     await page.getByTestId('tierscope-top').waitFor();
   });
@@ -265,7 +265,7 @@ try {
     await narrow.goto(baseURL + '?pane=420', { waitUntil: 'commit', timeout: 60000 });
     await narrow.getByTestId('harness-ready').waitFor({ state: 'attached', timeout: 60000 });
     const problems = [];
-    for (const name of ['Paths', 'Service graph', 'Work factors', 'Signatures', 'Compare', 'Gradients', 'Experiments', 'Profiles', 'Spectrum', 'What-if']) {
+    for (const name of ['Paths', 'Service graph', 'Latency', 'Work factors', 'Signatures', 'Compare', 'Gradients', 'Experiments', 'Profiles', 'Spectrum', 'What-if']) {
       // The previous option's description tooltip goes once the pointer leaves it.
       await narrow.mouse.move(1, 1);
       await narrow.getByRole('tooltip').waitFor({ state: 'detached' });

@@ -106,81 +106,112 @@ func Compile(ports []uint16, hosts []netip.Addr, snaplen uint32) ([]bpf.RawInstr
 			v6 = append(v6, h)
 		}
 	}
-	var p prog
-	n := 0
-	local := func() string { n++; return fmt.Sprintf("l%d", n) }
-	// Every conditional jump is local (it skips at most one instruction), so
-	// that no list of ports or hosts can push a target out of a jump's reach;
-	// far targets are reached by unconditional jumps.
-	require := func(c bpf.JumpTest, v uint32) { // go on if true, else drop
-		ok := local()
-		p.jumpIf(c, v, ok, "")
-		p.goTo("drop")
-		p.label(ok)
-	}
-	goToIf := func(c bpf.JumpTest, v uint32, target string) {
-		no := local()
-		p.jumpIf(c, v, "", no)
-		p.goTo(target)
-		p.label(no)
-	}
-	// portChecks compares the 16-bit ports at X+0 and X+2 with the list.
-	portChecks := func(next string) {
-		for _, off := range []uint32{0, 2} {
-			p.add(bpf.LoadIndirect{Off: off, Size: 2})
-			for _, port := range ports {
-				goToIf(bpf.JumpEqual, uint32(port), next)
-			}
-		}
-		p.goTo("drop")
-	}
-
+	c := &compiler{ports: ports}
+	p := &c.p
 	p.add(bpf.LoadAbsolute{Off: 0, Size: 1})
 	p.add(bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 4})
-	goToIf(bpf.JumpEqual, 6, "v6")
-	require(bpf.JumpEqual, 4)
+	c.goToIf(bpf.JumpEqual, 6, "v6")
+	c.require(bpf.JumpEqual, 4)
+	c.ipv4(v4, len(hosts) > 0)
+	c.ipv6(v6, len(hosts) > 0)
+	p.label("accept")
+	p.add(bpf.RetConstant{Val: snaplen})
+	p.label("drop")
+	p.add(bpf.RetConstant{Val: 0})
+	return p.assemble()
+}
 
-	// IPv4: protocol TCP, not a later fragment; X = header length.
+// compiler builds Compile's program. Every conditional jump is local (it
+// skips at most one instruction), so that no list of ports or hosts can push
+// a target out of a jump's reach; far targets are reached by unconditional
+// jumps.
+type compiler struct {
+	p     prog
+	n     int // local labels made so far
+	ports []uint16
+}
+
+// local returns a new label for a jump within a few instructions.
+func (c *compiler) local() string { c.n++; return fmt.Sprintf("l%d", c.n) }
+
+// require goes on if the test of A against v is true, else drops the packet.
+func (c *compiler) require(cond bpf.JumpTest, v uint32) {
+	ok := c.local()
+	c.p.jumpIf(cond, v, ok, "")
+	c.p.goTo("drop")
+	c.p.label(ok)
+}
+
+// goToIf jumps to target if the test of A against v is true, else goes on.
+func (c *compiler) goToIf(cond bpf.JumpTest, v uint32, target string) {
+	no := c.local()
+	c.p.jumpIf(cond, v, "", no)
+	c.p.goTo(target)
+	c.p.label(no)
+}
+
+// portChecks compares the 16-bit ports at X+0 and X+2 with the list: on a
+// match it goes to next, else it drops the packet.
+func (c *compiler) portChecks(next string) {
+	for _, off := range []uint32{0, 2} {
+		c.p.add(bpf.LoadIndirect{Off: off, Size: 2})
+		for _, port := range c.ports {
+			c.goToIf(bpf.JumpEqual, uint32(port), next)
+		}
+	}
+	c.p.goTo("drop")
+}
+
+// ipv4 checks an IPv4 packet: protocol TCP, not a later fragment, then
+// the ports (X = header length) and, when filtering hosts, the addresses
+// against v4; it ends by going to accept or drop.
+func (c *compiler) ipv4(v4 []netip.Addr, filterHosts bool) {
+	p := &c.p
 	p.add(bpf.LoadAbsolute{Off: 9, Size: 1})
-	require(bpf.JumpEqual, 6)
+	c.require(bpf.JumpEqual, 6)
 	p.add(bpf.LoadAbsolute{Off: 6, Size: 2})
 	p.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x1fff})
-	require(bpf.JumpEqual, 0)
-	if len(ports) > 0 {
+	c.require(bpf.JumpEqual, 0)
+	if len(c.ports) > 0 {
 		p.add(bpf.LoadMemShift{Off: 0})
-		portChecks("v4hosts")
+		c.portChecks("v4hosts")
 	}
 	p.label("v4hosts")
-	if len(hosts) > 0 {
+	if filterHosts {
 		for _, off := range []uint32{12, 16} {
 			p.add(bpf.LoadAbsolute{Off: off, Size: 4})
 			for _, h := range v4 {
 				a := h.As4()
-				goToIf(bpf.JumpEqual, word(a[:]), "accept")
+				c.goToIf(bpf.JumpEqual, word(a[:]), "accept")
 			}
 		}
 		p.goTo("drop")
 	} else {
 		p.goTo("accept")
 	}
+}
 
-	// IPv6: next header TCP; ports at 40.
+// ipv6 checks an IPv6 packet (label v6): next header TCP, then the ports at
+// 40 and, when filtering hosts, the addresses against v6, each compared
+// word by word; without hosts it falls through to accept.
+func (c *compiler) ipv6(v6 []netip.Addr, filterHosts bool) {
+	p := &c.p
 	p.label("v6")
 	p.add(bpf.LoadAbsolute{Off: 6, Size: 1})
-	require(bpf.JumpEqual, 6)
-	if len(ports) > 0 {
+	c.require(bpf.JumpEqual, 6)
+	if len(c.ports) > 0 {
 		p.add(bpf.LoadConstant{Dst: bpf.RegX, Val: 40})
-		portChecks("v6hosts")
+		c.portChecks("v6hosts")
 	}
 	p.label("v6hosts")
-	if len(hosts) > 0 {
+	if filterHosts {
 		for _, off := range []uint32{8, 24} {
 			for _, h := range v6 {
 				a := h.As16()
-				miss := local()
+				miss := c.local()
 				for w := range 4 {
 					p.add(bpf.LoadAbsolute{Off: off + uint32(4*w), Size: 4})
-					ok := local()
+					ok := c.local()
 					p.jumpIf(bpf.JumpEqual, word(a[4*w:]), ok, "")
 					p.goTo(miss)
 					p.label(ok)
@@ -191,9 +222,4 @@ func Compile(ports []uint16, hosts []netip.Addr, snaplen uint32) ([]bpf.RawInstr
 		}
 		p.goTo("drop")
 	}
-	p.label("accept")
-	p.add(bpf.RetConstant{Val: snaplen})
-	p.label("drop")
-	p.add(bpf.RetConstant{Val: 0})
-	return p.assemble()
 }

@@ -105,110 +105,140 @@ func (h *httpFramer) step(dir Dir, t int64, b []byte) []byte {
 	m := &h.dir[dir]
 	switch m.state {
 	case stStart:
-		if m.buf == nil && len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
-			return b[1:] // tolerated empty line between messages
-		}
-		*m = httpMsg{state: stHeader, start: t, buf: m.buf[:0]}
-		if dir == Response {
-			h.responseStarts()
-		}
-		return b
+		return h.stepStart(dir, m, t, b)
 	case stHeader:
-		old := len(m.buf)
-		m.buf = append(m.buf, b...)
-		end := headerEnd(m.buf, max(0, old-3))
-		if end < 0 {
-			if len(m.buf) > h.lim.MaxHeader {
-				h.malformed(dir)
-				return nil
-			}
-			h.touch(m, t, len(b))
-			return nil
-		}
-		used := end - old
-		m.buf = m.buf[:end]
-		h.touch(m, t, used)
-		rest := b[used:]
-		if len(m.buf) > h.lim.MaxHeader || !h.parseHead(dir, m) {
-			h.malformed(dir)
-			return nil
-		}
-		m.buf = m.buf[:0]
-		if m.state != stBody || m.remaining == 0 {
-			if m.state == stBody {
-				h.done(dir)
-			}
-			return rest
-		}
-		return rest
+		return h.stepHeader(dir, m, t, b)
 	case stBody, stChunkData:
-		n := min(int64(len(b)), m.remaining)
-		m.remaining -= n
-		h.touch(m, t, int(n))
-		if m.remaining == 0 {
-			if m.state == stBody {
-				h.done(dir)
-			} else {
-				m.state = stChunkEnd
-			}
-		}
-		return b[n:]
+		return h.stepData(dir, m, t, b)
 	case stChunkEnd:
-		// CRLF (or a bare LF) after the chunk data.
-		i := 0
-		for i < len(b) && b[i] == '\r' {
-			i++
-		}
-		if i < len(b) {
-			if b[i] != '\n' {
-				h.malformed(dir)
-				return nil
-			}
-			i++
-			m.state = stChunkSize
-		}
-		h.touch(m, t, i)
-		return b[i:]
+		return h.stepChunkEnd(dir, m, t, b)
 	case stChunkSize, stTrailer:
-		nl := bytes.IndexByte(b, '\n')
-		if nl < 0 {
-			m.buf = append(m.buf, b...)
-			h.touch(m, t, len(b))
-			if len(m.buf) > maxLine {
-				h.malformed(dir)
-			}
-			return nil
-		}
-		m.buf = append(m.buf, b[:nl]...)
-		h.touch(m, t, nl+1)
-		line := bytes.TrimRight(m.buf, "\r")
-		m.buf = m.buf[:0]
-		if len(line) > maxLine {
-			h.malformed(dir)
-			return nil
-		}
-		if m.state == stTrailer {
-			if len(line) == 0 {
-				h.done(dir)
-			}
-			return b[nl+1:]
-		}
-		size, ok := parseChunkSize(line)
-		if !ok {
-			h.malformed(dir)
-			return nil
-		}
-		if size == 0 {
-			m.state = stTrailer
-		} else {
-			m.state, m.remaining = stChunkData, size
-		}
-		return b[nl+1:]
+		return h.stepLine(dir, m, t, b)
 	case stUntilClose:
 		h.touch(m, t, len(b))
 		return nil
 	}
 	return nil
+}
+
+// stepStart begins a message at time t, after skipping one empty line
+// between messages.
+func (h *httpFramer) stepStart(dir Dir, m *httpMsg, t int64, b []byte) []byte {
+	if m.buf == nil && len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
+		return b[1:] // tolerated empty line between messages
+	}
+	*m = httpMsg{state: stHeader, start: t, buf: m.buf[:0]}
+	if dir == Response {
+		h.responseStarts()
+	}
+	return b
+}
+
+// stepHeader buffers the head of a message up to its blank line, then parses
+// it; a head over the limit or that does not parse makes the stream malformed.
+// A message whose body is empty is done here.
+func (h *httpFramer) stepHeader(dir Dir, m *httpMsg, t int64, b []byte) []byte {
+	old := len(m.buf)
+	m.buf = append(m.buf, b...)
+	end := headerEnd(m.buf, max(0, old-3))
+	if end < 0 {
+		if len(m.buf) > h.lim.MaxHeader {
+			h.malformed(dir)
+			return nil
+		}
+		h.touch(m, t, len(b))
+		return nil
+	}
+	used := end - old
+	m.buf = m.buf[:end]
+	h.touch(m, t, used)
+	rest := b[used:]
+	if len(m.buf) > h.lim.MaxHeader || !h.parseHead(dir, m) {
+		h.malformed(dir)
+		return nil
+	}
+	m.buf = m.buf[:0]
+	if m.state != stBody || m.remaining == 0 {
+		if m.state == stBody {
+			h.done(dir)
+		}
+		return rest
+	}
+	return rest
+}
+
+// stepData consumes body or chunk bytes up to what remains of them; the
+// message is done at the body's end, and a chunk's end expects its CRLF.
+func (h *httpFramer) stepData(dir Dir, m *httpMsg, t int64, b []byte) []byte {
+	n := min(int64(len(b)), m.remaining)
+	m.remaining -= n
+	h.touch(m, t, int(n))
+	if m.remaining == 0 {
+		if m.state == stBody {
+			h.done(dir)
+		} else {
+			m.state = stChunkEnd
+		}
+	}
+	return b[n:]
+}
+
+// stepChunkEnd consumes the CRLF (or a bare LF) after the chunk data.
+func (h *httpFramer) stepChunkEnd(dir Dir, m *httpMsg, t int64, b []byte) []byte {
+	i := 0
+	for i < len(b) && b[i] == '\r' {
+		i++
+	}
+	if i < len(b) {
+		if b[i] != '\n' {
+			h.malformed(dir)
+			return nil
+		}
+		i++
+		m.state = stChunkSize
+	}
+	h.touch(m, t, i)
+	return b[i:]
+}
+
+// stepLine buffers a chunk-size or trailer line up to its LF, then acts on
+// it: a chunk size starts the chunk's data (0 the trailer), and an empty
+// trailer line ends the message. Over-long or bad lines are malformed.
+func (h *httpFramer) stepLine(dir Dir, m *httpMsg, t int64, b []byte) []byte {
+	nl := bytes.IndexByte(b, '\n')
+	if nl < 0 {
+		m.buf = append(m.buf, b...)
+		h.touch(m, t, len(b))
+		if len(m.buf) > maxLine {
+			h.malformed(dir)
+		}
+		return nil
+	}
+	m.buf = append(m.buf, b[:nl]...)
+	h.touch(m, t, nl+1)
+	line := bytes.TrimRight(m.buf, "\r")
+	m.buf = m.buf[:0]
+	if len(line) > maxLine {
+		h.malformed(dir)
+		return nil
+	}
+	if m.state == stTrailer {
+		if len(line) == 0 {
+			h.done(dir)
+		}
+		return b[nl+1:]
+	}
+	size, ok := parseChunkSize(line)
+	if !ok {
+		h.malformed(dir)
+		return nil
+	}
+	if size == 0 {
+		m.state = stTrailer
+	} else {
+		m.state, m.remaining = stChunkData, size
+	}
+	return b[nl+1:]
 }
 
 func (h *httpFramer) touch(m *httpMsg, t int64, n int) {
