@@ -178,8 +178,8 @@ type ExperimentsConfig struct {
 	Scale  float64 `mapstructure:"scale"`
 	// MaxP99Ms is the default SLO bound of the guard; 0 turns it off.
 	MaxP99Ms float64 `mapstructure:"max_p99_ms"`
-	// MaxDelay caps every requested delay; keep it at the injectors'
-	// max_delay so no lease is refused as over the cap.
+	// MaxDelay caps every requested delay, delay_floor included; keep it at
+	// the injectors' max_delay so no lease is refused as over the cap.
 	MaxDelay time.Duration `mapstructure:"max_delay"`
 	// MinDelay is the smallest amplitude a delay wave is given. Below about
 	// a millisecond the injected delay is no more certain than its size
@@ -509,8 +509,8 @@ func (c ExperimentsConfig) validate(bad func(field, format string, args ...any))
 	if c.DelayFloor < 0 || c.DelayFloor >= c.MaxDelay {
 		bad("experiments.delay_floor", "must be in [0, max_delay %v), got %v", c.MaxDelay, c.DelayFloor)
 	}
-	if c.MinDelay < 0 || c.MinDelay > c.MaxDelay {
-		bad("experiments.min_delay", "must be in [0, max_delay %v], got %v", c.MaxDelay, c.MinDelay)
+	if c.MinDelay < 0 || c.MinDelay > c.MaxDelay-c.DelayFloor {
+		bad("experiments.min_delay", "must be in [0, max_delay − delay_floor %v], got %v", c.MaxDelay-c.DelayFloor, c.MinDelay)
 	}
 	if c.MaxDelay <= 0 {
 		bad("experiments.max_delay", "must be > 0, got %v", c.MaxDelay)

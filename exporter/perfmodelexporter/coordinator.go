@@ -574,8 +574,9 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		p.route = elementRoute{caller: src, address: net.JoinHostPort(lt.host, strconv.Itoa(int(lt.port)))}
 		p.elements = []gradient.Element{{
 			ID: name, Basis: gradient.Link(),
-			MinAmplitude:   float64(xc.MinDelay) / float64(time.Millisecond),
-			MaxAmplitude:   float64(xc.MaxDelay) / float64(time.Millisecond),
+			MinAmplitude: float64(xc.MinDelay) / float64(time.Millisecond),
+			// The injector holds floor + amplitude under its max_delay.
+			MaxAmplitude:   float64(xc.MaxDelay-xc.DelayFloor) / float64(time.Millisecond),
 			PriorGradients: calls,
 		}}
 	case "capacity":
