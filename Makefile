@@ -12,7 +12,7 @@ EXAMPLES  := $(wildcard examples/*.yaml)
 .PHONY: plugin test-plugin node-check bench-perfmodel bench-convolution bench-workfactor eval-workfactor bench-signature bench-gradient bench-capture bench-hold-cost
 .PHONY: self-contained
 .PHONY: all build build-cli build-otelcol build-testbed run run-paths test vet lint fmt-check unit e2e e2e-faults validate-examples test-timing \
-	bench bench-go bench-paths bench-causalpath e2e-long eval-causal fuzz clean
+	bench bench-go bench-paths bench-causalpath e2e-long e2e-scaleout eval-causal fuzz clean
 
 all: build
 
@@ -89,6 +89,13 @@ e2e: build-otelcol
 # exporter; each asserts the safe outcome (docs/threat-model.md).
 e2e-faults: build-otelcol
 	$(GO) test -tags faults -count=1 -timeout 10m -run 'TestFault' -v ./e2e/
+
+# Scale-out shown end to end (docs/scale-out.md, about 3 min): two agents, a
+# gateway with the loadbalancing exporter, two analyzers on one PostgreSQL
+# (the installed one, on loopback) against one collector fed the same
+# traffic, with one analyzer killed and restarted midway.
+e2e-scaleout: build-otelcol
+	$(GO) test -tags scaleout -count=1 -timeout 10m -run 'TestScaleOut' -v ./e2e/
 
 # The Grafana datasource (grafana-datasource/): frontend (npm ci, webpack) and
 # backend binaries into grafana-datasource/dist.

@@ -159,9 +159,21 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 		v := *last.Background[0].MHz
 		mw.BackgroundMHz = &v
 	}
-	// Cross-check (docs/design.md): the regression's demand, as milliseconds on one
-	// core of core_mhz, against the signature's service time, per flow and per
-	// service (workfactor.CrossCheck).
+	mw.Flows, mw.Agreement = e.crossChecked(last, services)
+	for _, k := range sortedKeys(series) {
+		mw.Series = append(mw.Series, *series[k])
+	}
+	out.Machines = append(out.Machines, mw)
+	return out, nil
+}
+
+// crossChecked is each solved flow's work factor with the signature's service
+// time beside it, and the agreement per service (docs/design.md): the
+// regression's demand, as milliseconds on one core of core_mhz, against the
+// signature's service time (workfactor.CrossCheck).
+func (e *engine) crossChecked(last *workfactor.Estimate, services map[string]float64) ([]api.FlowWorkFactor, []api.ServiceAgreement) {
+	flows := []api.FlowWorkFactor{}
+	var agreement []api.ServiceAgreement
 	var cross []workfactor.CrossItem
 	for _, f := range last.Flows {
 		fw := api.FlowWorkFactor{Flow: f.Flow, Combined: f.Combined}
@@ -183,17 +195,13 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 			item.Rate = f.Share
 			cross = append(cross, item)
 		}
-		mw.Flows = append(mw.Flows, fw)
+		flows = append(flows, fw)
 	}
 	for _, a := range workfactor.CrossCheck(cross, e.cfg.CoreMHz, workfactor.DefaultCrossTolerance) {
-		mw.Agreement = append(mw.Agreement, api.ServiceAgreement{Service: a.Service, ImpliedMs: a.ImpliedMs,
+		agreement = append(agreement, api.ServiceAgreement{Service: a.Service, ImpliedMs: a.ImpliedMs,
 			ServiceTimeMs: a.ServiceTimeMs, Ratio: a.Ratio, Disagrees: a.Disagrees})
 	}
-	for _, k := range sortedKeys(series) {
-		mw.Series = append(mw.Series, *series[k])
-	}
-	out.Machines = append(out.Machines, mw)
-	return out, nil
+	return flows, agreement
 }
 
 // workFactorPeriod is one window's observations for the work-factor model.

@@ -158,7 +158,8 @@ type ExperimentsConfig struct {
 	FrontServices []string `mapstructure:"front_services"`
 	// MaxP99Ms is the guard's default SLO bound; 0 turns it off.
 	MaxP99Ms float64 `mapstructure:"max_p99_ms"`
-	// MaxDelay caps every requested delay; keep it at the injectors' max_delay.
+	// MaxDelay caps every requested delay, delay_floor included; keep it at
+	// the injectors' max_delay.
 	MaxDelay time.Duration `mapstructure:"max_delay"`
 	// MinDelay is the smallest amplitude a delay wave is given.
 	MinDelay time.Duration `mapstructure:"min_delay"`
@@ -412,8 +413,8 @@ func (c ExperimentsConfig) Validate() error {
 	if c.DelayFloor < 0 || c.DelayFloor >= c.MaxDelay {
 		bad("delay_floor", "must be in [0, max_delay %v), got %v", c.MaxDelay, c.DelayFloor)
 	}
-	if c.MinDelay < 0 || c.MinDelay > c.MaxDelay {
-		bad("min_delay", "must be in [0, max_delay %v], got %v", c.MaxDelay, c.MinDelay)
+	if c.MinDelay < 0 || c.MinDelay > c.MaxDelay-c.DelayFloor {
+		bad("min_delay", "must be in [0, max_delay − delay_floor %v], got %v", c.MaxDelay-c.DelayFloor, c.MinDelay)
 	}
 	if c.MaxDelay <= 0 {
 		bad("max_delay", "must be > 0, got %v", c.MaxDelay)

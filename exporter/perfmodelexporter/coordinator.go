@@ -61,6 +61,10 @@ type experiments struct {
 	// lastSteal is each host's previous steal reading (e.mu held): a
 	// reading is the mean since the one before.
 	lastSteal map[string]int64
+
+	// shared coordinates with the other analyzers of a shared store
+	// (coordinator_shared.go); nil when this instance coordinates alone.
+	shared *sharedCoord
 }
 
 func newExperiments(e *engine) *experiments {
@@ -134,10 +138,14 @@ type frontSample struct {
 // without blocking, counting what a full buffer drops.
 func (x *experiments) observe(spans []model.Span, i int) {
 	s := &spans[i]
-	if x.active.Load() == 0 || !x.isFront(s) {
+	remote := x.shared != nil && x.shared.publishing.Load()
+	if (x.active.Load() == 0 && !remote) || !x.isFront(s) {
 		return
 	}
 	sample := frontSample{Sample: spectral.Sample{Time: float64(s.Start) / 1e9, Transaction: s.Transaction, Ms: float64(s.End-s.Start) / 1e6}}
+	if remote {
+		x.shared.offer(spans, sample.Sample)
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, r := range x.running {
@@ -316,9 +324,19 @@ func (e *engine) startExperiment(r *http.Request, _ url.Values) (any, error) {
 	x.active.Store(int32(len(x.running)))
 	x.wg.Add(1)
 	x.mu.Unlock()
+	if x.shared != nil {
+		if err := x.shared.acquire(r.Context(), run); err != nil {
+			x.remove(run.id)
+			x.wg.Done()
+			return nil, err
+		}
+	}
 	go func() {
 		defer x.wg.Done()
 		defer x.remove(run.id)
+		if x.shared != nil {
+			defer x.shared.release(run.id)
+		}
 		run.run()
 	}()
 	return created{run.snapshot()}, nil
@@ -550,8 +568,9 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		p.route = elementRoute{caller: src, address: net.JoinHostPort(lt.host, strconv.Itoa(int(lt.port)))}
 		p.elements = []gradient.Element{{
 			ID: name, Basis: gradient.Link(),
-			MinAmplitude:   float64(xc.MinDelay) / float64(time.Millisecond),
-			MaxAmplitude:   float64(xc.MaxDelay) / float64(time.Millisecond),
+			MinAmplitude: float64(xc.MinDelay) / float64(time.Millisecond),
+			// The injector holds floor + amplitude under its max_delay.
+			MaxAmplitude:   float64(xc.MaxDelay-xc.DelayFloor) / float64(time.Millisecond),
 			PriorGradients: calls,
 		}}
 	case "capacity":

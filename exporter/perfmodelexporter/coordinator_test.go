@@ -75,6 +75,7 @@ func TestExperimentsConfigLoads(t *testing.T) {
 		"experiments: max_concurrent":       func(c *ExperimentsConfig) { c.MaxConcurrent = 0 },
 		"max_delay":                         func(c *ExperimentsConfig) { c.MaxDelay = 0 },
 		"experiments: delay_floor":          func(c *ExperimentsConfig) { c.DelayFloor = c.MaxDelay },
+		"min_delay":                         func(c *ExperimentsConfig) { c.MinDelay = c.MaxDelay },
 		"experiments: request_timeout":      func(c *ExperimentsConfig) { c.RequestTimeout = 0 },
 		"experiments::frequencies::db: cpus": func(c *ExperimentsConfig) {
 			c.Frequencies = map[string]ExperimentFrequency{"db": {ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}

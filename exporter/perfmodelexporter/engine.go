@@ -172,6 +172,7 @@ func (e *engine) Start(ctx context.Context, host component.Host) error {
 		}
 	}()
 	go e.loop(host)
+	e.startShared()
 	e.done.Add(1)
 	go func() {
 		defer e.done.Done()

@@ -211,6 +211,10 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	p, err := te.planElement("link:web->app-1", "")
 	require.NoError(t, err)
 	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, p.elements[0].PriorGradients)
+	// The injector holds floor + amplitude under its max_delay: the wave's
+	// amplitude leaves room for the floor.
+	xc := te.cfg.Experiments
+	require.InDelta(t, float64(xc.MaxDelay-xc.DelayFloor)/float64(time.Millisecond), p.elements[0].MaxAmplitude, 1e-9)
 	te.cfg.Experiments.Links = map[string]ExperimentLink{"web->replica-2": {Address: "10.0.0.6:8081"}}
 	p, err = te.planElement("link:web->replica-2", "")
 	require.NoError(t, err)

@@ -219,26 +219,44 @@ func queryGraph(ctx context.Context, client *APIClient, links graphLinks, tr bac
 // links from nodes and edges to their causal paths and, when a traces
 // datasource is configured, to their traces.
 func graphFrames(doc api.Graph, transaction, executedQuery string, links graphLinks) data.Frames {
-	seconds := float64(doc.To - doc.From)
-	rate := func(n int64) *float64 {
-		if seconds <= 0 {
-			return nil
-		}
-		r := float64(n) / seconds
-		return &r
-	}
-	errorPct := func(errors, requests int64) *float64 {
-		if requests <= 0 {
-			return nil
-		}
-		p := 100 * float64(errors) / float64(requests)
-		return &p
-	}
-	rateConfig := func(name string) *data.FieldConfig { return &data.FieldConfig{DisplayName: name, Unit: "reqps"} }
-	pctConfig := func(name string) *data.FieldConfig { return &data.FieldConfig{DisplayName: name, Unit: "percent"} }
+	st := graphStats{seconds: float64(doc.To - doc.From)}
+	nodes := st.nodesFrame(doc, links)
+	edges := st.edgesFrame(doc, transaction, links)
+	nodes.Meta = nodeGraphMeta(executedQuery, doc.TimeRange)
+	edges.Meta = nodeGraphMeta(executedQuery, doc.TimeRange)
+	return data.Frames{nodes, edges}
+}
 
-	// A node only ever called over database edges is a database; one that
-	// serves no SERVER span but is called is an uninstrumented back end.
+// graphStats turns counts over the graph's range into rates and percentages.
+type graphStats struct{ seconds float64 }
+
+func (g graphStats) rate(n int64) *float64 {
+	if g.seconds <= 0 {
+		return nil
+	}
+	r := float64(n) / g.seconds
+	return &r
+}
+
+func errorPct(errors, requests int64) *float64 {
+	if requests <= 0 {
+		return nil
+	}
+	p := 100 * float64(errors) / float64(requests)
+	return &p
+}
+
+func rateConfig(name string) *data.FieldConfig {
+	return &data.FieldConfig{DisplayName: name, Unit: "reqps"}
+}
+func pctConfig(name string) *data.FieldConfig {
+	return &data.FieldConfig{DisplayName: name, Unit: "percent"}
+}
+
+// nodesFrame is the node graph's nodes: a node only ever called over database
+// edges is a database; one that serves no SERVER span but is called is an
+// uninstrumented back end.
+func (g graphStats) nodesFrame(doc api.Graph, links graphLinks) *data.Frame {
 	databases, called := map[string]bool{}, map[string]bool{}
 	for _, e := range doc.Edges {
 		called[e.Target] = true
@@ -280,11 +298,16 @@ func graphFrames(doc api.Graph, transaction, executedQuery string, links graphLi
 		case n.Requests == 0 && called[n.ID]:
 			subtitle = "uninstrumented"
 		}
-		nodes.AppendRow(n.ID, n.ID, subtitle, rate(n.Requests), errorPct(n.Errors, n.Requests), okShare, errShare,
+		nodes.AppendRow(n.ID, n.ID, subtitle, g.rate(n.Requests), errorPct(n.Errors, n.Requests), okShare, errShare,
 			n.Requests, n.Errors, quantile(n.LatencyMs, mean), quantile(n.LatencyMs, p50), quantile(n.LatencyMs, p90),
 			quantile(n.LatencyMs, p99))
 	}
+	return nodes
+}
 
+// edgesFrame is the node graph's edges: the caller's latency, the rate, and
+// with a transaction its gradient first.
+func (g graphStats) edgesFrame(doc api.Graph, transaction string, links graphLinks) *data.Frame {
 	edgeID := data.NewField("id", nil, []string{}).SetConfig(&data.FieldConfig{Links: links.edge()})
 	var mainstat, secondary *data.Field
 	if transaction != "" {
@@ -315,16 +338,14 @@ func graphFrames(doc api.Graph, transaction, executedQuery string, links graphLi
 			dash = "6 4"
 		}
 		first := quantile(e.LatencyMs, mean)
-		second := rate(e.Requests)
+		second := g.rate(e.Requests)
 		if transaction != "" {
 			first, second = e.Gradient, quantile(e.LatencyMs, mean)
 		}
-		edges.AppendRow(e.ID, e.Source, e.Target, first, second, e.Kind, rate(e.Requests), e.Requests, e.Errors,
+		edges.AppendRow(e.ID, e.Source, e.Target, first, second, e.Kind, g.rate(e.Requests), e.Requests, e.Errors,
 			errorPct(e.Errors, e.Requests), quantile(e.LatencyMs, p99), dash)
 	}
-	nodes.Meta = nodeGraphMeta(executedQuery, doc.TimeRange)
-	edges.Meta = nodeGraphMeta(executedQuery, doc.TimeRange)
-	return data.Frames{nodes, edges}
+	return edges
 }
 
 // queryWorkFactors returns one time series per machine and flow, labelled so a

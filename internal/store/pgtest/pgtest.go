@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -329,9 +330,6 @@ func startPostmaster(ctx context.Context, bin binaries, dir, data string, port i
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pgtest: start %s: %w", bin.postgres, err)
-	}
 	s := &Server{
 		dsn:  fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
 		dir:  dir,
@@ -339,7 +337,26 @@ func startPostmaster(ctx context.Context, bin binaries, dir, data string, port i
 		done: make(chan struct{}),
 		log:  logPath,
 	}
-	go func() { _ = cmd.Wait(); close(s.done) }()
+	// The parent-death signal fires when the OS thread that started the
+	// child exits, not the process, and the runtime ends any thread whose
+	// goroutine returns while locked to it (as code entering a namespace
+	// does): the server then died mid-test. This goroutine holds the thread
+	// it starts the server from until the server exits.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			runtime.UnlockOSThread()
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("pgtest: start %s: %w", bin.postgres, err)
+	}
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {

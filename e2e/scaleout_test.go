@@ -1,0 +1,762 @@
+//go:build scaleout
+
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/stitch"
+	"github.com/tierscope/tierscope/testbed/config"
+	"github.com/tierscope/tierscope/testbed/load"
+	"github.com/tierscope/tierscope/testbed/services"
+)
+
+// The scale-out deployment's timing (docs/scale-out.md): windows short
+// enough that a run of a minute and a half gives many, the gateway's
+// stitching wait, and the analyzers' trace wait beyond it.
+const (
+	soWindow      = 2 * time.Second
+	soStitchWait  = 5 * time.Second
+	soTraceWait   = 7 * time.Second
+	soFlush       = time.Second
+	soLoad        = 120 * time.Second
+	soKillAt      = 85 * time.Second
+	soDowntime    = 7 * time.Second
+	soOpenWindows = 60 // two minutes: a retried batch after the restart is never late
+	// The experiment starts once the link's address has been seen.
+	soExperimentAt = 12 * time.Second
+)
+
+func soPerfmodel(apiAddr, dsn, shard string) map[string]any {
+	return map[string]any{
+		"endpoint": apiAddr, "window": soWindow.String(), "flush_interval": soFlush.String(),
+		"open_windows": soOpenWindows, "trace_wait": soTraceWait.String(),
+		// Ω of the work-factor regression: the machine's logical CPUs at a
+		// nominal 2 GHz (the same for both deployments; the comparison, not
+		// the truth, is the point here).
+		"capacity_mhz": float64(runtime.NumCPU()) * 2000,
+		"work_factors": map[string]any{"half_life": "20s", "smoothing_half_life": "20s"},
+		"storage":      map[string]any{"dsn": dsn, "shard": shard},
+	}
+}
+
+func soCausalpath() map[string]any {
+	return map[string]any{"mode": "reparent", "wait": soStitchWait.String(), "max_spans": 200000, "skew_window": "5ms"}
+}
+
+func soTelemetry() map[string]any {
+	return map[string]any{"metrics": map[string]any{"level": "none"}, "logs": map[string]any{"level": "info"}}
+}
+
+// soBalancer is a loadbalancing exporter over the analyzers: no retry of its
+// own (it would resend a batch to the healthy analyzers too), a queue and
+// retries per analyzer instead.
+func soBalancer(routingKey string, analyzers []string) map[string]any {
+	return map[string]any{
+		"routing_key":      routingKey,
+		"retry_on_failure": map[string]any{"enabled": false},
+		"protocol": map[string]any{"otlp": map[string]any{
+			"timeout": "5s", "tls": map[string]any{"insecure": true},
+			"retry_on_failure": map[string]any{"enabled": true, "initial_interval": "500ms", "max_interval": "2s", "max_elapsed_time": "2m"},
+			"sending_queue":    map[string]any{"enabled": true, "queue_size": 5000},
+		}},
+		"resolver": map[string]any{"static": map[string]any{"hostnames": analyzers}},
+	}
+}
+
+// TestScaleOut runs the deployment of examples/agent.yaml,
+// gateway-loadbalancing.yaml and analyzer.yaml as real processes on
+// loopback: the testbed's tiers export to two agents (web and app to one,
+// db and worker to the other, as on two hosts), which scrape host CPU and
+// send both to a gateway; it stitches the lost web → app context and splits
+// traces by id, host metrics by resource, over two analyzers sharing one
+// PostgreSQL. The gateway also hands every span and metric point it receives,
+// unstitched, to a reference: one collector with causalpath and perfmodel on
+// SQLite, the deployment of one machine: the spans as they arrive, which it
+// stitches itself (its accuracy is compared with the gateway's), and the
+// spans the gateway stitched with the same metric points, which its model
+// engine reads, so that the comparison of the models is one of splitting and
+// merging alone. Midway, one analyzer is killed (SIGKILL) and started again
+// under a new shard.
+//
+// The models' answers through the analyzers' API (merged over their shards)
+// must equal the reference's: paths, graph, signatures and work factors,
+// counts exactly and estimates to float rounding, over the windows the kill
+// did not touch; near the kill, the merged requests may only be lower
+// (nothing counted twice), and the difference is the loss, which is reported
+// and bounded by what the killed analyzer held unflushed.
+func TestScaleOut(t *testing.T) {
+	bin := collectorBinary(t)
+	for _, c := range [][2]string{{"exporters", "loadbalancing"}, {"exporters", "perfmodel"}, {"processors", "causalpath"}, {"processors", "resource"}, {"receivers", "hostmetrics"}} {
+		requireComponent(t, bin, c[0], c[1])
+	}
+	dsn := scaleoutPostgres(t)
+	dir := t.TempDir()
+
+	refPort, refRawPort, refAPI := freePort(t), freePort(t), freePort(t)
+	a1Port, a1API, a2Port, a2API := freePort(t), freePort(t), freePort(t), freePort(t)
+	gwPort := freePort(t)
+	ag1Port, ag2Port := freePort(t), freePort(t)
+	refSpans, gwSpans := filepath.Join(dir, "reference-spans.jsonl"), filepath.Join(dir, "gateway-spans.jsonl")
+
+	startOtelcol(t, bin, dir, "reference", map[string]any{
+		"receivers":  map[string]any{"otlp": soOTLP(refPort), "otlp/raw": soOTLP(refRawPort)},
+		"processors": map[string]any{"causalpath": soCausalpath()},
+		"exporters": map[string]any{
+			"perfmodel": soPerfmodel(loopback(refAPI), "sqlite://"+filepath.Join(dir, "reference.db"), "reference"),
+			"file":      map[string]any{"path": refSpans, "format": "json", "flush_interval": "100ms"},
+		},
+		"service": map[string]any{"telemetry": soTelemetry(), "pipelines": map[string]any{
+			"traces/stitch": map[string]any{"receivers": []string{"otlp/raw"}, "processors": []string{"causalpath"}, "exporters": []string{"file"}},
+			"traces":        map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
+			"metrics":       map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
+		}},
+	}, loopback(refRawPort))
+	injPort := freePort(t)
+	stack := startScaleOutStack(t, map[string]string{config.Web: loopback(ag1Port), config.App: loopback(ag1Port)}, loopback(ag2Port))
+	dbAddr := strings.TrimPrefix(stack.st.PrimaryURL, "http://")
+	analyzerCfg := func(port, apiPort int, shard string) map[string]any {
+		pm := soPerfmodel(loopback(apiPort), dsn, shard)
+		// The link experiment's coordinator drives agent-2's injector (the db
+		// host's). A handed-over sample arrives up to two polls after a local
+		// one: lateness covers trace_wait + that.
+		pm["experiments"] = map[string]any{
+			"injector": "http://" + loopback(injPort), "front_services": []string{config.Web},
+			"k": 4, "n": 16, "chunks": 2, "scale": 30, "max_delay": "20ms", "lateness": "12s",
+			// The testbed's db calls carry no server.address and server.port
+			// to learn the db's address from: it is configured.
+			"links": map[string]any{"app->db": map[string]any{"address": "tcp://" + dbAddr}},
+		}
+		return map[string]any{
+			"receivers": map[string]any{"otlp": soOTLP(port)},
+			"exporters": map[string]any{"perfmodel": pm},
+			"service": map[string]any{"telemetry": soTelemetry(), "pipelines": map[string]any{
+				"traces":  map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
+				"metrics": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel"}},
+			}},
+		}
+	}
+	startOtelcol(t, bin, dir, "analyzer-1", analyzerCfg(a1Port, a1API, "analyzer-1"), loopback(a1Port))
+	a2 := startOtelcol(t, bin, dir, "analyzer-2", analyzerCfg(a2Port, a2API, "analyzer-2"), loopback(a2Port))
+	analyzers := []string{loopback(a1Port), loopback(a2Port)}
+	startOtelcol(t, bin, dir, "gateway", map[string]any{
+		"receivers":  map[string]any{"otlp": soOTLP(gwPort)},
+		"processors": map[string]any{"causalpath": soCausalpath()},
+		"exporters": map[string]any{
+			"loadbalancing/traces":  soBalancer("traceID", analyzers),
+			"loadbalancing/metrics": soBalancer("resource", analyzers),
+			"otlp_grpc/reference":   map[string]any{"endpoint": loopback(refPort), "tls": map[string]any{"insecure": true}},
+			"otlp_grpc/raw":         map[string]any{"endpoint": loopback(refRawPort), "tls": map[string]any{"insecure": true}},
+			"file":                  map[string]any{"path": gwSpans, "format": "json", "flush_interval": "100ms"},
+		},
+		"service": map[string]any{"telemetry": soTelemetry(), "pipelines": map[string]any{
+			"traces":     map[string]any{"receivers": []string{"otlp"}, "processors": []string{"causalpath"}, "exporters": []string{"loadbalancing/traces", "otlp_grpc/reference", "file"}},
+			"traces/raw": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"otlp_grpc/raw"}},
+			"metrics":    map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"loadbalancing/metrics", "otlp_grpc/reference"}},
+		}},
+	}, loopback(gwPort))
+	agentCfg := func(port int, host string, withInjector bool) map[string]any {
+		cfg := map[string]any{
+			"receivers": map[string]any{
+				"otlp": soOTLP(port),
+				"hostmetrics": map[string]any{"collection_interval": "1s", "scrapers": map[string]any{
+					"cpu": map[string]any{"metrics": map[string]any{"system.cpu.utilization": map[string]any{"enabled": true}}},
+				}},
+			},
+			"processors": map[string]any{
+				"resource/host": map[string]any{"attributes": []any{map[string]any{"key": "host.name", "value": host, "action": "insert"}}},
+				"batch":         map[string]any{"timeout": "200ms"},
+			},
+			"exporters": map[string]any{"otlp_grpc/gateway": map[string]any{"endpoint": loopback(gwPort), "tls": map[string]any{"insecure": true}}},
+			"service": map[string]any{"telemetry": soTelemetry(), "pipelines": map[string]any{
+				"traces":  map[string]any{"receivers": []string{"otlp"}, "processors": []string{"resource/host", "batch"}, "exporters": []string{"otlp_grpc/gateway"}},
+				"metrics": map[string]any{"receivers": []string{"otlp", "hostmetrics"}, "processors": []string{"resource/host", "batch"}, "exporters": []string{"otlp_grpc/gateway"}},
+			}},
+		}
+		if withInjector {
+			cfg["extensions"] = map[string]any{"injector": map[string]any{
+				"endpoint": loopback(injPort), "insecure": true, "state_dir": filepath.Join(dir, "injector"),
+				"allowlist": map[string]any{"links": []string{"127.0.0.1/32"}}, "max_delay": "50ms", "max_lease": "10m",
+			}}
+			cfg["service"].(map[string]any)["extensions"] = []string{"injector"}
+		}
+		return cfg
+	}
+	ag1 := startOtelcol(t, bin, dir, "agent-1", agentCfg(ag1Port, "host-1", false), loopback(ag1Port))
+	ag2 := startOtelcol(t, bin, dir, "agent-2", agentCfg(ag2Port, "host-2", true), loopback(ag2Port))
+
+	// Kill analyzer-2 midway; start it again under a shard of its own, as
+	// examples/analyzer.yaml says: the old shard's flushed windows stay.
+	var killedAt, restartedAt time.Time
+	var killWG sync.WaitGroup
+	killWG.Add(1)
+	go func() {
+		defer killWG.Done()
+		time.Sleep(soKillAt)
+		killedAt = time.Now()
+		a2.kill()
+		time.Sleep(soDowntime)
+		a2.rewrite(analyzerCfg(a2Port, a2API, "analyzer-2-restart"))
+		a2.start()
+		restartedAt = time.Now()
+	}()
+	// One link experiment, started on analyzer-1 once traffic has shown the
+	// link's address: analyzer-2 refuses the same element.
+	a1URL, a2URL := "http://"+loopback(a1API), "http://"+loopback(a2API)
+	expDone := make(chan api.Experiment, 1)
+	go func() {
+		time.Sleep(soExperimentAt)
+		var ex api.Experiment
+		if code, body := apiPost(a1URL, api.PathExperiments, `{"element":"link:app->db"}`, &ex); code != http.StatusCreated {
+			t.Errorf("starting the experiment on analyzer-1: %d %s", code, body)
+			expDone <- ex
+			return
+		}
+		if code, body := apiPost(a2URL, api.PathExperiments, `{"element":"link:app->db"}`, nil); code != http.StatusConflict {
+			t.Errorf("the same element on analyzer-2: %d %s, want 409 (coordinated by analyzer-1)", code, body)
+		}
+		for deadline := time.Now().Add(soLoad); ex.Finished == 0 && time.Now().Before(deadline); time.Sleep(time.Second) {
+			id := ex.ID
+			ex = api.Experiment{}
+			if code, body := apiGetStatus(a1URL, api.PathExperiments+"/"+id, &ex); code != http.StatusOK {
+				t.Errorf("experiment %s: %d %s", id, code, body)
+				break
+			}
+		}
+		expDone <- ex
+	}()
+	t0 := time.Now()
+	sent, requests := stack.run(t, soLoad)
+	killWG.Wait()
+	t1 := time.Now()
+	ex := <-expDone
+	t.Logf("load %v: %d requests (%.0f/s), %d spans; analyzer-2 killed at +%.1fs, back at +%.1fs",
+		soLoad, requests, float64(requests)/soLoad.Seconds(), sent, killedAt.Sub(t0).Seconds(), restartedAt.Sub(t0).Seconds())
+	// The agents flush what they hold; the gateway's stitching wait, the
+	// analyzers' trace wait and a flush pass, then the answers must settle.
+	ag1.stop()
+	ag2.stop()
+	refURL, mergedURL := "http://"+loopback(refAPI), "http://"+loopback(a1API)
+	from, to := t0.Unix()-t0.Unix()%int64(soWindow.Seconds())-int64(soWindow.Seconds()), t1.Unix()+120
+	full := fmt.Sprintf("?from=%d&to=%d", from, to)
+	waitSettled(t, soStitchWait+soTraceWait+3*soFlush, func() string {
+		var r, m api.PathsResponse
+		apiGet(t, refURL, api.PathPaths+full, &r)
+		apiGet(t, mergedURL, api.PathPaths+full, &m)
+		return fmt.Sprint(r.Traces, m.Traces)
+	})
+
+	// Stitching: the gateway's (before the split) against the reference's
+	// on the same spans, both against the testbed's truth.
+	gwOut, refOut := readSpansT(t, gwSpans), readSpansT(t, refSpans)
+	if len(gwOut) != sent || len(refOut) != sent {
+		t.Fatalf("%d spans sent; the gateway stitched %d, the reference %d", sent, len(gwOut), len(refOut))
+	}
+	gwAcc, gwLinks := stitchAccuracy(gwOut)
+	refAcc, _ := stitchAccuracy(refOut)
+	disagree := parentDisagreements(gwOut, refOut)
+	t.Logf("stitch accuracy on %d dropped web → app hops: gateway %.2f%%, reference %.2f%%; parents that differ: %d", gwLinks, 100*gwAcc, 100*refAcc, disagree)
+	// The point is the gateway's stitching against one collector's on the
+	// same spans; the level itself falls with the host's load (97% under the
+	// steady mix alone, 89–94% with the burst and the experiment's delays
+	// here), which TestTestbedBrokenHopRepaired and docs/causal-report.md
+	// hold to account.
+	if gwLinks == 0 || gwAcc < 0.8 || math.Abs(gwAcc-refAcc) > 0.01 {
+		t.Errorf("stitch accuracy: gateway %.4f, reference %.4f on %d hops; want within 1 point of each other (and ≥ 0.8)", gwAcc, refAcc, gwLinks)
+	}
+	// The models read the same stitched spans on both sides: equal counts.
+	const tol = 0
+
+	// Window by window: outside the kill's reach the counts are equal; near
+	// it the merged counts are lower, never higher.
+	w := int64(soWindow.Seconds())
+	// A trace reaches an analyzer the gateway's wait after its spans end,
+	// and is flushed a trace wait and a flush pass later: the kill can reach
+	// traces that started that long before it.
+	reachFrom := killedAt.Unix() - int64((soStitchWait + soTraceWait + 3*soFlush + soWindow + 2*time.Second).Seconds())
+	// Each analyzer learns which service answers at an address from the calls
+	// it sees answered (docs/scale-out.md): in the first seconds one may
+	// not know yet what the reference knows, and name an unanswered call's
+	// callee by its address. Those windows are compared by trace count.
+	warm := t0.Unix() + 10
+	reachTo := restartedAt.Unix() + int64((soTraceWait + soWindow).Seconds())
+	var lossTraces, lossRequests, exactWindows, touched, heldBefore, fragments int64
+	// The traces the killed analyzer may have held unflushed reached it in
+	// the trace wait, two flushes and 3 s before the kill, and had started
+	// the gateway's wait (and the agents' batching) before that.
+	heldFrom := killedAt.Unix() - int64((soStitchWait + soTraceWait + 2*soFlush + 5*time.Second).Seconds())
+	heldTo := killedAt.Unix() - int64(soStitchWait.Seconds()) + 2
+	for ws := from; ws < t1.Unix()+w; ws += w {
+		q := fmt.Sprintf("?from=%d&to=%d", ws, ws+w)
+		var rp, mp api.PathsResponse
+		var rg, mg api.Graph
+		apiGet(t, refURL, api.PathPaths+q, &rp)
+		apiGet(t, mergedURL, api.PathPaths+q, &mp)
+		apiGet(t, refURL, api.PathGraph+q, &rg)
+		apiGet(t, mergedURL, api.PathGraph+q, &mg)
+		rReq, mReq := nodeRequests(rg), nodeRequests(mg)
+		if ws+w > heldFrom && ws < heldTo {
+			heldBefore += rp.Traces
+		}
+		inReach := ws+w > reachFrom && ws < reachTo
+		if inReach {
+			touched++
+			lossTraces += rp.Traces - mp.Traces
+			lossRequests += rReq - mReq
+			// A request is a SERVER span: none may count twice. A trace may
+			// count as two fragments, when its spans straddle the kill or the
+			// queued batches the restarted analyzer received came further
+			// apart than its trace wait.
+			if mReq > rReq+tol {
+				t.Errorf("window %d near the kill: merged %d requests > reference %d: counted twice", ws, mReq, rReq)
+			}
+			if mp.Traces > rp.Traces {
+				fragments += mp.Traces - rp.Traces
+				t.Logf("window %d near the kill: merged %d traces of %d requests, reference %d of %d: traces in fragments", ws, mp.Traces, mReq, rp.Traces, rReq)
+			}
+			continue
+		}
+		exactWindows++
+		if ws < warm {
+			if mp.Traces != rp.Traces {
+				t.Errorf("warm-up window %d: merged %d traces, reference %d", ws, mp.Traces, rp.Traces)
+			}
+			continue
+		}
+		if abs64(mp.Traces-rp.Traces) > tol || abs64(mReq-rReq) > tol {
+			t.Errorf("window %d: merged %d traces, %d requests; reference %d, %d", ws, mp.Traces, mReq, rp.Traces, rReq)
+		}
+	}
+	t.Logf("kill and restart: %d windows in its reach lost %d traces and %d SERVER requests of the reference's (%d traces more in fragments where a window gained); %d other windows equal",
+		touched, lossTraces, lossRequests, fragments, exactWindows)
+	// The killed analyzer held at most its share (by trace id, about half;
+	// 0.6 leaves room for the hash's imbalance) of those traces.
+	bound := int64(0.6 * float64(heldBefore))
+	t.Logf("the reference has %d traces that reached an analyzer in the trace wait + 2 flushes + 3 s before the kill; the loss is %.0f%% of them",
+		heldBefore, 100*float64(lossTraces)/float64(max(heldBefore, 1)))
+	if lossRequests < 0 || lossTraces > bound+tol {
+		t.Errorf("lost %d traces at the kill; want 0..%d (0.6 of the %d the killed analyzer may have held unflushed)", lossTraces, bound, heldBefore)
+	}
+
+	// The models over the windows before the kill's reach: equal answers.
+	pre := fmt.Sprintf("?from=%d&to=%d", warm-warm%w+w, reachFrom-reachFrom%w)
+	comparePaths(t, refURL, mergedURL, pre, tol)
+	compareGraph(t, refURL, mergedURL, pre, tol)
+	compareSignatures(t, refURL, mergedURL, pre)
+	compareWorkFactors(t, refURL, mergedURL, pre)
+	logShardRecords(t, dsn, int64(soWindow.Seconds()))
+	checkExperiment(t, ex, a1URL, a2URL)
+}
+
+// logShardRecords reports what each analyzer wrote per window: the figures
+// the cost estimate of docs/scale-out.md scales.
+func logShardRecords(t *testing.T, dsn string, resolution int64) {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT shard, COUNT(*), COUNT(DISTINCT window_start), COUNT(DISTINCT kind || ' ' || key), COALESCE(SUM(octet_length(payload)), 0)
+		FROM records WHERE resolution = $1 GROUP BY shard ORDER BY shard`, resolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var shard string
+		var recs, windows, keys, bytes int64
+		if err := rows.Scan(&shard, &recs, &windows, &keys, &bytes); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("shard %s: %d records in %d windows (%.0f a window, %.0f bytes each), %d distinct keys",
+			shard, recs, windows, float64(recs)/float64(max(windows, 1)), float64(bytes)/float64(max(recs, 1)), keys)
+	}
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// scaleOutStack is the testbed with the web → app hop losing its context,
+// each tier exporting to the agent named for it (or dflt).
+type scaleOutStack struct {
+	cfg       *config.Config
+	st        *services.Stack
+	counter   spanCounter
+	providers []*sdktrace.TracerProvider
+}
+
+// startScaleOutStack starts the tiers; their SDKs connect to the agents when
+// the first spans leave, so the agents may start after.
+func startScaleOutStack(t *testing.T, agentOf map[string]string, dflt string) *scaleOutStack {
+	t.Helper()
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.SetDropContext([]string{"web->app"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s := &scaleOutStack{cfg: cfg}
+	var mu sync.Mutex
+	s.st, err = services.StartStack(services.StackOptions{
+		Config: cfg, Version: "v1",
+		TracerProvider: func(service, instance string) trace.TracerProvider {
+			endpoint := dflt
+			if a, ok := agentOf[service]; ok {
+				endpoint = a
+			}
+			exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
+			if err != nil {
+				t.Errorf("otlptracegrpc: %v", err)
+				return nil
+			}
+			res := resource.NewSchemaless(attribute.String("service.name", service), attribute.String("service.instance.id", instance),
+				attribute.String("service.version", "v1"))
+			tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res),
+				sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(200*time.Millisecond), sdktrace.WithMaxQueueSize(100000)),
+				sdktrace.WithSpanProcessor(&s.counter))
+			mu.Lock()
+			s.providers = append(s.providers, tp)
+			mu.Unlock()
+			return tp
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run drives 8 closed-loop users of the shopping mix for d, and 4 browsing
+// users for a third of it, then stops the tiers and flushes their spans.
+func (s *scaleOutStack) run(t *testing.T, d time.Duration) (sent int, requests int64) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, st := s.cfg, s.st
+	// Four more users from a sixth to a half of the run: utilization and
+	// rates change, so signatures get utilization buckets and the
+	// work-factor regression varying rates. (The nonstationary mix does more
+	// of that, but its bursts took the stitching accuracy of the web → app
+	// hop to 38% on this shared host, beside 97% under the steady mix.)
+	type burstResult struct {
+		stats load.Stats
+		err   error
+	}
+	burstDone := make(chan burstResult, 1)
+	go func() {
+		time.Sleep(d / 6)
+		st, err := load.Run(ctx, load.Options{Target: st.WebURL, Mode: "closed", Mix: "browsing", Users: 4, Duration: d / 3,
+			Seed: 2, Classes: cfg.Classes(), ThinkMean: 20 * time.Millisecond})
+		burstDone <- burstResult{st, err}
+	}()
+	stats, err := load.Run(ctx, load.Options{
+		Target: st.WebURL, Mode: "closed", Mix: "shopping", Users: 8, Duration: d,
+		Seed: 1, Classes: cfg.Classes(), ThinkMean: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	burst := <-burstDone
+	if burst.err != nil {
+		t.Fatal(burst.err)
+	}
+	stats.Requests += burst.stats.Requests
+	stats.Errors += burst.stats.Errors
+	closeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := st.Close(closeCtx); err != nil {
+		t.Fatalf("stopping the testbed: %v", err)
+	}
+	for _, tp := range s.providers {
+		if err := tp.Shutdown(closeCtx); err != nil {
+			t.Fatalf("flushing spans: %v", err)
+		}
+	}
+	if stats.Requests < 100 || stats.Errors > 0 {
+		t.Fatalf("the load did not run cleanly: %+v", stats)
+	}
+	return int(s.counter.n.Load()), stats.Requests
+}
+
+// waitSettled waits at least min, then until state() reads the same four
+// times a second apart (at most 2 minutes).
+func waitSettled(t *testing.T, min time.Duration, state func() string) {
+	t.Helper()
+	time.Sleep(min)
+	last, same := "", 0
+	for deadline := time.Now().Add(2 * time.Minute); same < 4; time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the answers did not settle within 2 minutes (last %s)", last)
+		}
+		if s := state(); s == last {
+			same++
+		} else {
+			last, same = s, 1
+		}
+	}
+}
+
+func readSpansT(t *testing.T, path string) []OutSpan {
+	t.Helper()
+	out, err := ReadSpans(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// stitchAccuracy is the share of spans on a dropped hop whose parent is
+// their true one.
+func stitchAccuracy(spans []OutSpan) (float64, int) {
+	links, right := 0, 0
+	for _, o := range spans {
+		truth, ok := attrString(o.Span, stitch.AttrTruthParent)
+		if !ok {
+			continue
+		}
+		links++
+		if o.Span.ParentSpanID().String() == truth {
+			right++
+		}
+	}
+	if links == 0 {
+		return 0, 0
+	}
+	return float64(right) / float64(links), links
+}
+
+// parentDisagreements counts the spans given different parents in a and b.
+func parentDisagreements(a, b []OutSpan) int {
+	parent := map[string]string{}
+	for _, o := range a {
+		parent[o.Span.SpanID().String()] = o.Span.ParentSpanID().String()
+	}
+	n := 0
+	for _, o := range b {
+		if p, ok := parent[o.Span.SpanID().String()]; !ok || p != o.Span.ParentSpanID().String() {
+			n++
+		}
+	}
+	return n
+}
+
+func nodeRequests(g api.Graph) int64 {
+	var n int64
+	for _, nd := range g.Nodes {
+		n += nd.Requests
+	}
+	return n
+}
+
+func comparePaths(t *testing.T, refURL, mergedURL, q string, tol int64) {
+	t.Helper()
+	var r, m api.PathsResponse
+	apiGet(t, refURL, api.PathPaths+q+"&top=1000", &r)
+	apiGet(t, mergedURL, api.PathPaths+q+"&top=1000", &m)
+	counts := map[string][2]int64{}
+	for _, p := range r.Patterns {
+		c := counts[p.Signature]
+		c[0] = int64(p.Count)
+		counts[p.Signature] = c
+	}
+	for _, p := range m.Patterns {
+		c := counts[p.Signature]
+		c[1] = int64(p.Count)
+		counts[p.Signature] = c
+	}
+	var diff int64
+	for sig, c := range counts {
+		if abs64(c[0]-c[1]) > tol {
+			t.Errorf("paths: pattern %s: reference %d, merged %d", sig, c[0], c[1])
+		}
+		diff += abs64(c[0] - c[1])
+	}
+	t.Logf("paths before the kill: %d traces (reference) / %d (merged), %d patterns, Σ|Δcount| = %d", r.Traces, m.Traces, len(counts), diff)
+	if abs64(r.Traces-m.Traces) > tol || r.Traces == 0 {
+		t.Errorf("paths: reference %d traces, merged %d", r.Traces, m.Traces)
+	}
+}
+
+func compareGraph(t *testing.T, refURL, mergedURL, q string, tol int64) {
+	t.Helper()
+	var r, m api.Graph
+	apiGet(t, refURL, api.PathGraph+q, &r)
+	apiGet(t, mergedURL, api.PathGraph+q, &m)
+	rows := map[string][2]int64{}
+	for _, n := range r.Nodes {
+		rows["node "+n.ID] = [2]int64{n.Requests, -1}
+	}
+	for _, e := range r.Edges {
+		rows["edge "+e.ID+" "+e.Kind] = [2]int64{e.Requests, -1}
+	}
+	add := func(k string, v int64) {
+		c, ok := rows[k]
+		if !ok {
+			c[0] = -1
+		}
+		c[1] = v
+		rows[k] = c
+	}
+	for _, n := range m.Nodes {
+		add("node "+n.ID, n.Requests)
+	}
+	for _, e := range m.Edges {
+		add("edge "+e.ID+" "+e.Kind, e.Requests)
+	}
+	keys := make([]string, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var lines []string
+	for _, k := range keys {
+		c := rows[k]
+		lines = append(lines, fmt.Sprintf("%s %d/%d", k, c[0], c[1]))
+		if c[0] < 0 || c[1] < 0 || abs64(c[0]-c[1]) > tol {
+			t.Errorf("graph: %s: reference %d, merged %d", k, c[0], c[1])
+		}
+	}
+	t.Logf("graph before the kill (reference/merged requests): %s", strings.Join(lines, "; "))
+}
+
+func compareSignatures(t *testing.T, refURL, mergedURL, q string) {
+	t.Helper()
+	var r, m api.Signatures
+	apiGet(t, refURL, api.PathSignatures+q, &r)
+	apiGet(t, mergedURL, api.PathSignatures+q, &m)
+	type row struct {
+		s      *float64
+		status string
+		count  float64
+	}
+	flat := func(s api.Signatures) map[string]row {
+		out := map[string]row{}
+		for _, sg := range s.Signatures {
+			for _, tx := range sg.Transactions {
+				var n float64
+				for _, p := range tx.Profile {
+					n += p[1]
+				}
+				out[sg.Service+" "+sg.Version+" "+tx.Transaction] = row{tx.ServiceTimeMs, tx.Status, n}
+			}
+		}
+		return out
+	}
+	fr, fm := flat(r), flat(m)
+	if len(fr) == 0 || len(fr) != len(fm) {
+		t.Errorf("signatures: reference has %d transactions, merged %d", len(fr), len(fm))
+	}
+	ok := 0
+	for k, a := range fr {
+		b, found := fm[k]
+		if !found || a.status != b.status || a.count != b.count || !sameFloat(a.s, b.s) {
+			t.Errorf("signatures: %s: reference %s %v (%v requests), merged %s %v (%v)", k, a.status, fmtPtr(a.s), a.count, b.status, fmtPtr(b.s), b.count)
+			continue
+		}
+		if a.s != nil {
+			ok++
+		}
+	}
+	t.Logf("signatures before the kill: %d transactions equal, %d with a service time", len(fr), ok)
+}
+
+func compareWorkFactors(t *testing.T, refURL, mergedURL, q string) {
+	t.Helper()
+	var r, m api.WorkFactors
+	apiGet(t, refURL, api.PathWorkFactors+q, &r)
+	apiGet(t, mergedURL, api.PathWorkFactors+q, &m)
+	flat := func(w api.WorkFactors) map[string]float64 {
+		out := map[string]float64{}
+		for _, mc := range w.Machines {
+			for _, f := range mc.Flows {
+				out[mc.Machine+" "+f.Flow] = f.WorkFactor
+			}
+		}
+		return out
+	}
+	fr, fm := flat(r), flat(m)
+	if len(fr) == 0 || len(fr) != len(fm) {
+		t.Errorf("work factors: reference has %d flows, merged %d", len(fr), len(fm))
+	}
+	var lines []string
+	for k, a := range fr {
+		b, found := fm[k]
+		a, b := a, b
+		if !found || !sameFloat(&a, &b) {
+			t.Errorf("work factors: %s: reference %v, merged %v", k, a, b)
+		}
+		lines = append(lines, fmt.Sprintf("%s %.4g", k, a))
+	}
+	sort.Strings(lines)
+	t.Logf("work factors before the kill, equal on %d flows: %s", len(fr), strings.Join(lines, "; "))
+}
+
+// sameFloat: both absent, or equal to float rounding (sums merged in
+// another order).
+func sameFloat(a, b *float64) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return math.Abs(*a-*b) <= 1e-9*math.Max(1, math.Max(math.Abs(*a), math.Abs(*b)))
+}
+
+func fmtPtr(v *float64) string {
+	if v == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%.6g", *v)
+}
+
+// checkExperiment: the link experiment ran once, coordinated by analyzer-1
+// over both analyzers' front requests, and measured the link; both analyzers
+// list it from the shared store.
+func checkExperiment(t *testing.T, ex api.Experiment, a1URL, a2URL string) {
+	t.Helper()
+	if ex.ID == "" {
+		return // reported where it failed
+	}
+	for _, g := range ex.Gradients {
+		t.Logf("experiment %s %s: gradient %.3f ci95 [%.3f, %.3f] snr %.1f", g.Element, g.Transaction, g.Gradient, g.CI95[0], g.CI95[1], g.SNR)
+	}
+	if ex.Finished != 0 {
+		t.Logf("experiment %s on %s: %s after %ds (%s)", ex.ID, ex.Element, ex.Phase, ex.Finished-ex.Started, ex.Reason)
+	}
+	if ex.Phase != "done" {
+		t.Errorf("experiment %s: %s (%s), want done", ex.ID, ex.Phase, ex.Reason)
+	}
+	if len(ex.Gradients) == 0 {
+		t.Errorf("experiment %s measured no gradient", ex.ID)
+	}
+	for _, base := range []string{a1URL, a2URL} {
+		var list api.Experiments
+		apiGet(t, base, api.PathExperiments, &list)
+		if len(list.Experiments) != 1 || list.Experiments[0].ID != ex.ID {
+			t.Errorf("%s lists %d experiments, want the one %s", base, len(list.Experiments), ex.ID)
+		}
+	}
+}
