@@ -105,81 +105,113 @@ func (m *manager) validate(req *leaseRequest, now time.Time) error {
 	if targets != 1 {
 		return bad("target: give exactly one of link, cpus, cgroup")
 	}
-	al := m.cfg.Allowlist
+	var kindErr error
 	switch req.Kind {
 	case kindDelay:
-		l := t.Link
-		if l == nil {
-			return bad("target.link: required for kind delay")
-		}
-		if l.Proto != "tcp" && l.Proto != "udp" {
-			return bad("target.link.proto: %q, want tcp or udp", l.Proto)
-		}
-		switch l.Direction {
-		case "", "out", "in", "fwd":
-		default:
-			return bad("target.link.direction: %q, want out, in or fwd", l.Direction)
-		}
-		dst, err := parsePrefix(l.Dst)
-		if err != nil {
-			return bad("target.link.dst: %v", err)
-		}
-		req.match = nfqdelay.Match{Proto: l.Proto, Dst: dst, DstPort: l.DstPort, Direction: l.Direction}
-		if !m.linkAllowed(dst) {
-			return apiErrorf(http.StatusForbidden, "target.link.dst: %s is outside allowlist.links", dst)
-		}
-		if len(al.Ports) > 0 && !slices.Contains(al.Ports, l.DstPort) {
-			return apiErrorf(http.StatusForbidden, "target.link.dst_port: %d is not in allowlist.ports", l.DstPort)
-		}
-		if !(req.Wave.Floor >= 0) {
-			return bad("wave.floor: %v ms, want ≥ 0", req.Wave.Floor)
-		}
-		if max := ms(m.cfg.MaxDelay); req.w.Amplitude+req.Wave.Floor > max {
-			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v ms over a floor of %v ms is over max_delay %v", req.w.Amplitude, req.Wave.Floor, m.cfg.MaxDelay)
-		}
+		kindErr = m.validateDelay(req)
 	case kindCPUFreq:
-		if req.Wave.Floor != 0 {
-			return bad("wave.floor: only delay and capacity leases take a floor")
-		}
-		if len(t.CPUs) == 0 {
-			return bad("target.cpus: required for kind cpufreq")
-		}
-		seen := map[int]bool{}
-		for _, cpu := range t.CPUs {
-			if seen[cpu] {
-				return bad("target.cpus: cpu %d given twice", cpu)
-			}
-			seen[cpu] = true
-			if !slices.Contains(al.CPUs, cpu) {
-				return apiErrorf(http.StatusForbidden, "target.cpus: cpu %d is not in allowlist.cpus", cpu)
-			}
-		}
-		if req.w.Amplitude > float64(m.cfg.MaxFreqStepKHz) {
-			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v kHz is over max_freq_step_khz %d", req.w.Amplitude, m.cfg.MaxFreqStepKHz)
-		}
+		kindErr = m.validateCPUFreq(req)
 	case kindCapacity:
-		if !(req.Wave.Floor >= -1 && req.Wave.Floor < 1) {
-			return bad("wave.floor: %v, want a fraction withheld in [-1, 1) (below 0 grants)", req.Wave.Floor)
-		}
-		if t.Cgroup == "" {
-			return bad("target.cgroup: required for kind capacity")
-		}
-		cg, err := cleanCgroup(t.Cgroup)
-		if err != nil {
-			return bad("target.cgroup: %v", err)
-		}
-		req.cgroup = cg
-		if !m.cgroupAllowed(cg) {
-			return apiErrorf(http.StatusForbidden, "target.cgroup: %q is not within allowlist.cgroups", cg)
-		}
-		if req.w.Amplitude+req.Wave.Floor >= 1 {
-			return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v over a floor of %v must withhold less than the whole capacity (< 1)", req.w.Amplitude, req.Wave.Floor)
-		}
+		kindErr = m.validateCapacity(req)
 	default:
-		return bad("kind: %q, want delay, cpufreq or capacity", req.Kind)
+		return badRequest("kind: %q, want delay, cpufreq or capacity", req.Kind)
+	}
+	if kindErr != nil {
+		return kindErr
 	}
 	if req.duration > m.cfg.MaxLease {
 		return apiErrorf(http.StatusUnprocessableEntity, "duration: %v is over max_lease %v", req.duration, m.cfg.MaxLease)
+	}
+	return nil
+}
+
+// badRequest is a 400 with its message formatted.
+func badRequest(format string, args ...any) error {
+	return apiErrorf(http.StatusBadRequest, format, args...)
+}
+
+// validateDelay checks a delay lease's link, against the allowlist, and its
+// floor and amplitude, against max_delay.
+func (m *manager) validateDelay(req *leaseRequest) error {
+	al := m.cfg.Allowlist
+	l := req.Target.Link
+	if l == nil {
+		return badRequest("target.link: required for kind delay")
+	}
+	if l.Proto != "tcp" && l.Proto != "udp" {
+		return badRequest("target.link.proto: %q, want tcp or udp", l.Proto)
+	}
+	switch l.Direction {
+	case "", "out", "in", "fwd":
+	default:
+		return badRequest("target.link.direction: %q, want out, in or fwd", l.Direction)
+	}
+	dst, err := parsePrefix(l.Dst)
+	if err != nil {
+		return badRequest("target.link.dst: %v", err)
+	}
+	req.match = nfqdelay.Match{Proto: l.Proto, Dst: dst, DstPort: l.DstPort, Direction: l.Direction}
+	if !m.linkAllowed(dst) {
+		return apiErrorf(http.StatusForbidden, "target.link.dst: %s is outside allowlist.links", dst)
+	}
+	if len(al.Ports) > 0 && !slices.Contains(al.Ports, l.DstPort) {
+		return apiErrorf(http.StatusForbidden, "target.link.dst_port: %d is not in allowlist.ports", l.DstPort)
+	}
+	if !(req.Wave.Floor >= 0) {
+		return badRequest("wave.floor: %v ms, want ≥ 0", req.Wave.Floor)
+	}
+	if max := ms(m.cfg.MaxDelay); req.w.Amplitude+req.Wave.Floor > max {
+		return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v ms over a floor of %v ms is over max_delay %v", req.w.Amplitude, req.Wave.Floor, m.cfg.MaxDelay)
+	}
+	return nil
+}
+
+// validateCPUFreq checks a cpufreq lease's CPUs, against the allowlist, and
+// its amplitude, against max_freq_step_khz.
+func (m *manager) validateCPUFreq(req *leaseRequest) error {
+	t := req.Target
+	if req.Wave.Floor != 0 {
+		return badRequest("wave.floor: only delay and capacity leases take a floor")
+	}
+	if len(t.CPUs) == 0 {
+		return badRequest("target.cpus: required for kind cpufreq")
+	}
+	seen := map[int]bool{}
+	for _, cpu := range t.CPUs {
+		if seen[cpu] {
+			return badRequest("target.cpus: cpu %d given twice", cpu)
+		}
+		seen[cpu] = true
+		if !slices.Contains(m.cfg.Allowlist.CPUs, cpu) {
+			return apiErrorf(http.StatusForbidden, "target.cpus: cpu %d is not in allowlist.cpus", cpu)
+		}
+	}
+	if req.w.Amplitude > float64(m.cfg.MaxFreqStepKHz) {
+		return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v kHz is over max_freq_step_khz %d", req.w.Amplitude, m.cfg.MaxFreqStepKHz)
+	}
+	return nil
+}
+
+// validateCapacity checks a capacity lease's cgroup, against the allowlist,
+// and its floor and amplitude, which must withhold less than the whole.
+func (m *manager) validateCapacity(req *leaseRequest) error {
+	t := req.Target
+	if !(req.Wave.Floor >= -1 && req.Wave.Floor < 1) {
+		return badRequest("wave.floor: %v, want a fraction withheld in [-1, 1) (below 0 grants)", req.Wave.Floor)
+	}
+	if t.Cgroup == "" {
+		return badRequest("target.cgroup: required for kind capacity")
+	}
+	cg, err := cleanCgroup(t.Cgroup)
+	if err != nil {
+		return badRequest("target.cgroup: %v", err)
+	}
+	req.cgroup = cg
+	if !m.cgroupAllowed(cg) {
+		return apiErrorf(http.StatusForbidden, "target.cgroup: %q is not within allowlist.cgroups", cg)
+	}
+	if req.w.Amplitude+req.Wave.Floor >= 1 {
+		return apiErrorf(http.StatusUnprocessableEntity, "wave.amplitude: %v over a floor of %v must withhold less than the whole capacity (< 1)", req.w.Amplitude, req.Wave.Floor)
 	}
 	return nil
 }
