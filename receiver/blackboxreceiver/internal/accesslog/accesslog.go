@@ -90,117 +90,141 @@ var nginxVars = map[string]Field{
 
 // Compile compiles a format written in style.
 func Compile(style Style, format string) (*Format, error) {
-	f := &Format{style: style}
-	var lit strings.Builder
-	flush := func() {
-		if lit.Len() > 0 {
-			f.tokens = append(f.tokens, token{literal: lit.String()})
-			lit.Reset()
+	c := &formatCompiler{f: &Format{style: style}}
+	s := format
+	for i := 0; i < len(s); {
+		ch := s[i]
+		var err error
+		switch {
+		case style == Nginx && ch == '$':
+			i, err = c.nginxVar(s, i)
+		case style == Apache && ch == '%':
+			i, err = c.apacheDirective(s, i)
+		case style == Apache && ch == '\\' && i+1 < len(s):
+			c.lit.WriteByte(s[i+1])
+			i += 2
+		default:
+			c.lit.WriteByte(ch)
+			i++
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	addVar := func(fd Field) error {
-		flush()
-		n := len(f.tokens)
-		// A path directly followed by the query (Apache %U%q, nginx
-		// $uri$is_args$args) is one URI: the query starts at '?'.
-		if n > 0 && f.tokens[n-1].isVar && f.tokens[n-1].field == fPath && (fd == fIsArgs || fd == fQuery) {
-			if fd == fQuery {
-				f.tokens[n-1].field = fURI
-			}
-			return nil
-		}
-		if fd == fIsArgs {
-			fd = fIgnore
-		}
-		if n > 0 && f.tokens[n-1].isVar {
-			return errors.New("two variables with nothing between them cannot be told apart")
-		}
-		f.tokens = append(f.tokens, token{field: fd, isVar: true})
-		switch fd {
-		case fDurSeconds, fDurMillis, fDurMicros:
-			f.hasDuration = true
-		case fTimeLocal, fTimeISO, fMsec:
-			f.hasTime = true
+	c.flush()
+	if !c.f.hasDuration {
+		return nil, errors.New("accesslog: the format has no response time ($request_time, %D or %T)")
+	}
+	if !c.f.hasTime {
+		return nil, errors.New("accesslog: the format has no timestamp ($time_local, $time_iso8601, $msec or %t)")
+	}
+	return c.f, nil
+}
+
+// formatCompiler builds a Format's tokens: literal text between variables.
+type formatCompiler struct {
+	f   *Format
+	lit strings.Builder
+}
+
+// flush ends the literal being read, if any.
+func (c *formatCompiler) flush() {
+	if c.lit.Len() > 0 {
+		c.f.tokens = append(c.f.tokens, token{literal: c.lit.String()})
+		c.lit.Reset()
+	}
+}
+
+// addVar adds a variable field after the literal before it.
+func (c *formatCompiler) addVar(fd Field) error {
+	c.flush()
+	f := c.f
+	n := len(f.tokens)
+	// A path directly followed by the query (Apache %U%q, nginx
+	// $uri$is_args$args) is one URI: the query starts at '?'.
+	if n > 0 && f.tokens[n-1].isVar && f.tokens[n-1].field == fPath && (fd == fIsArgs || fd == fQuery) {
+		if fd == fQuery {
+			f.tokens[n-1].field = fURI
 		}
 		return nil
 	}
-	s := format
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case style == Nginx && c == '$':
-			j := i + 1
-			brace := j < len(s) && s[j] == '{'
-			if brace {
-				j++
-			}
-			k := j
-			for k < len(s) && (s[k] == '_' || s[k] >= 'a' && s[k] <= 'z' || s[k] >= 'A' && s[k] <= 'Z' || s[k] >= '0' && s[k] <= '9') {
-				k++
-			}
-			if k == j {
-				return nil, fmt.Errorf("accesslog: `$` without a variable name at byte %d", i)
-			}
-			name := s[j:k]
-			if brace {
-				if k >= len(s) || s[k] != '}' {
-					return nil, fmt.Errorf("accesslog: unclosed ${ at byte %d", i)
-				}
-				k++
-			}
-			if err := addVar(nginxVars[name]); err != nil {
-				return nil, fmt.Errorf("accesslog: $%s: %w", name, err)
-			}
-			i = k
-		case style == Apache && c == '%':
-			j := i + 1
-			arg := ""
-			if j < len(s) && s[j] == '>' || j < len(s) && s[j] == '<' {
-				j++
-			}
-			if j < len(s) && s[j] == '{' {
-				end := strings.IndexByte(s[j:], '}')
-				if end < 0 {
-					return nil, fmt.Errorf("accesslog: unclosed %%{ at byte %d", i)
-				}
-				arg = s[j+1 : j+end]
-				j += end + 1
-			}
-			if j >= len(s) {
-				return nil, fmt.Errorf("accesslog: `%%` at the end of the format")
-			}
-			if s[j] == '%' {
-				lit.WriteByte('%')
-				i = j + 1
-				continue
-			}
-			fd, err := apacheField(s[j], arg)
-			if err != nil {
-				return nil, err
-			}
-			if fd == fTimeLocal {
-				f.startStamped = true
-			}
-			if err := addVar(fd); err != nil {
-				return nil, fmt.Errorf("accesslog: %%%c: %w", s[j], err)
-			}
-			i = j + 1
-		case style == Apache && c == '\\' && i+1 < len(s):
-			lit.WriteByte(s[i+1])
-			i += 2
-		default:
-			lit.WriteByte(c)
-			i++
+	if fd == fIsArgs {
+		fd = fIgnore
+	}
+	if n > 0 && f.tokens[n-1].isVar {
+		return errors.New("two variables with nothing between them cannot be told apart")
+	}
+	f.tokens = append(f.tokens, token{field: fd, isVar: true})
+	switch fd {
+	case fDurSeconds, fDurMillis, fDurMicros:
+		f.hasDuration = true
+	case fTimeLocal, fTimeISO, fMsec:
+		f.hasTime = true
+	}
+	return nil
+}
+
+// nginxVar reads the $name or ${name} at s[i] and returns the index after it.
+func (c *formatCompiler) nginxVar(s string, i int) (int, error) {
+	j := i + 1
+	brace := j < len(s) && s[j] == '{'
+	if brace {
+		j++
+	}
+	k := j
+	for k < len(s) && (s[k] == '_' || s[k] >= 'a' && s[k] <= 'z' || s[k] >= 'A' && s[k] <= 'Z' || s[k] >= '0' && s[k] <= '9') {
+		k++
+	}
+	if k == j {
+		return 0, fmt.Errorf("accesslog: `$` without a variable name at byte %d", i)
+	}
+	name := s[j:k]
+	if brace {
+		if k >= len(s) || s[k] != '}' {
+			return 0, fmt.Errorf("accesslog: unclosed ${ at byte %d", i)
 		}
+		k++
 	}
-	flush()
-	if !f.hasDuration {
-		return nil, errors.New("accesslog: the format has no response time ($request_time, %D or %T)")
+	if err := c.addVar(nginxVars[name]); err != nil {
+		return 0, fmt.Errorf("accesslog: $%s: %w", name, err)
 	}
-	if !f.hasTime {
-		return nil, errors.New("accesslog: the format has no timestamp ($time_local, $time_iso8601, $msec or %t)")
+	return k, nil
+}
+
+// apacheDirective reads the %x, %>x or %{arg}x at s[i] (or the %% escape)
+// and returns the index after it.
+func (c *formatCompiler) apacheDirective(s string, i int) (int, error) {
+	j := i + 1
+	arg := ""
+	if j < len(s) && s[j] == '>' || j < len(s) && s[j] == '<' {
+		j++
 	}
-	return f, nil
+	if j < len(s) && s[j] == '{' {
+		end := strings.IndexByte(s[j:], '}')
+		if end < 0 {
+			return 0, fmt.Errorf("accesslog: unclosed %%{ at byte %d", i)
+		}
+		arg = s[j+1 : j+end]
+		j += end + 1
+	}
+	if j >= len(s) {
+		return 0, fmt.Errorf("accesslog: `%%` at the end of the format")
+	}
+	if s[j] == '%' {
+		c.lit.WriteByte('%')
+		return j + 1, nil
+	}
+	fd, err := apacheField(s[j], arg)
+	if err != nil {
+		return 0, err
+	}
+	if fd == fTimeLocal {
+		c.f.startStamped = true
+	}
+	if err := c.addVar(fd); err != nil {
+		return 0, fmt.Errorf("accesslog: %%%c: %w", s[j], err)
+	}
+	return j + 1, nil
 }
 
 func apacheField(c byte, arg string) (Field, error) {
