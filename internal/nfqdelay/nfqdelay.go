@@ -269,92 +269,18 @@ var seq atomic.Uint64
 // queue, starts the scheduler and only then adds the rule, so no packet is
 // queued without a reader.
 func Start(opt Options) (*Delayer, error) {
-	m := opt.Match
-	if m.Proto != "tcp" && m.Proto != "udp" {
-		return nil, fmt.Errorf("nfqdelay: proto %q: want tcp or udp", m.Proto)
-	}
-	chain := ""
-	switch m.Direction {
-	case "", "out":
-		chain = "OUTPUT"
-	case "in":
-		chain = "INPUT"
-	case "fwd":
-		chain = "FORWARD"
-	default:
-		return nil, fmt.Errorf("nfqdelay: direction %q: want out, in or fwd", m.Direction)
-	}
-	if opt.MaxDelay == 0 {
-		opt.MaxDelay = DefaultMaxDelay
-	}
-	if opt.MaxDelay < 0 || opt.MaxDelay > HardMaxDelay {
-		return nil, fmt.Errorf("nfqdelay: max delay %v outside (0, %v]", opt.MaxDelay, HardMaxDelay)
-	}
-	if opt.Floor < 0 || opt.Floor >= opt.MaxDelay {
-		return nil, fmt.Errorf("nfqdelay: floor %v outside [0, max delay %v)", opt.Floor, opt.MaxDelay)
-	}
-	if opt.Lease == 0 {
-		opt.Lease = DefaultLease
-	}
-	if opt.Lease < 0 || opt.Lease > MaxLease {
-		return nil, fmt.Errorf("nfqdelay: lease %v outside (0, %v]", opt.Lease, MaxLease)
-	}
-	if opt.MaxQueueLen == 0 {
-		opt.MaxQueueLen = DefaultMaxQueueLen
-	}
-	if opt.SpinMargin == 0 {
-		opt.SpinMargin = DefaultSpinMargin
-	}
-	if opt.RealtimePriority == 0 {
-		opt.RealtimePriority = DefaultRealtimePriority
-	}
-	if opt.RealtimePriority > 99 {
-		opt.RealtimePriority = 99
-	}
-	if opt.Delay == nil {
-		opt.Delay = Constant(0)
-	}
-	if opt.Probe < 0 {
-		return nil, fmt.Errorf("nfqdelay: probe interval %v must be ≥ 0", opt.Probe)
-	}
-	if opt.ProbeMark == 0 {
-		opt.ProbeMark = DefaultProbeMark
-	}
-	if opt.ID == "" {
-		opt.ID = strconv.FormatUint(seq.Add(1), 10)
-	}
-	for _, c := range opt.ID {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return nil, fmt.Errorf("nfqdelay: id %q: only letters, digits, '-', '_' and '.'", opt.ID)
-		}
+	opt, chain, err := opt.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	tag := TagPrefix + owner.Self() + "-" + opt.ID
 	if len(tag) > 255 {
 		return nil, errors.New("nfqdelay: id too long")
 	}
-	spec := []string{"-p", m.Proto}
-	if m.OutIface != "" {
-		spec = append(spec, "-o", m.OutIface)
+	spec, err := ruleSpec(opt.Match, tag, opt.Queue)
+	if err != nil {
+		return nil, err
 	}
-	for _, p := range []struct {
-		flag string
-		pfx  netip.Prefix
-	}{{"-s", m.Src}, {"-d", m.Dst}} {
-		if p.pfx.IsValid() {
-			if !p.pfx.Addr().Is4() {
-				return nil, fmt.Errorf("nfqdelay: %s %v: only IPv4 (iptables)", p.flag, p.pfx)
-			}
-			spec = append(spec, p.flag, p.pfx.Masked().String())
-		}
-	}
-	if m.SrcPort != 0 {
-		spec = append(spec, "--sport", strconv.Itoa(int(m.SrcPort)))
-	}
-	if m.DstPort != 0 {
-		spec = append(spec, "--dport", strconv.Itoa(int(m.DstPort)))
-	}
-	spec = append(spec, "-m", "comment", "--comment", tag,
-		"-j", "NFQUEUE", "--queue-num", strconv.Itoa(int(opt.Queue)), "--queue-bypass")
 
 	bin := opt.IPTables
 	if bin == "" {
@@ -425,6 +351,99 @@ func Start(opt Options) (*Delayer, error) {
 		go d.checkRule()
 	}
 	return d, nil
+}
+
+// withDefaults checks opt and fills in its defaults; chain is the iptables
+// chain of the match's direction.
+func (opt Options) withDefaults() (Options, string, error) {
+	m := opt.Match
+	if m.Proto != "tcp" && m.Proto != "udp" {
+		return opt, "", fmt.Errorf("nfqdelay: proto %q: want tcp or udp", m.Proto)
+	}
+	chain := ""
+	switch m.Direction {
+	case "", "out":
+		chain = "OUTPUT"
+	case "in":
+		chain = "INPUT"
+	case "fwd":
+		chain = "FORWARD"
+	default:
+		return opt, "", fmt.Errorf("nfqdelay: direction %q: want out, in or fwd", m.Direction)
+	}
+	if opt.MaxDelay == 0 {
+		opt.MaxDelay = DefaultMaxDelay
+	}
+	if opt.MaxDelay < 0 || opt.MaxDelay > HardMaxDelay {
+		return opt, "", fmt.Errorf("nfqdelay: max delay %v outside (0, %v]", opt.MaxDelay, HardMaxDelay)
+	}
+	if opt.Floor < 0 || opt.Floor >= opt.MaxDelay {
+		return opt, "", fmt.Errorf("nfqdelay: floor %v outside [0, max delay %v)", opt.Floor, opt.MaxDelay)
+	}
+	if opt.Lease == 0 {
+		opt.Lease = DefaultLease
+	}
+	if opt.Lease < 0 || opt.Lease > MaxLease {
+		return opt, "", fmt.Errorf("nfqdelay: lease %v outside (0, %v]", opt.Lease, MaxLease)
+	}
+	if opt.MaxQueueLen == 0 {
+		opt.MaxQueueLen = DefaultMaxQueueLen
+	}
+	if opt.SpinMargin == 0 {
+		opt.SpinMargin = DefaultSpinMargin
+	}
+	if opt.RealtimePriority == 0 {
+		opt.RealtimePriority = DefaultRealtimePriority
+	}
+	if opt.RealtimePriority > 99 {
+		opt.RealtimePriority = 99
+	}
+	if opt.Delay == nil {
+		opt.Delay = Constant(0)
+	}
+	if opt.Probe < 0 {
+		return opt, "", fmt.Errorf("nfqdelay: probe interval %v must be ≥ 0", opt.Probe)
+	}
+	if opt.ProbeMark == 0 {
+		opt.ProbeMark = DefaultProbeMark
+	}
+	if opt.ID == "" {
+		opt.ID = strconv.FormatUint(seq.Add(1), 10)
+	}
+	for _, c := range opt.ID {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return opt, "", fmt.Errorf("nfqdelay: id %q: only letters, digits, '-', '_' and '.'", opt.ID)
+		}
+	}
+	return opt, chain, nil
+}
+
+// ruleSpec is the iptables rule that queues m's packets to queue, tagged.
+func ruleSpec(m Match, tag string, queue uint16) ([]string, error) {
+	spec := []string{"-p", m.Proto}
+	if m.OutIface != "" {
+		spec = append(spec, "-o", m.OutIface)
+	}
+	for _, p := range []struct {
+		flag string
+		pfx  netip.Prefix
+	}{{"-s", m.Src}, {"-d", m.Dst}} {
+		if p.pfx.IsValid() {
+			if !p.pfx.Addr().Is4() {
+				return nil, fmt.Errorf("nfqdelay: %s %v: only IPv4 (iptables)", p.flag, p.pfx)
+			}
+			spec = append(spec, p.flag, p.pfx.Masked().String())
+		}
+	}
+	if m.SrcPort != 0 {
+		spec = append(spec, "--sport", strconv.Itoa(int(m.SrcPort)))
+	}
+	if m.DstPort != 0 {
+		spec = append(spec, "--dport", strconv.Itoa(int(m.DstPort)))
+	}
+	spec = append(spec, "-m", "comment", "--comment", tag,
+		"-j", "NFQUEUE", "--queue-num", strconv.Itoa(int(queue)), "--queue-bypass")
+	return spec, nil
 }
 
 var errLeaseOver = errors.New("nfqdelay: its own lease ran out")
