@@ -173,9 +173,7 @@ func (i *injector) handler() http.Handler {
 		writeJSON(w, http.StatusOK, l.status())
 	})
 	mux.HandleFunc("POST "+leaseapi.PathLeases+"/{id}/renew", func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Duration string `json:"duration,omitempty"`
-		}
+		var body leaseapi.Renewal
 		if err := decode(r, &body); err != nil {
 			writeErr(w, err)
 			return

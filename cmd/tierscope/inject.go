@@ -9,10 +9,13 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tierscope/tierscope/internal/leaseapi"
 )
 
 // runInject is the operators' client of the injector extension's leases API
@@ -56,25 +59,22 @@ func runInject(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		token = strings.TrimSpace(string(data))
 	}
-	c := injectClient{base: strings.TrimRight(*endpoint, "/"), token: token, out: stdout}
+	c := injectClient{leaseapi.NewClient(strings.TrimRight(*endpoint, "/"), token, &http.Client{Transport: &http.Transport{Proxy: nil}}), stdout}
 
 	switch sub {
 	case "delay", "cpufreq", "capacity":
-		req := map[string]any{"kind": sub, "duration": duration.String()}
-		wave := map[string]any{"period": period.String(), "cycles": *cycles, "single": *single}
+		req := leaseapi.Request{Kind: sub, Duration: duration.String(),
+			Wave: leaseapi.Wave{Period: period.String(), Cycles: *cycles, Single: *single}}
 		amp, err := parseAmplitude(sub, *amplitude)
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		wave["amplitude"] = amp
+		req.Wave.Amplitude = amp
 		if *floor != "" {
-			f, err := parseFloor(sub, *floor)
-			if err != nil {
+			if req.Wave.Floor, err = parseFloor(sub, *floor); err != nil {
 				return usageError{err.Error()}
 			}
-			wave["floor"] = f
 		}
-		req["wave"] = wave
 		switch sub {
 		case "delay":
 			host, port, err := net.SplitHostPort(*link)
@@ -85,34 +85,35 @@ func runInject(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			if err != nil {
 				return usagef("--link port %q: %v", port, err)
 			}
-			req["target"] = map[string]any{"link": map[string]any{"proto": *proto, "dst": host, "dst_port": p, "direction": *direction}}
+			req.Target.Link = &leaseapi.Link{Proto: *proto, Dst: host, DstPort: uint16(p), Direction: *direction}
 		case "cpufreq":
 			list, err := parseInts(*cpus)
 			if err != nil || len(list) == 0 {
 				return usagef("--cpus must list CPUs, e.g. 2,3")
 			}
-			req["target"] = map[string]any{"cpus": list}
+			req.Target.CPUs = list
 		case "capacity":
 			if *cgroup == "" {
 				return usagef("--cgroup is required")
 			}
-			req["target"] = map[string]any{"cgroup": *cgroup}
+			req.Target.Cgroup = *cgroup
 		}
-		return c.call(http.MethodPost, "/v1/leases", req)
+		return c.call(http.MethodPost, leaseapi.PathLeases, req)
 	case "status", "renew", "stop":
 		if id == "" {
 			return usagef("inject %s needs a lease id: tierscope inject %s ID", sub, sub)
 		}
+		path := leaseapi.PathLeases + "/" + url.PathEscape(id)
 		switch sub {
 		case "status":
-			return c.call(http.MethodGet, "/v1/leases/"+id, nil)
+			return c.call(http.MethodGet, path, nil)
 		case "renew":
-			return c.call(http.MethodPost, "/v1/leases/"+id+"/renew", map[string]any{"duration": duration.String()})
+			return c.call(http.MethodPost, path+"/renew", leaseapi.Renewal{Duration: duration.String()})
 		default:
-			return c.call(http.MethodDelete, "/v1/leases/"+id, nil)
+			return c.call(http.MethodDelete, path, nil)
 		}
 	case "health":
-		return c.call(http.MethodGet, "/v1/health", nil)
+		return c.call(http.MethodGet, leaseapi.PathHealth, nil)
 	}
 	return usagef("unknown inject subcommand %q (delay, cpufreq, capacity, status, renew, stop, health)", sub)
 }
@@ -187,52 +188,22 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// injectClient sends the injector's lease API requests (internal/leaseapi)
+// and prints each answer as the injector wrote it.
 type injectClient struct {
-	base, token string
-	out         io.Writer
+	api *leaseapi.Client
+	out io.Writer
 }
 
-// call sends one request and prints the JSON answer; an error status is an error
-// carrying the injector's message.
+// call sends one request and prints the JSON answer; an error status is an
+// error carrying the injector's message.
 func (c injectClient) call(method, path string, body any) error {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(data)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return usageError{err.Error()}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Do(req)
-	if err != nil {
-		return fmt.Errorf("injector at %s: %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
+	var answer json.RawMessage
+	if err := c.api.Do(ctx, method, path, body, &answer); err != nil {
 		return err
 	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("injector: %s: %s", resp.Status, e.Error)
-		}
-		return fmt.Errorf("injector: %s: %s", resp.Status, strings.TrimSpace(string(data)))
-	}
-	_, err = fmt.Fprintf(c.out, "%s\n", bytes.TrimSpace(data))
+	_, err := fmt.Fprintf(c.out, "%s\n", bytes.TrimSpace(answer))
 	return err
 }

@@ -62,6 +62,18 @@ func (c *Client) Stop(ctx context.Context, id string) (Status[*Stats], error) {
 	return out, err
 }
 
+// statusError carries the injector's own message: the "error" field of its
+// JSON answer, else the body as it came.
+func statusError(code int, body []byte) StatusError {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return StatusError{code, e.Error}
+	}
+	return StatusError{code, strings.TrimSpace(string(body))}
+}
+
 // Do sends one request with body in (nil for none) and decodes the answer
 // into out (nil to discard it), retrying transport errors, 429 and 5xx a
 // bounded number of times. A retried POST whose first attempt did reach the
@@ -105,10 +117,10 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 			last = err
 			continue
 		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-			last = StatusError{resp.StatusCode, strings.TrimSpace(string(b))}
+			last = statusError(resp.StatusCode, b)
 			continue
 		case resp.StatusCode >= 300:
-			return StatusError{resp.StatusCode, strings.TrimSpace(string(b))}
+			return statusError(resp.StatusCode, b)
 		}
 		if out != nil {
 			return json.Unmarshal(b, out)

@@ -76,6 +76,12 @@ type Wave struct {
 	Floor float64 `json:"floor,omitempty"`
 }
 
+// Renewal is the body of POST /v1/leases/{id}/renew: the new duration from
+// now ("" for the lease's original duration).
+type Renewal struct {
+	Duration string `json:"duration,omitempty"`
+}
+
 // Created is the answer to a create or a renew.
 type Created struct {
 	ID      string    `json:"id"`
