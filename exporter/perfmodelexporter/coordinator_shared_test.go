@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,20 +19,7 @@ import (
 // package's generated TestMain cannot stop a shared one).
 func sharedDSN(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := pgtest.Start(ctx)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL: %v", err)
-		}
-		t.Skipf("no PostgreSQL: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	dsn, cleanup, err := srv.NewSchema(ctx)
-	require.NoError(t, err)
-	t.Cleanup(cleanup)
-	return dsn
+	return pgtest.OwnDSN(t)
 }
 
 // startSplitFront is startFront with its traces split by trace id over the

@@ -81,6 +81,26 @@ func DSN(tb testing.TB) string {
 	return dsn
 }
 
+// OwnDSN is DSN on a server of tb's own, stopped when tb ends: for packages
+// whose TestMain cannot stop the shared one (a generated TestMain).
+func OwnDSN(tb testing.TB) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := Start(ctx)
+	if err != nil {
+		skipOrFail(tb, err)
+		return ""
+	}
+	tb.Cleanup(func() { _ = srv.Close() })
+	dsn, cleanup, err := srv.NewSchema(ctx)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	tb.Cleanup(cleanup)
+	return dsn
+}
+
 // skipOrFail skips tb when PostgreSQL is not installed, except under CI=true;
 // any other error fails it.
 func skipOrFail(tb testing.TB, err error) {
