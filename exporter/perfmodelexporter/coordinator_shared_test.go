@@ -1,7 +1,6 @@
 package perfmodelexporter
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -27,50 +26,37 @@ func sharedDSN(t *testing.T) string {
 func startSplitFront(t *testing.T, echoPort uint16, perSecond int, engines ...*engine) *frontService {
 	f := &frontService{t: t, e: engines[0], stop: make(chan struct{}), batch: ptrace.NewTraces(),
 		backs: []string{fmt.Sprintf("127.0.0.1:%d", echoPort)}}
+	f.split = engines
 	f.wg.Add(2)
 	go f.generate(perSecond)
-	go func() {
-		defer f.wg.Done()
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-f.stop:
-				return
-			case <-tick.C:
-			}
-			f.mu.Lock()
-			td := f.batch
-			f.batch = ptrace.NewTraces()
-			f.mu.Unlock()
-			parts := make([]ptrace.Traces, len(engines))
-			for i := range parts {
-				parts[i] = ptrace.NewTraces()
-			}
-			for i := 0; i < td.ResourceSpans().Len(); i++ {
-				rs := td.ResourceSpans().At(i)
-				spans := rs.ScopeSpans().At(0).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					sp := spans.At(k)
-					tid := sp.TraceID()
-					p := parts[int(tid[15])%len(engines)]
-					if p.ResourceSpans().Len() == 0 {
-						prs := p.ResourceSpans().AppendEmpty()
-						rs.Resource().CopyTo(prs.Resource())
-						prs.ScopeSpans().AppendEmpty()
-					}
-					sp.CopyTo(p.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty())
-				}
-			}
-			for i, p := range parts {
-				if p.SpanCount() > 0 {
-					_ = engines[i].ConsumeTraces(context.Background(), p)
-				}
-			}
-		}
-	}()
+	go f.ship()
 	t.Cleanup(f.close)
 	return f
+}
+
+// splitByTraceID splits td's spans over n parts by the last byte of their
+// trace id (each part keeps its spans' resource).
+func splitByTraceID(td ptrace.Traces, n int) []ptrace.Traces {
+	parts := make([]ptrace.Traces, n)
+	for i := range parts {
+		parts[i] = ptrace.NewTraces()
+	}
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		rs := td.ResourceSpans().At(i)
+		spans := rs.ScopeSpans().At(0).Spans()
+		for k := 0; k < spans.Len(); k++ {
+			sp := spans.At(k)
+			tid := sp.TraceID()
+			p := parts[int(tid[15])%n]
+			if p.ResourceSpans().Len() == 0 {
+				prs := p.ResourceSpans().AppendEmpty()
+				rs.Resource().CopyTo(prs.Resource())
+				prs.ScopeSpans().AppendEmpty()
+			}
+			sp.CopyTo(p.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty())
+		}
+	}
+	return parts
 }
 
 // Two analyzers share a PostgreSQL and each sees half of the front requests

@@ -225,6 +225,9 @@ type frontService struct {
 	mu       sync.Mutex
 	batch    ptrace.Traces
 	failures int
+	// split, when set, ships each batch split by trace id over these
+	// engines instead of to e.
+	split []*engine
 }
 
 func startFront(t *testing.T, e *engine, echoPort uint16, perSecond int) *frontService {
@@ -353,8 +356,17 @@ func (f *frontService) ship() {
 			td := f.batch
 			f.batch = ptrace.NewTraces()
 			f.mu.Unlock()
-			if td.SpanCount() > 0 {
+			if td.SpanCount() == 0 {
+				continue
+			}
+			if len(f.split) == 0 {
 				_ = f.e.ConsumeTraces(context.Background(), td)
+				continue
+			}
+			for i, part := range splitByTraceID(td, len(f.split)) {
+				if part.SpanCount() > 0 {
+					_ = f.split[i].ConsumeTraces(context.Background(), part)
+				}
 			}
 		}
 	}
