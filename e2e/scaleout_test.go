@@ -5,11 +5,15 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,19 +35,28 @@ import (
 )
 
 // The scale-out deployment's timing (docs/scale-out.md): windows short
-// enough that a run of a minute and a half gives many, the gateway's
-// stitching wait, and the analyzers' trace wait beyond it.
+// enough that a run of a few minutes gives many, the gateway's stitching
+// wait, and the analyzers' trace wait beyond it. The kill comes early, so
+// that the models are compared over the long stretch after its reach: a
+// burst of users (rates and utilization that vary, for the signatures and
+// the work-factor regression), then the link experiment on a steady load.
 const (
 	soWindow      = 2 * time.Second
 	soStitchWait  = 5 * time.Second
 	soTraceWait   = 7 * time.Second
 	soFlush       = time.Second
-	soLoad        = 120 * time.Second
-	soKillAt      = 85 * time.Second
+	soLoad        = 300 * time.Second
+	soKillAt      = 25 * time.Second
 	soDowntime    = 7 * time.Second
 	soOpenWindows = 60 // two minutes: a retried batch after the restart is never late
-	// The experiment starts once the link's address has been seen.
-	soExperimentAt = 12 * time.Second
+	soBurstAt     = 45 * time.Second
+	soBurstFor    = 40 * time.Second
+	// After the burst: training and up to four windows end within the load.
+	soExperimentAt = 90 * time.Second
+	// Think time of the closed-loop users: a load (about 70 requests a
+	// second) that leaves the shared 2-core host room, so that the latency
+	// noise the experiment measures against is not a saturated machine's.
+	soThink = 100 * time.Millisecond
 )
 
 func soPerfmodel(apiAddr, dsn, shard string) map[string]any {
@@ -141,7 +154,14 @@ func TestScaleOut(t *testing.T) {
 		// one: lateness covers trace_wait + that.
 		pm["experiments"] = map[string]any{
 			"injector": "http://" + loopback(injPort), "front_services": []string{config.Web},
-			"k": 4, "n": 16, "chunks": 2, "scale": 30, "max_delay": "20ms", "lateness": "12s",
+			// Bins of 4 target requests, 64 per window, 2 windows of
+			// baseline: about 30 s a window at this load. Windows until the
+			// target's SNR reaches 8, at most 4: training and four windows
+			// end within the load. The amplitude may move a transaction
+			// by 3 of its standard deviations (1 by default): on this
+			// shared host, at 1 the SNR of a window was 1–2.
+			"k": 4, "n": 64, "chunks": 2, "scale": 30, "max_delay": "20ms", "lateness": "12s",
+			"min_snr": 8, "max_windows": 4, "max_perturbation": 3,
 			// The testbed's db calls carry no server.address and server.port
 			// to learn the db's address from: it is configured.
 			"links": map[string]any{"app->db": map[string]any{"address": "tcp://" + dbAddr}},
@@ -155,7 +175,7 @@ func TestScaleOut(t *testing.T) {
 			}},
 		}
 	}
-	startOtelcol(t, bin, dir, "analyzer-1", analyzerCfg(a1Port, a1API, "analyzer-1"), loopback(a1Port))
+	a1 := startOtelcol(t, bin, dir, "analyzer-1", analyzerCfg(a1Port, a1API, "analyzer-1"), loopback(a1Port))
 	a2 := startOtelcol(t, bin, dir, "analyzer-2", analyzerCfg(a2Port, a2API, "analyzer-2"), loopback(a2Port))
 	analyzers := []string{loopback(a1Port), loopback(a2Port)}
 	startOtelcol(t, bin, dir, "gateway", map[string]any{
@@ -174,6 +194,11 @@ func TestScaleOut(t *testing.T) {
 			"metrics":    map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"loadbalancing/metrics", "otlp_grpc/reference"}},
 		}},
 	}, loopback(gwPort))
+	machineName, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	machineName = "machine-" + machineName
 	agentCfg := func(port int, host string, withInjector bool) map[string]any {
 		cfg := map[string]any{
 			"receivers": map[string]any{
@@ -183,19 +208,29 @@ func TestScaleOut(t *testing.T) {
 				}},
 			},
 			"processors": map[string]any{
-				"resource/host": map[string]any{"attributes": []any{map[string]any{"key": "host.name", "value": host, "action": "insert"}}},
-				"batch":         map[string]any{"timeout": "200ms"},
+				"resource/host":    map[string]any{"attributes": []any{map[string]any{"key": "host.name", "value": host, "action": "insert"}}},
+				"resource/machine": map[string]any{"attributes": []any{map[string]any{"key": "host.name", "value": machineName, "action": "insert"}}},
+				"batch":            map[string]any{"timeout": "200ms"},
 			},
 			"exporters": map[string]any{"otlp_grpc/gateway": map[string]any{"endpoint": loopback(gwPort), "tls": map[string]any{"insecure": true}}},
+			// The tiers' CPU (tierCPU) is their host's; hostmetrics reads the
+			// shared machine, kept under its own name.
 			"service": map[string]any{"telemetry": soTelemetry(), "pipelines": map[string]any{
-				"traces":  map[string]any{"receivers": []string{"otlp"}, "processors": []string{"resource/host", "batch"}, "exporters": []string{"otlp_grpc/gateway"}},
-				"metrics": map[string]any{"receivers": []string{"otlp", "hostmetrics"}, "processors": []string{"resource/host", "batch"}, "exporters": []string{"otlp_grpc/gateway"}},
+				"traces":          map[string]any{"receivers": []string{"otlp"}, "processors": []string{"resource/host", "batch"}, "exporters": []string{"otlp_grpc/gateway"}},
+				"metrics":         map[string]any{"receivers": []string{"otlp"}, "processors": []string{"resource/host", "batch"}, "exporters": []string{"otlp_grpc/gateway"}},
+				"metrics/machine": map[string]any{"receivers": []string{"hostmetrics"}, "processors": []string{"resource/machine", "batch"}, "exporters": []string{"otlp_grpc/gateway"}},
 			}},
 		}
 		if withInjector {
 			cfg["extensions"] = map[string]any{"injector": map[string]any{
 				"endpoint": loopback(injPort), "insecure": true, "state_dir": filepath.Join(dir, "injector"),
 				"allowlist": map[string]any{"links": []string{"127.0.0.1/32"}}, "max_delay": "50ms", "max_lease": "10m",
+				// NFQUEUE numbers of this run's own (other tests on the host
+				// take theirs), and probes often enough that each phase of a
+				// window has the 200 the coordinator needs to take the wave
+				// a receiver sees over the packets' hook-to-verdict times,
+				// which miss a busy host's wait before the hook.
+				"queue_base": 20000 + 16*(os.Getpid()%2000), "delay_probe_interval": "20ms",
 			}}
 			cfg["service"].(map[string]any)["extensions"] = []string{"injector"}
 		}
@@ -203,6 +238,7 @@ func TestScaleOut(t *testing.T) {
 	}
 	ag1 := startOtelcol(t, bin, dir, "agent-1", agentCfg(ag1Port, "host-1", false), loopback(ag1Port))
 	ag2 := startOtelcol(t, bin, dir, "agent-2", agentCfg(ag2Port, "host-2", true), loopback(ag2Port))
+	cpu := startTierCPU(t, []string{loopback(ag1Port), loopback(ag2Port)})
 
 	// Kill analyzer-2 midway; start it again under a shard of its own, as
 	// examples/analyzer.yaml says: the old shard's flushed windows stay.
@@ -249,6 +285,12 @@ func TestScaleOut(t *testing.T) {
 	killWG.Wait()
 	t1 := time.Now()
 	ex := <-expDone
+	cpu.close()
+	if n, mean, lo, hi, machine, err := cpu.summary(); err != nil || n < int(soLoad.Seconds())/2 {
+		t.Errorf("the tiers' CPU readings: %d sent, error %v", n, err)
+	} else {
+		t.Logf("the tiers' CPU, as their hosts' utilization: mean %.3f (%.3f–%.3f) over %d s; the shared machine's: mean %.3f", mean, lo, hi, n, machine)
+	}
 	t.Logf("load %v: %d requests (%.0f/s), %d spans; analyzer-2 killed at +%.1fs, back at +%.1fs",
 		soLoad, requests, float64(requests)/soLoad.Seconds(), sent, killedAt.Sub(t0).Seconds(), restartedAt.Sub(t0).Seconds())
 	// The agents flush what they hold; the gateway's stitching wait, the
@@ -357,14 +399,79 @@ func TestScaleOut(t *testing.T) {
 		t.Errorf("lost %d traces at the kill; want 0..%d (0.6 of the %d the killed analyzer may have held unflushed)", lossTraces, bound, heldBefore)
 	}
 
-	// The models over the windows before the kill's reach: equal answers.
-	pre := fmt.Sprintf("?from=%d&to=%d", warm-warm%w+w, reachFrom-reachFrom%w)
-	comparePaths(t, refURL, mergedURL, pre, tol)
-	compareGraph(t, refURL, mergedURL, pre, tol)
-	compareSignatures(t, refURL, mergedURL, pre)
-	compareWorkFactors(t, refURL, mergedURL, pre)
+	// The models over the windows after the kill's reach (and the restarted
+	// analyzer's first 10 s, as at the start): equal answers.
+	settled := reachTo + 10
+	post := fmt.Sprintf("?from=%d&to=%d", settled-settled%w+w, to)
+	comparePaths(t, refURL, mergedURL, post, tol)
+	compareGraph(t, refURL, mergedURL, post, tol)
+	if n := compareSignatures(t, refURL, mergedURL, post, true); n < soMinSignatures {
+		t.Errorf("signatures: %d transactions with a service time after the kill's reach, want ≥ %d", n, soMinSignatures)
+	}
+	if !compareWorkFactors(t, refURL, mergedURL, post, true) {
+		diffWorkFactorInputs(t, refURL, mergedURL, post)
+	}
+	// Over the whole run, the kill's loss included: within each model's
+	// own tolerance.
+	all := fmt.Sprintf("?from=%d&to=%d", warm-warm%w+w, to)
+	compareSignatures(t, refURL, mergedURL, all, false)
+	compareWorkFactors(t, refURL, mergedURL, all, false)
 	logShardRecords(t, dsn, int64(soWindow.Seconds()))
-	checkExperiment(t, ex, a1URL, a2URL)
+	logExperimentPlan(t, ex)
+	if !checkExperiment(t, ex, a1URL, a2URL) {
+		t.Logf("coordinator's log:\n%s", grepFile(a1.logFile, "perfmodel: "))
+	}
+}
+
+// logExperimentPlan reports the experiment's plan and windows: how long its
+// bins and windows were, what was injected, and why it ended.
+func logExperimentPlan(t *testing.T, ex api.Experiment) {
+	t.Helper()
+	var d struct {
+		Plan *struct {
+			Transaction string  `json:"transaction"`
+			BinSeconds  float64 `json:"bin_seconds"`
+			N           int     `json:"n"`
+			Kd          int     `json:"k_d"`
+			Chunks      int     `json:"chunks"`
+			NoiseMs     float64 `json:"noise_ms"`
+		} `json:"plan"`
+		Elements []struct {
+			Element         string    `json:"element"`
+			Status          string    `json:"status"`
+			Amplitude       float64   `json:"amplitude"`
+			Injected        float64   `json:"injected"`
+			InjectedAssumed bool      `json:"injected_assumed"`
+			WindowStart     time.Time `json:"window_start"`
+			WindowEnd       time.Time `json:"window_end"`
+			Notes           []string  `json:"notes"`
+		} `json:"elements"`
+	}
+	if len(ex.Detail) == 0 || json.Unmarshal(ex.Detail, &d) != nil || d.Plan == nil {
+		return
+	}
+	p := d.Plan
+	t.Logf("experiment plan: target %s, bins of %.2f s, N %d (%.0f s a window), k_d %d, %d chunks of baseline, noise %.2f ms",
+		p.Transaction, p.BinSeconds, p.N, p.BinSeconds*float64(p.N), p.Kd, p.Chunks, p.NoiseMs)
+	for _, e := range d.Elements {
+		t.Logf("experiment %s: %s, amplitude %.2f ms, injected %.2f ms (assumed %v), windows %s – %s; %s", e.Element, e.Status, e.Amplitude, e.Injected,
+			e.InjectedAssumed, e.WindowStart.Format("15:04:05"), e.WindowEnd.Format("15:04:05"), strings.Join(e.Notes, "; "))
+	}
+}
+
+// grepFile is the lines of path that contain s.
+func grepFile(path, s string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // logShardRecords reports what each analyzer wrote per window: the figures
@@ -453,12 +560,12 @@ func startScaleOutStack(t *testing.T, agentOf map[string]string, dflt string) *s
 }
 
 // run drives 8 closed-loop users of the shopping mix for d, and 4 browsing
-// users for a third of it, then stops the tiers and flushes their spans.
+// users for soBurstFor of it, then stops the tiers and flushes their spans.
 func (s *scaleOutStack) run(t *testing.T, d time.Duration) (sent int, requests int64) {
 	t.Helper()
 	ctx := context.Background()
 	cfg, st := s.cfg, s.st
-	// Four more users from a sixth to a half of the run: utilization and
+	// Four more users for soBurstFor from soBurstAt: utilization and
 	// rates change, so signatures get utilization buckets and the
 	// work-factor regression varying rates. (The nonstationary mix does more
 	// of that, but its bursts took the stitching accuracy of the web → app
@@ -469,14 +576,14 @@ func (s *scaleOutStack) run(t *testing.T, d time.Duration) (sent int, requests i
 	}
 	burstDone := make(chan burstResult, 1)
 	go func() {
-		time.Sleep(d / 6)
-		st, err := load.Run(ctx, load.Options{Target: st.WebURL, Mode: "closed", Mix: "browsing", Users: 4, Duration: d / 3,
-			Seed: 2, Classes: cfg.Classes(), ThinkMean: 20 * time.Millisecond})
+		time.Sleep(soBurstAt)
+		st, err := load.Run(ctx, load.Options{Target: st.WebURL, Mode: "closed", Mix: "browsing", Users: 4, Duration: soBurstFor,
+			Seed: 2, Classes: cfg.Classes(), ThinkMean: soThink})
 		burstDone <- burstResult{st, err}
 	}()
 	stats, err := load.Run(ctx, load.Options{
 		Target: st.WebURL, Mode: "closed", Mix: "shopping", Users: 8, Duration: d,
-		Seed: 1, Classes: cfg.Classes(), ThinkMean: 20 * time.Millisecond,
+		Seed: 1, Classes: cfg.Classes(), ThinkMean: soThink,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -644,7 +751,19 @@ func compareGraph(t *testing.T, refURL, mergedURL, q string, tol int64) {
 	t.Logf("graph before the kill (reference/merged requests): %s", strings.Join(lines, "; "))
 }
 
-func compareSignatures(t *testing.T, refURL, mergedURL, q string) {
+// soMinSignatures is how many of the testbed's 18 transactions (6 each at
+// web, app and db) must have a service time: the rare ones (Login, StoreBid
+// and their app and db parts, 2–4% of the requests each) may fall short of
+// 5 buckets of 5 requests.
+const soMinSignatures = 12
+
+// compareSignatures compares each transaction's signature; it returns how
+// many have a service time. Exact: the same inputs on both sides, so equal
+// counts, status and service time (to float rounding). Otherwise (a range
+// the kill reached): the merged requests at most the reference's, the same
+// status, and the service time within the reference signature's own
+// spread, half its interquartile range over the buckets' solutions.
+func compareSignatures(t *testing.T, refURL, mergedURL, q string, exact bool) int {
 	t.Helper()
 	var r, m api.Signatures
 	apiGet(t, refURL, api.PathSignatures+q, &r)
@@ -653,6 +772,7 @@ func compareSignatures(t *testing.T, refURL, mergedURL, q string) {
 		s      *float64
 		status string
 		count  float64
+		spread float64
 	}
 	flat := func(s api.Signatures) map[string]row {
 		out := map[string]row{}
@@ -662,30 +782,77 @@ func compareSignatures(t *testing.T, refURL, mergedURL, q string) {
 				for _, p := range tx.Profile {
 					n += p[1]
 				}
-				out[sg.Service+" "+sg.Version+" "+tx.Transaction] = row{tx.ServiceTimeMs, tx.Status, n}
+				out[sg.Service+" "+sg.Version+" "+tx.Transaction] = row{tx.ServiceTimeMs, tx.Status, n, tx.Spread}
 			}
 		}
 		return out
+	}
+	for _, sg := range r.Signatures {
+		for _, tx := range sg.Transactions {
+			var n, nUnder float64
+			lo, hi := 100.0, 0.0
+			for _, p := range tx.Profile {
+				n += p[1]
+				lo, hi = min(lo, p[0]), max(hi, p[0])
+				if p[0] < 70 {
+					nUnder += p[1]
+				}
+			}
+			t.Logf("DEBUG sig %s %s %s: %s %s ms, %d used of %d buckets, U %.0f-%.0f%%, %.0f of %.0f requests under 70%%", sg.Service, sg.Version, tx.Transaction, tx.Status, fmtPtr(tx.ServiceTimeMs), tx.BucketsUsed, len(tx.Profile), lo, hi, nUnder, n)
+		}
 	}
 	fr, fm := flat(r), flat(m)
 	if len(fr) == 0 || len(fr) != len(fm) {
 		t.Errorf("signatures: reference has %d transactions, merged %d", len(fr), len(fm))
 	}
-	ok := 0
-	for k, a := range fr {
+	ok, worst := 0, 0.0
+	var lines []string
+	for _, k := range sortedKeys(fr) {
+		a := fr[k]
 		b, found := fm[k]
-		if !found || a.status != b.status || a.count != b.count || !sameFloat(a.s, b.s) {
-			t.Errorf("signatures: %s: reference %s %v (%v requests), merged %s %v (%v)", k, a.status, fmtPtr(a.s), a.count, b.status, fmtPtr(b.s), b.count)
+		var same bool
+		var tolMs float64
+		switch {
+		case !found || a.status != b.status:
+		case exact:
+			same = a.count == b.count && sameFloat(a.s, b.s)
+		case a.s == nil || b.s == nil:
+			same = a.s == nil && b.s == nil && b.count <= a.count
+		default:
+			tolMs = a.spread * *a.s / 2
+			same = b.count <= a.count && math.Abs(*a.s-*b.s) <= tolMs+1e-9
+			worst = max(worst, math.Abs(*a.s-*b.s)/max(tolMs, 1e-9))
+		}
+		if !same {
+			t.Errorf("signatures %s: %s: reference %s %s ms (%v requests), merged %s %s ms (%v); tolerance %.3g ms", q, k, a.status, fmtPtr(a.s), a.count, fmtPtr(b.s), b.status, b.count, tolMs)
 			continue
 		}
 		if a.s != nil {
 			ok++
+			lines = append(lines, fmt.Sprintf("%s %.3f/%.3f", k, *a.s, *b.s))
 		}
 	}
-	t.Logf("signatures before the kill: %d transactions equal, %d with a service time", len(fr), ok)
+	what := "equal"
+	if !exact {
+		what = fmt.Sprintf("within half the interquartile range (the largest difference %.0f%% of it)", 100*worst)
+	}
+	t.Logf("signatures %s: %d transactions %s, %d with a service time (reference/merged ms): %s", q, len(fr), what, ok, strings.Join(lines, "; "))
+	return ok
 }
 
-func compareWorkFactors(t *testing.T, refURL, mergedURL, q string) {
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// compareWorkFactors compares every flow's work factor: equal to float
+// rounding when exact (the same inputs), else within two standard
+// deviations of the reference's own estimates over the range's second half.
+func compareWorkFactors(t *testing.T, refURL, mergedURL, q string, exact bool) bool {
 	t.Helper()
 	var r, m api.WorkFactors
 	apiGet(t, refURL, api.PathWorkFactors+q, &r)
@@ -699,21 +866,81 @@ func compareWorkFactors(t *testing.T, refURL, mergedURL, q string) {
 		}
 		return out
 	}
+	// A flow's estimate moves window by window as the regression takes each
+	// one: its series' standard deviation over the range's second half.
+	sd := map[string]float64{}
+	for _, mc := range r.Machines {
+		for _, s := range mc.Series {
+			v := s.Values[len(s.Values)/2:]
+			var sum, sq float64
+			for _, x := range v {
+				sum += x
+			}
+			mean := sum / float64(max(len(v), 1))
+			for _, x := range v {
+				sq += (x - mean) * (x - mean)
+			}
+			sd[mc.Machine+" "+s.Flow] = math.Sqrt(sq / float64(max(len(v)-1, 1)))
+		}
+	}
+	for _, mc := range r.Machines {
+		t.Logf("work factors %s: machine %s: %d flows, R² %.3f, MSE %.4g, %d groups", q, mc.Machine, len(mc.Flows), mc.R2, mc.MSE, len(mc.Groups))
+	}
 	fr, fm := flat(r), flat(m)
 	if len(fr) == 0 || len(fr) != len(fm) {
 		t.Errorf("work factors: reference has %d flows, merged %d", len(fr), len(fm))
 	}
 	var lines []string
-	for k, a := range fr {
+	worst, ok := 0.0, true
+	for _, k := range sortedKeys(fr) {
+		a := fr[k]
 		b, found := fm[k]
-		a, b := a, b
-		if !found || !sameFloat(&a, &b) {
-			t.Errorf("work factors: %s: reference %v, merged %v", k, a, b)
+		rel := math.Abs(a-b) / max(2*sd[k], 1e-9)
+		if exact && (!found || !sameFloat(&a, &b)) || !exact && (!found || rel > 1) {
+			t.Errorf("work factors %s: %s: reference %v, merged %v, tolerance ±%.3g", q, k, a, b, 2*sd[k])
+			ok = false
 		}
-		lines = append(lines, fmt.Sprintf("%s %.4g", k, a))
+		worst = max(worst, rel)
+		lines = append(lines, fmt.Sprintf("%s %.4g/%.4g ±%.2g", k, a, b, 2*sd[k]))
 	}
-	sort.Strings(lines)
-	t.Logf("work factors before the kill, equal on %d flows: %s", len(fr), strings.Join(lines, "; "))
+	t.Logf("work factors %s on %d flows (reference/merged Mc ± 2 sd of the reference's series), the largest difference %.0f%% of its tolerance: %s", q, len(fr), 100*worst, strings.Join(lines, "; "))
+	return ok
+}
+
+// diffWorkFactorInputs logs the regression's inputs (GET
+// /api/v1/workfactors/samples) that differ between the two sides.
+func diffWorkFactorInputs(t *testing.T, refURL, mergedURL, q string) {
+	t.Helper()
+	rows := func(base string) map[string]string {
+		resp, err := http.Get(base + api.PathWorkFactors + "/samples" + q)
+		if err != nil {
+			t.Log(err)
+			return nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		out := map[string]string{}
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Split(l, ",")
+			if len(f) >= 6 {
+				out[f[0]+","+f[1]+","+f[4]] = f[2] + "," + f[3] + "," + f[5]
+			}
+		}
+		return out
+	}
+	r, m := rows(refURL), rows(mergedURL)
+	var diffs []string
+	for _, k := range sortedKeys(r) {
+		if m[k] != r[k] {
+			diffs = append(diffs, fmt.Sprintf("%s: reference %s, merged %s", k, r[k], m[k]))
+		}
+	}
+	for _, k := range sortedKeys(m) {
+		if _, ok := r[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: reference -, merged %s", k, m[k]))
+		}
+	}
+	t.Logf("work-factor inputs %s (period,machine,flow: capacity,utilization,rate): %d of %d rows differ: %s", q, len(diffs), len(r), strings.Join(diffs[:min(len(diffs), 12)], "; "))
 }
 
 // sameFloat: both absent, or equal to float rounding (sums merged in
@@ -732,14 +959,19 @@ func fmtPtr(v *float64) string {
 	return fmt.Sprintf("%.6g", *v)
 }
 
+// soLinkTruth is the gradient of each front transaction's latency with
+// respect to the app → db link's delay: its sequential calls over the link.
+var soLinkTruth = map[string]float64{"/txn/Home": 1, "/txn/ViewItem": 3, "/txn/PutBid": 1}
+
 // checkExperiment: the link experiment ran once, coordinated by analyzer-1
 // over both analyzers' front requests, and measured the link; both analyzers
 // list it from the shared store.
-func checkExperiment(t *testing.T, ex api.Experiment, a1URL, a2URL string) {
+func checkExperiment(t *testing.T, ex api.Experiment, a1URL, a2URL string) bool {
 	t.Helper()
 	if ex.ID == "" {
-		return // reported where it failed
+		return false // reported where it failed
 	}
+	ok := true
 	for _, g := range ex.Gradients {
 		t.Logf("experiment %s %s: gradient %.3f ci95 [%.3f, %.3f] snr %.1f", g.Element, g.Transaction, g.Gradient, g.CI95[0], g.CI95[1], g.SNR)
 	}
@@ -752,6 +984,21 @@ func checkExperiment(t *testing.T, ex api.Experiment, a1URL, a2URL string) {
 	if len(ex.Gradients) == 0 {
 		t.Errorf("experiment %s measured no gradient", ex.ID)
 	}
+	// The true gradients: a request's calls over app → db in sequence
+	// (testbed.yaml), each delayed once (as TestLinkGradientsOnNetnsTestbed
+	// asserts on the namespaced testbed).
+	for tx, want := range soLinkTruth {
+		i := slices.IndexFunc(ex.Gradients, func(g api.Gradient) bool { return g.Transaction == tx })
+		if i < 0 {
+			t.Errorf("experiment %s: no gradient of %s", ex.ID, tx)
+			ok = false
+			continue
+		}
+		if g := ex.Gradients[i]; want < g.CI95[0] || want > g.CI95[1] {
+			ok = false
+			t.Errorf("experiment %s: %s gradient %.3f, 95%% interval [%.3f, %.3f] (SNR %.1f) does not hold the truth %g", ex.ID, tx, g.Gradient, g.CI95[0], g.CI95[1], g.SNR, want)
+		}
+	}
 	for _, base := range []string{a1URL, a2URL} {
 		var list api.Experiments
 		apiGet(t, base, api.PathExperiments, &list)
@@ -759,4 +1006,5 @@ func checkExperiment(t *testing.T, ex api.Experiment, a1URL, a2URL string) {
 			t.Errorf("%s lists %d experiments, want the one %s", base, len(list.Experiments), ex.ID)
 		}
 	}
+	return ok
 }
