@@ -247,12 +247,14 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 				a.objOf[p] = o
 				objs = append(objs, p)
 			}
-			v := s.score(p, ci, round)
 			arcObj = append(arcObj, o)
-			arcScore = append(arcScore, v)
-			arcBen = append(arcBen, math.Log(v))
+			arcScore = append(arcScore, s.score(p, ci, round))
 		}
 		arcStart = append(arcStart, int32(len(arcObj)))
+		s.weighByCaller(ci, arcObj[arcStart[len(arcStart)-2]:], objs, arcScore[arcStart[len(arcStart)-2]:])
+		for _, v := range arcScore[arcStart[len(arcStart)-2]:] {
+			arcBen = append(arcBen, math.Log(v))
+		}
 	}
 	if len(bidders) == 0 {
 		return
