@@ -182,6 +182,16 @@
 //     models. Each caller's score is multiplied by both, relative to the best
 //     of the callee's callers, so that a callee that records nothing keeps the
 //     scale against which confidences weigh strangers.
+//   - Queue order (spanqueue.go). A queue hands out messages in about the
+//     order they came, whatever they waited: producers of a destination are
+//     ranked by end, each service's consumers of it by start, and the rank
+//     offset d = rank(p) − rank(c), constant for a FIFO queue, is learned per
+//     destination from the known links and the confidence-weighted
+//     assignment. A consumer's producers are ranked by their score times
+//     (n(d) + 0.01)/(max n + 0.01), unsmoothed (the neighbouring offsets are
+//     the wrong candidates); its confidence is the smaller of the confidences
+//     with and without the order, since an order learned from the assignment
+//     looks stricter than it is.
 //   - Guests. A process that serves nothing (database clients reported under
 //     the back end's service.name) is placed in the process of its host that
 //     encloses ≥ 90% of its spans when no other encloses > 60%; otherwise each

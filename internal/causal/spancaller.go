@@ -155,30 +155,38 @@ func (s *spanStitcher) connectionFactor(p, c int32, theta int64) float64 {
 	return v
 }
 
-// weighByCaller multiplies the scores of callee c's callers (objs[arcObj[k]])
-// by the caller and connection factors, each relative to the best of c's
-// callers: what c says of its caller ranks its callers without changing the
-// scale of its best score, against which its confidence weighs strangers (the
-// scores of other callees, which may say nothing of theirs).
-func (s *spanStitcher) weighByCaller(c int32, arcObj, objs []int32, score []float64) {
-	if s.spans[c].Kind != KindServer {
-		return
+// remoteFactors are what callee c says of each of its callers
+// (objs[arcObj[k]]): caller and connection factors for a SERVER span, queue
+// order for a CONSUMER span, each relative to the best of c's callers, so that
+// they rank c's callers without changing the scale of c's best score, against
+// which c's confidence weighs strangers (the scores of other callees, which
+// may say nothing of theirs). It returns nil when they say nothing.
+func (s *spanStitcher) remoteFactors(c int32, arcObj, objs []int32) []float64 {
+	kind := s.spans[c].Kind
+	if kind != KindServer && kind != KindConsumer {
+		return nil
 	}
 	f := s.factorBuf[:0]
 	best := 0.0
 	for _, o := range arcObj {
 		p := objs[o]
-		v := s.callerFactor(p, c) * s.connectionFactor(p, c, s.offset(p, c).theta)
+		var v float64
+		if kind == KindServer {
+			v = s.callerFactor(p, c) * s.connectionFactor(p, c, s.offset(p, c).theta)
+		} else {
+			v = s.queueFactor(p, c)
+		}
 		f = append(f, v)
 		best = max(best, v)
 	}
 	s.factorBuf = f
 	if best <= 0 || best == 1 && allOnes(f) {
-		return
+		return nil
 	}
-	for k := range score {
-		score[k] *= f[k] / best
+	for k := range f {
+		f[k] /= best
 	}
+	return f
 }
 
 func allOnes(f []float64) bool {

@@ -324,6 +324,7 @@ func (s *spanStitcher) fit(round int) {
 	m.reset()
 	s.site.reset()
 	s.callers.reset()
+	s.fitQueues()
 	s.roundStamp++
 	spans := s.spans
 	n := len(spans)
