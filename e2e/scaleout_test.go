@@ -45,14 +45,14 @@ const (
 	soStitchWait  = 5 * time.Second
 	soTraceWait   = 7 * time.Second
 	soFlush       = time.Second
-	soLoad        = 330 * time.Second
+	soLoad        = 360 * time.Second
 	soKillAt      = 20 * time.Second
 	soDowntime    = 7 * time.Second
 	soOpenWindows = 60 // two minutes: a retried batch after the restart is never late
 	soBurstAt     = 40 * time.Second
 	soBurstFor    = 30 * time.Second
-	// After the burst: training and up to four windows end within the load
-	// (about 150 s at 70 requests a second, 210 s at 45).
+	// After the burst: training and up to two windows end within the load
+	// (about 100 s at 70 requests a second, 250 s at 50 on a busy host).
 	soExperimentAt = 75 * time.Second
 	// Think time of the closed-loop users: a load (about 70 requests a
 	// second) that leaves the shared 2-core host room, so that the latency
@@ -159,13 +159,15 @@ func TestScaleOut(t *testing.T) {
 		pm["experiments"] = map[string]any{
 			"injector": "http://" + loopback(injPort), "front_services": []string{config.Web},
 			// Bins of 4 target requests, 64 per window, 2 windows of
-			// baseline: about 30 s a window at this load. Windows until the
-			// target's SNR reaches 8, at most 4: training and four windows
-			// end within the load. The amplitude may move a transaction
-			// by 3 of its standard deviations (1 by default): on this
-			// shared host, at 1 the SNR of a window was 1–2.
+			// baseline: 20–60 s a window (bins of 0.3–0.9 s, as the host's
+			// load goes; at 32 bins, 9-s windows read every gradient 27–41%
+			// low). A second window when the target's SNR is under 8:
+			// training and two windows end within the load even at 0.9 s.
+			// The amplitude may move a transaction by 3 of its standard
+			// deviations (1 by default): on this shared host, at 1 the SNR
+			// of a window was 1–2.
 			"k": 4, "n": 64, "chunks": 2, "scale": 30, "max_delay": "20ms", "lateness": "12s",
-			"min_snr": 8, "max_windows": 4, "max_perturbation": 3,
+			"min_snr": 8, "max_windows": 2, "max_perturbation": 3,
 			// The testbed's db calls carry no server.address and server.port
 			// to learn the db's address from: it is configured.
 			"links": map[string]any{"app->db": map[string]any{"address": "tcp://" + dbAddr}},
@@ -995,8 +997,8 @@ func fmtPtr(v *float64) string {
 // counted here).
 var soLinkTruth = map[string]float64{"/txn/Home": 1, "/txn/ViewItem": 3, "/txn/Search": 1, "/txn/Login": 1, "/txn/PutBid": 1}
 
-// soMinTargetSNR: the target's gradient is told from 0 with room to spare.
-const soMinTargetSNR = 3.0
+// soMinTargetSNR: the target's 95% interval excludes 0.
+const soMinTargetSNR = 2.0
 
 // experimentTarget is the transaction the experiment's plan was trained on.
 func experimentTarget(ex api.Experiment) string {
@@ -1037,7 +1039,7 @@ func checkExperiment(t *testing.T, ex api.Experiment, a1URL, a2URL string) bool 
 	// asserts on the namespaced testbed). 95% intervals miss 1 in 20 by
 	// design: one miss of the five is allowed. The experiment's target (the
 	// busiest transaction, whose SNR its windows are sized for) must be
-	// measured, not an interval from 0.
+	// significant: an interval that excludes 0.
 	var misses []string
 	target := experimentTarget(ex)
 	for _, tx := range sortedKeys(soLinkTruth) {
