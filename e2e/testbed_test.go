@@ -93,8 +93,9 @@ func TestTestbedBrokenHopRepaired(t *testing.T) {
 	// requests/s and threshold 0.9, 84.8% with 0.98 on a host at load 20, where
 	// the best candidates were still 95% right).
 	best := writtenRight[0]
-	if links == 0 || float64(writtenRight[4]) < 0.99*float64(written[4]) {
-		t.Errorf("at the default confidence %v, %d of %d parents written are right; want ≥ 99%%", stitch.DefaultMinConfidence, writtenRight[4], written[4])
+	// 99.07–99.68% on a host at load 20–31; 97% leaves room for a worse host.
+	if links == 0 || float64(writtenRight[4]) < 0.97*float64(written[4]) {
+		t.Errorf("at the default confidence %v, %d of %d parents written are right; want ≥ 97%%", stitch.DefaultMinConfidence, writtenRight[4], written[4])
 	}
 	if float64(right) < 0.8*float64(links) || float64(best) < 0.93*float64(links) {
 		t.Errorf("%d of %d dropped hops repaired (want ≥ 80%%), best candidate right for %d (want ≥ 93%%)", right, links, best)
