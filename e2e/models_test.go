@@ -255,8 +255,9 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 		return []string{"--otlp", otlp, "--config", cfgPath, "--instance", exe}
 	}
 	pids := map[string][]int{} // service → its tiers' processes
-	pids["db"] = append(pids["db"], tierProcess(t, dir, "tbdb2", u(db2), append([]string{"db", "--listen", db2, "--data", filepath.Join(dir, "data")}, common("tbdb2")...)...))
-	pids["db"] = append(pids["db"], tierProcess(t, dir, "tbdb1", u(db1), append([]string{"db", "--listen", db1, "--data", filepath.Join(dir, "data"), "--backup", u(db2)}, common("tbdb1")...)...))
+	db2PID := tierProcess(t, dir, "tbdb2", u(db2), append([]string{"db", "--listen", db2, "--data", filepath.Join(dir, "data")}, common("tbdb2")...)...)
+	db1PID := tierProcess(t, dir, "tbdb1", u(db1), append([]string{"db", "--listen", db1, "--data", filepath.Join(dir, "data"), "--backup", u(db2)}, common("tbdb1")...)...)
+	pids["db"] = []int{db2PID, db1PID}
 	pids["app"] = append(pids["app"], tierProcess(t, dir, "tbapp1", u(app1), append([]string{"app", "--listen", app1, "--db", u(db1)}, common("tbapp1")...)...))
 	pids["app"] = append(pids["app"], tierProcess(t, dir, "tbapp2", u(app2), append([]string{"app", "--listen", app2, "--db", u(db1)}, common("tbapp2")...)...))
 	tierProcess(t, dir, "tbqueue", u(queue), "queue", "--listen", queue)
@@ -269,6 +270,8 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 				out[svc] += processCPU(t, p)
 			}
 		}
+		// The primary and the backup apart, for the calibration's log only.
+		out["db primary"], out["db backup"] = processCPU(t, db1PID), processCPU(t, db2PID)
 		return out
 	}
 
