@@ -277,7 +277,7 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 
 	// The truth: each flow's CPU per request, measured with each transaction
 	// alone under load before the mixed load (models_truth_test.go).
-	known, idle := calibrateFlows(t, cfg, u(web), cpuOf)
+	known, idle := calibrateFlows(t, cfg, u(web), u(queue), cpuOf)
 
 	dur := wfDuration
 	start := time.Now()

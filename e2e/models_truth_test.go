@@ -56,10 +56,12 @@ type flowCost struct {
 // each; the db serves one query per transaction except PutBid, whose notify
 // adds insert_notice to insert_bid, so the db's costs are the least-squares
 // solution over the runs (exactly determined per level: six transactions, six
-// queries). webURL is the front tier, cpuOf each service's CPU seconds (keys
+// queries). A run's CPU is read once the queue has no message left for the
+// worker, whose db calls belong to the run. webURL is the front tier,
+// queueURL the queue, cpuOf each service's CPU seconds (keys
 // with a space, such as "db primary", are logged only).
 // It also returns each service's idle CPU in CPU seconds per second.
-func calibrateFlows(t *testing.T, cfg *config.Config, webURL string, cpuOf func() map[string]float64) (map[string]*flowCost, map[string]float64) {
+func calibrateFlows(t *testing.T, cfg *config.Config, webURL, queueURL string, cpuOf func() map[string]float64) (map[string]*flowCost, map[string]float64) {
 	t.Helper()
 	mhz := cfg.MHz()
 	// Warm every path first (connection pools, SQLite's page cache, the heap).
@@ -82,7 +84,8 @@ func calibrateFlows(t *testing.T, cfg *config.Config, webURL string, cpuOf func(
 		for ti, tx := range cfg.Transactions {
 			c0, t0 := cpuOf(), time.Now()
 			n := driveClosedLoop(t, webURL+"/txn/"+tx.Name, users, calibrationThink, calibrationPhase, uint64(100*li+ti))
-			time.Sleep(time.Second) // the worker's queued db calls and the last spans' export
+			backlog, waited := drainQueue(t, queueURL)
+			time.Sleep(time.Second) // the worker's last db call and the last spans' export
 			c1, el := cpuOf(), time.Since(t0).Seconds()
 			r := calibrationRun{tx: tx.Name, users: users, requests: map[string]float64{}, cpuMc: map[string]float64{}}
 			for flow, f := range workFactorTruth(cfg, map[string]int64{tx.Name: n}) {
@@ -93,8 +96,8 @@ func calibrateFlows(t *testing.T, cfg *config.Config, webURL string, cpuOf func(
 			for svc := range c0 {
 				r.cpuMc[svc] = (c1[svc] - c0[svc] - idle[svc]*el) * mhz
 			}
-			t.Logf("calibration: %-8s alone, %2d users: %d transactions in %.1f s; Mc beyond idle: web %.0f, app %.0f, db %.0f (primary %.0f, backup %.0f)",
-				tx.Name, users, n, el, r.cpuMc["web"], r.cpuMc["app"], r.cpuMc["db"], r.cpuMc["db primary"], r.cpuMc["db backup"])
+			t.Logf("calibration: %-8s alone, %2d users: %d transactions in %.1f s (queue backlog %d, drained in %v); Mc beyond idle: web %.0f, app %.0f, db %.0f (primary %.0f, backup %.0f)",
+				tx.Name, users, n, el, backlog, waited.Round(10*time.Millisecond), r.cpuMc["web"], r.cpuMc["app"], r.cpuMc["db"], r.cpuMc["db primary"], r.cpuMc["db backup"])
 			runs = append(runs, r)
 		}
 	}
@@ -226,4 +229,34 @@ func (c *flowCost) levels() string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// drainQueue waits until the queue at queueURL holds no message and every
+// message published was consumed (at most 30 s), and returns the messages
+// outstanding when called and how long they took.
+func drainQueue(t *testing.T, queueURL string) (backlog int64, waited time.Duration) {
+	t.Helper()
+	outstanding := func() int64 {
+		var stats map[string]struct {
+			Depth     int64 `json:"depth"`
+			Published int64 `json:"published"`
+			Consumed  int64 `json:"consumed"`
+			Dropped   int64 `json:"dropped"`
+		}
+		getJSON(t, queueURL+"/stats", &stats)
+		var n int64
+		for _, s := range stats {
+			n += max(s.Depth, s.Published-s.Consumed-s.Dropped)
+		}
+		return n
+	}
+	start := time.Now()
+	backlog = outstanding()
+	for n := backlog; n > 0; n = outstanding() {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("calibration: the queue still holds %d messages after 30 s", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return backlog, time.Since(start)
 }
