@@ -90,10 +90,10 @@ e2e: build-otelcol
 e2e-faults: build-otelcol
 	$(GO) test -tags faults -count=1 -timeout 10m -run 'TestFault' -v ./e2e/
 
-# Scale-out shown end to end (docs/scale-out.md, about 3 min): two agents, a
+# Scale-out shown end to end (docs/scale-out.md, about 7 min): two agents, a
 # gateway with the loadbalancing exporter, two analyzers on one PostgreSQL
 # (the installed one, on loopback) against one collector fed the same
-# traffic, with one analyzer killed and restarted midway.
+# traffic, with one analyzer killed and restarted, and one link experiment.
 e2e-scaleout: build-otelcol
 	$(GO) test -tags scaleout -count=1 -timeout 10m -run 'TestScaleOut' -v ./e2e/
 
