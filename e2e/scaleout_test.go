@@ -41,18 +41,22 @@ import (
 // burst of users (rates and utilization that vary, for the signatures and
 // the work-factor regression), then the link experiment on a steady load.
 const (
-	soWindow      = 2 * time.Second
-	soStitchWait  = 5 * time.Second
-	soTraceWait   = 7 * time.Second
-	soFlush       = time.Second
-	soLoad        = 360 * time.Second
+	soWindow     = 2 * time.Second
+	soStitchWait = 5 * time.Second
+	soTraceWait  = 7 * time.Second
+	soFlush      = time.Second
+	// The load runs soMinLoad, then until the experiment ends, at most
+	// soMaxLoad.
+	soMinLoad     = 240 * time.Second
+	soMaxLoad     = 420 * time.Second
 	soKillAt      = 20 * time.Second
 	soDowntime    = 7 * time.Second
 	soOpenWindows = 60 // two minutes: a retried batch after the restart is never late
 	soBurstAt     = 40 * time.Second
 	soBurstFor    = 30 * time.Second
-	// After the burst: training and up to two windows end within the load
-	// (about 100 s at 70 requests a second, 250 s at 50 on a busy host).
+	// After the burst: training and up to three windows end within the
+	// longest load (about 120 s at 70 requests a second, 310 s at 50 on a
+	// busy host).
 	soExperimentAt = 75 * time.Second
 	// Think time of the closed-loop users: a load (about 70 requests a
 	// second) that leaves the shared 2-core host room, so that the latency
@@ -161,13 +165,13 @@ func TestScaleOut(t *testing.T) {
 			// Bins of 4 target requests, 64 per window, 2 windows of
 			// baseline: 20–60 s a window (bins of 0.3–0.9 s, as the host's
 			// load goes; at 32 bins, 9-s windows read every gradient 27–41%
-			// low). A second window when the target's SNR is under 8:
-			// training and two windows end within the load even at 0.9 s.
-			// The amplitude may move a transaction by 3 of its standard
-			// deviations (1 by default): on this shared host, at 1 the SNR
-			// of a window was 1–2.
-			"k": 4, "n": 64, "chunks": 2, "scale": 30, "max_delay": "20ms", "lateness": "12s",
-			"min_snr": 8, "max_windows": 2, "max_perturbation": 3,
+			// low). More windows while the target's SNR is under 8, at most
+			// 3. The amplitude may move a transaction by 3 of its standard
+			// deviations (1 by default: on this shared host, the SNR of a
+			// window was then 1–2), up to 40 ms (at 20 ms it stopped at
+			// 1.5σ, SNR 2.2 after two windows).
+			"k": 4, "n": 64, "chunks": 2, "scale": 30, "max_delay": "40ms", "lateness": "12s",
+			"min_snr": 8, "max_windows": 3, "max_perturbation": 3,
 			// The testbed's db calls carry no server.address and server.port
 			// to learn the db's address from: it is configured.
 			"links": map[string]any{"app->db": map[string]any{"address": "tcp://" + dbAddr}},
@@ -264,8 +268,20 @@ func TestScaleOut(t *testing.T) {
 	// One link experiment, started on analyzer-1 once traffic has shown the
 	// link's address: analyzer-2 refuses the same element.
 	a1URL, a2URL := "http://"+loopback(a1API), "http://"+loopback(a2API)
-	expDone := make(chan api.Experiment, 1)
+	expDone, expEnded := make(chan api.Experiment, 1), make(chan struct{})
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	t.Cleanup(stopLoad)
 	go func() {
+		defer stopLoad()
+		longest := time.After(soMaxLoad)
+		time.Sleep(soMinLoad)
+		select {
+		case <-expEnded:
+		case <-longest:
+		}
+	}()
+	go func() {
+		defer close(expEnded)
 		time.Sleep(soExperimentAt)
 		var ex api.Experiment
 		if code, body := apiPost(a1URL, api.PathExperiments, `{"element":"link:app->db"}`, &ex); code != http.StatusCreated {
@@ -277,7 +293,7 @@ func TestScaleOut(t *testing.T) {
 			t.Errorf("the same element on analyzer-2: %d %s, want 409 (coordinated by analyzer-1)", code, body)
 		}
 		// It ends with the load at the latest, a lateness after it.
-		for deadline := time.Now().Add(soLoad - soExperimentAt + 30*time.Second); ex.Finished == 0 && time.Now().Before(deadline); time.Sleep(time.Second) {
+		for deadline := time.Now().Add(soMaxLoad - soExperimentAt + 30*time.Second); ex.Finished == 0 && time.Now().Before(deadline); time.Sleep(time.Second) {
 			id := ex.ID
 			ex = api.Experiment{}
 			if code, body := apiGetStatus(a1URL, api.PathExperiments+"/"+id, &ex); code != http.StatusOK {
@@ -288,18 +304,19 @@ func TestScaleOut(t *testing.T) {
 		expDone <- ex
 	}()
 	t0 := time.Now()
-	sent, requests := stack.run(t, soLoad)
+	sent, requests := stack.run(t, loadCtx)
 	killWG.Wait()
 	t1 := time.Now()
 	ex := <-expDone
 	cpu.close()
-	if n, mean, lo, hi, machine, err := cpu.summary(); err != nil || n < int(soLoad.Seconds())/2 {
+	if n, mean, lo, hi, machine, err := cpu.summary(); err != nil || n < int(soMinLoad.Seconds())/2 {
 		t.Errorf("the tiers' CPU readings: %d sent, error %v", n, err)
 	} else {
 		t.Logf("the tiers' CPU, as their hosts' utilization: mean %.3f (%.3f–%.3f) over %d s; the shared machine's: mean %.3f", mean, lo, hi, n, machine)
 	}
+	loadFor := t1.Sub(t0).Round(time.Second)
 	t.Logf("load %v: %d requests (%.0f/s), %d spans; analyzer-2 killed at +%.1fs, back at +%.1fs",
-		soLoad, requests, float64(requests)/soLoad.Seconds(), sent, killedAt.Sub(t0).Seconds(), restartedAt.Sub(t0).Seconds())
+		loadFor, requests, float64(requests)/loadFor.Seconds(), sent, killedAt.Sub(t0).Seconds(), restartedAt.Sub(t0).Seconds())
 	// The agents flush what they hold; the gateway's stitching wait, the
 	// analyzers' trace wait and a flush pass, then the answers must settle.
 	ag1.stop()
@@ -569,9 +586,10 @@ func startScaleOutStack(t *testing.T, agentOf map[string]string, dflt string) *s
 	return s
 }
 
-// run drives 8 closed-loop users of the shopping mix for d, and 4 browsing
-// users for soBurstFor of it, then stops the tiers and flushes their spans.
-func (s *scaleOutStack) run(t *testing.T, d time.Duration) (sent int, requests int64) {
+// run drives 8 closed-loop users of the shopping mix until loadCtx is done,
+// and 4 browsing users for soBurstFor of it, then stops the tiers and flushes
+// their spans.
+func (s *scaleOutStack) run(t *testing.T, loadCtx context.Context) (sent int, requests int64) {
 	t.Helper()
 	ctx := context.Background()
 	cfg, st := s.cfg, s.st
@@ -591,8 +609,8 @@ func (s *scaleOutStack) run(t *testing.T, d time.Duration) (sent int, requests i
 			Seed: 2, Classes: soClasses(cfg), ThinkMean: soThink})
 		burstDone <- burstResult{st, err}
 	}()
-	stats, err := load.Run(ctx, load.Options{
-		Target: st.WebURL, Mode: "closed", Mix: "shopping", Users: 8, Duration: d,
+	stats, err := load.Run(loadCtx, load.Options{
+		Target: st.WebURL, Mode: "closed", Mix: "shopping", Users: 8,
 		Seed: 1, Classes: soClasses(cfg), ThinkMean: soThink,
 	})
 	if err != nil {
@@ -873,8 +891,8 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // compareWorkFactors compares every flow's work factor with the reference's:
 // within two standard deviations of the reference's own estimates over the
-// range's second half (how much its answer moves window by window), when
-// assert; else the differences are only reported. How many are equal to
+// range's second half (how much its answer moves window by window), and at
+// least 5% of it, when assert; else the differences are only reported. How many are equal to
 // float rounding is reported too (all, when both sides read the same
 // inputs; see compareSignatures).
 func compareWorkFactors(t *testing.T, refURL, mergedURL, q string, assert bool) bool {
@@ -920,20 +938,23 @@ func compareWorkFactors(t *testing.T, refURL, mergedURL, q string, assert bool) 
 	for _, k := range sortedKeys(fr) {
 		a := fr[k]
 		b, found := fm[k]
-		rel := math.Abs(a-b) / max(2*sd[k], 1e-9)
+		// A series that stands still (a flow the regression holds in a
+		// group) says nothing of the estimate's precision: 5% at least.
+		tolMc := max(2*sd[k], 0.05*math.Abs(a))
+		rel := math.Abs(a-b) / max(tolMc, 1e-9)
 		if !found || rel > 1 {
 			ok = false
 			if assert {
-				t.Errorf("work factors %s: %s: reference %v, merged %v, tolerance ±%.3g", q, k, a, b, 2*sd[k])
+				t.Errorf("work factors %s: %s: reference %v, merged %v, tolerance ±%.3g", q, k, a, b, tolMc)
 			}
 		}
 		if found && sameFloat(&a, &b) {
 			equal++
 		}
 		worst = max(worst, rel)
-		lines = append(lines, fmt.Sprintf("%s %.4g/%.4g ±%.2g", k, a, b, 2*sd[k]))
+		lines = append(lines, fmt.Sprintf("%s %.4g/%.4g ±%.2g", k, a, b, tolMc))
 	}
-	t.Logf("work factors %s on %d flows (reference/merged Mc ± 2 sd of the reference's series), the largest difference %.0f%% of its tolerance, %d equal to float rounding: %s",
+	t.Logf("work factors %s on %d flows (reference/merged Mc ± max(2 sd of the reference's series, 5%%)), the largest difference %.0f%% of its tolerance, %d equal to float rounding: %s",
 		q, len(fr), 100*worst, equal, strings.Join(lines, "; "))
 	return ok
 }
