@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/apierror"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/signature"
@@ -427,7 +428,7 @@ func (e *engine) compare(r *http.Request, q url.Values) (any, error) {
 	}
 	c, err := compareVersions(sigs, q.Get("service"), q.Get("base"), q.Get("candidate"))
 	if err != nil {
-		return nil, statusError{http.StatusNotFound, err.Error()}
+		return nil, apierror.New(http.StatusNotFound, "%s", err)
 	}
 	return c, nil
 }

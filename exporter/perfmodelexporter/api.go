@@ -3,7 +3,6 @@ package perfmodelexporter
 import (
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/apierror"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
 )
@@ -26,12 +26,11 @@ const version = "0.1.0-dev"
 // maxRange bounds one query's time range, so a query cannot scan years.
 const maxRange = 31 * 24 * time.Hour
 
-// badRequest is an error answered with 400 and its message.
-type badRequest struct{ msg string }
+// badf is an error answered with 400 and its message.
+func badf(format string, args ...any) error { return apierror.Badf(format, args...) }
 
-func (b badRequest) Error() string { return b.msg }
-
-func badf(format string, args ...any) error { return badRequest{fmt.Sprintf(format, args...)} }
+// created marks a response answered with 201 Created.
+type created struct{ v any }
 
 // checkParams rejects a query parameter that is not allowed, naming it and
 // the allowed ones.
@@ -70,15 +69,19 @@ func (e *engine) handler() http.Handler {
 	get(api.PathWorkFactors, []string{"from", "to", "machine"}, e.workFactors)
 	get(api.PathSignatures, []string{"from", "to", "service", "version"}, e.signatures)
 	get(api.PathCompare, []string{"from", "to", "service", "base", "candidate"}, e.compare)
-	get(api.PathExperiments, nil, e.listExperiments)
-	get(api.PathExperiments+"/{id}", nil, e.getExperiment)
+	get(api.PathExperiments, nil, func(r *http.Request, _ url.Values) (any, error) { return e.coord.List(r.Context()) })
+	get(api.PathExperiments+"/{id}", nil, func(r *http.Request, _ url.Values) (any, error) {
+		return e.coord.Get(r.Context(), r.PathValue("id"))
+	})
 	get(api.PathGradients, []string{"transaction", "element"}, e.gradients)
 	get(api.PathPredict, []string{"change", "baseline"}, e.predictGet)
 	mux.HandleFunc("POST "+api.PathExperiments, func(w http.ResponseWriter, r *http.Request) {
 		e.answer(w, r, nil, e.startExperiment)
 	})
 	mux.HandleFunc("DELETE "+api.PathExperiments+"/{id}", func(w http.ResponseWriter, r *http.Request) {
-		e.answer(w, r, nil, e.abortExperiment)
+		e.answer(w, r, nil, func(r *http.Request, _ url.Values) (any, error) {
+			return e.coord.Abort(r.Context(), r.PathValue("id"))
+		})
 	})
 	mux.HandleFunc("POST "+api.PathPredict, func(w http.ResponseWriter, r *http.Request) {
 		e.answer(w, r, nil, e.predictPost)
@@ -98,17 +101,12 @@ func (e *engine) handler() http.Handler {
 func (e *engine) answer(w http.ResponseWriter, r *http.Request, q url.Values, fn func(*http.Request, url.Values) (any, error)) {
 	v, err := fn(r, q)
 	if err != nil {
-		var br badRequest
-		var status statusError
-		switch {
-		case errors.As(err, &br):
-			writeError(w, http.StatusBadRequest, br.msg)
-		case errors.As(err, &status):
-			writeError(w, status.code, status.msg)
-		default:
-			e.set.Logger.Warn("perfmodel API: " + err.Error())
-			writeError(w, http.StatusInternalServerError, err.Error())
+		if status, ok := apierror.Status(err); ok {
+			writeError(w, status.Code, status.Msg)
+			return
 		}
+		e.set.Logger.Warn("perfmodel API: " + err.Error())
+		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -119,13 +117,20 @@ func (e *engine) answer(w http.ResponseWriter, r *http.Request, q url.Values, fn
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// statusError answers with its status code.
-type statusError struct {
-	code int
-	msg  string
+// startExperiment decodes the request and starts the experiment: 201 with it.
+func (e *engine) startExperiment(r *http.Request, _ url.Values) (any, error) {
+	var req api.ExperimentRequest
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, badf("body: %v", err)
+	}
+	ex, err := e.coord.Begin(r.Context(), req)
+	if err != nil {
+		return nil, err
+	}
+	return created{ex}, nil
 }
-
-func (s statusError) Error() string { return s.msg }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/coordinator"
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/internal/causal"
 	"github.com/tierscope/tierscope/internal/model"
@@ -54,9 +55,6 @@ type engine struct {
 	chain        []int32             // scratch for markSyncPaths
 	openReported int64
 
-	injMu   sync.Mutex
-	injHTTP *http.Client // to the injectors: experiments.client
-
 	flushMu sync.Mutex // one flush at a time; Put runs outside mu
 	st      store.Store
 	srv     *http.Server
@@ -67,7 +65,7 @@ type engine struct {
 
 	lastFlush   atomic.Int64 // unix seconds
 	flushFailed atomic.Bool
-	experiments *experiments
+	coord       *coordinator.Coordinator
 	cache       *blockCache
 	reported    map[string]bool // signature changes already logged (warming goroutine only)
 	rolledUpTo  int64           // hours before it are rolled up (warming goroutine only)
@@ -103,11 +101,14 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 		byID:    map[uint64]int32{},
 		// A request may name its injector, but without one configured
 		// the pulse is only reported, not bounded by the call counts.
-		countCalls:  cfg.Experiments.linkInjectors(),
+		countCalls:  cfg.Experiments.LinkInjectors(),
 		localHost:   host,
 		openWindows: openWindowsOf(cfg),
 	}
-	e.experiments = newExperiments(e)
+	e.coord = coordinator.New(coordinator.Settings{
+		Experiments: cfg.Experiments, TraceWait: cfg.TraceWait, CoreMHz: cfg.CoreMHz, Capacity: e.capacity,
+		Shard: shard, Window: e.window, Logger: set.Logger, Now: func() time.Time { return e.now() }, Traffic: e,
+	})
 	e.cache = newBlockCache()
 	e.reported = map[string]bool{}
 	return e, nil
@@ -148,19 +149,16 @@ func (e *engine) Start(ctx context.Context, host component.Host) error {
 		_ = st.Close()
 		return fmt.Errorf("perfmodel: %w", err)
 	}
-	if len(e.cfg.Experiments.injectorURLs()) > 0 {
-		hc, err := e.cfg.Experiments.Client.ToClient(ctx, host.GetExtensions(), e.set.TelemetrySettings)
-		if err != nil {
+	var injectors *http.Client
+	if len(e.cfg.Experiments.InjectorURLs()) > 0 {
+		if injectors, err = e.cfg.Experiments.Client.ToClient(ctx, host.GetExtensions(), e.set.TelemetrySettings); err != nil {
 			_ = ln.Close()
 			_ = st.Close()
 			return fmt.Errorf("perfmodel: experiments.client: %w", err)
 		}
-		if hc.Timeout == 0 {
-			hc.Timeout = e.cfg.Experiments.RequestTimeout
+		if injectors.Timeout == 0 {
+			injectors.Timeout = e.cfg.Experiments.RequestTimeout
 		}
-		e.injMu.Lock()
-		e.injHTTP = hc
-		e.injMu.Unlock()
 	}
 	e.srv = srv
 	e.stop = make(chan struct{})
@@ -172,7 +170,7 @@ func (e *engine) Start(ctx context.Context, host component.Host) error {
 		}
 	}()
 	go e.loop(host)
-	e.startShared()
+	e.coord.Start(st, e.cfg.Storage.DSN, injectors)
 	e.done.Add(1)
 	go func() {
 		defer e.done.Done()
@@ -214,7 +212,7 @@ func (e *engine) Shutdown(ctx context.Context) error {
 		errs = append(errs, e.srv.Shutdown(ctx))
 	}
 	e.done.Wait()
-	e.experiments.abortAll("collector shutting down")
+	e.coord.Shutdown()
 	e.mu.Lock()
 	e.asm.Flush(e.emit)
 	e.mu.Unlock()
@@ -402,7 +400,7 @@ func (e *engine) resolvePeers(spans []model.Span) {
 func (e *engine) countLinkCalls(spans []model.Span) {
 	front := -1
 	for i := range spans {
-		if s := &spans[i]; s.Kind == model.KindServer && s.Transaction != "" && e.experiments.isFront(s) &&
+		if s := &spans[i]; s.Kind == model.KindServer && s.Transaction != "" && e.coord.IsFront(s) &&
 			(front < 0 || s.Start < spans[front].Start) {
 			front = i
 		}
@@ -577,7 +575,7 @@ func (e *engine) emit(spans []model.Span) {
 	}
 	for i := range spans {
 		if spans[i].Kind == model.KindServer {
-			e.experiments.observe(spans, i)
+			e.coord.Observe(spans, i)
 		}
 	}
 	of := w.AddTrace(spans)
@@ -733,4 +731,37 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// Links implements coordinator.Traffic.
+func (e *engine) Links(caller, callee string) (addresses, known []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.links.addresses(caller, callee), e.links.names()
+}
+
+// CallsPerRequest implements coordinator.Traffic.
+func (e *engine) CallsPerRequest(caller, callee, address string) map[string]float64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if calls := e.links.callsPerRequestTo(address); len(calls) > 0 {
+		return calls
+	}
+	return e.links.callsPerRequest(caller, callee)
+}
+
+// CPU implements coordinator.Traffic.
+func (e *engine) CPU(machine, process string) (share, host model.CPUStats) {
+	key := model.ProcessKey(machine, process)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, w := range e.windows {
+		if c, ok := w.CPU[key]; ok {
+			share.Merge(c)
+		}
+		if c, ok := w.CPU[machine]; ok {
+			host.Merge(c)
+		}
+	}
+	return share, host
 }

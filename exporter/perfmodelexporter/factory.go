@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/coordinator"
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
-	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
 )
 
@@ -47,12 +47,7 @@ func createDefaultConfig() component.Config {
 			DownsampleTo:    time.Hour,
 		},
 		WorkFactors: WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"},
-		Experiments: ExperimentsConfig{
-			Settings: gradient.DefaultSettings(),
-			MaxDelay: 100 * time.Millisecond, MinDelay: time.Millisecond, DelayFloor: 300 * time.Microsecond, MaxConcurrent: 1,
-			RequestTimeout: 5 * time.Second, SampleBuffer: 1 << 16,
-			Client: confighttp.NewDefaultClientConfig(),
-		},
+		Experiments: coordinator.DefaultConfig(),
 	}
 }
 

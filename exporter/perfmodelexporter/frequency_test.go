@@ -162,7 +162,7 @@ func TestFrequencyExperimentThroughInjector(t *testing.T) {
 		// checks the plumbing and the basis, not how quiet a wave can be.
 		c.Experiments.Train.K, c.Experiments.Train.N, c.Experiments.Train.Chunks, c.Experiments.Train.Scale = 8, 64, 3, 200
 		c.Experiments.MaxPerturbation = 0
-		c.Experiments.Frequencies = map[string]ExperimentFrequency{"cpu0": {CPUs: []int{0}, ExperimentCPU: ExperimentCPU{Machine: "m1", Process: "front"}}}
+		c.Experiments.Frequencies = map[string]ExperimentFrequency{"cpu0": {CPUs: []int{0}, CPU: ExperimentCPU{Machine: "m1", Process: "front"}}}
 	})
 	// No CPU readings yet: α·w is unknown, and the request says so.
 	require.Equal(t, http.StatusUnprocessableEntity, te.send("POST", api.PathExperiments, `{"element":"frequency:cpu0"}`, nil))

@@ -43,21 +43,8 @@ func TestLinkBookDiscoversAddresses(t *testing.T) {
 	if len(b.addresses("x", "y")) != maxLinkAddresses || len(b.links) != maxBookLinks || b.overflow != 5+5+3 {
 		t.Errorf("bounds: %d addresses, %d links, overflow %d", len(b.addresses("x", "y")), len(b.links), b.overflow)
 	}
-
-	// A link without configuration takes the discovered address; the
-	// configured one wins; none at all names the links seen.
-	var xc ExperimentsConfig
-	lt, err := xc.linkTarget("app->db", "db", b.addresses("app", "db"), b.names())
-	if err != nil || lt.host != "10.0.0.6" || lt.port != 5432 || lt.proto != "tcp" {
-		t.Errorf("discovered: %+v, %v", lt, err)
-	}
-	xc.Links = map[string]ExperimentLink{"app->db": {Address: "10.9.9.9:6543"}}
-	if lt, err := xc.linkTarget("app->db", "db", b.addresses("app", "db"), nil); err != nil || lt.host != "10.9.9.9" {
-		t.Errorf("configured: %+v, %v", lt, err)
-	}
-	if _, err := xc.linkTarget("web->nowhere", "nowhere", nil, []string{"app->db"}); err == nil || !strings.Contains(err.Error(), "links seen: app->db") {
-		t.Errorf("unknown link: %v", err)
-	}
+	// How a link experiment picks among them is internal/coordinator's
+	// TestLinkTarget.
 }
 
 // What the link book refuses at its bounds reaches the exporter's overflow
@@ -122,11 +109,6 @@ func TestInventoryTeachesLinkAddresses(t *testing.T) {
 	require.Equal(t, []string{"10.0.0.7:5432", "10.0.0.6:5432"}, te.links.addresses("app", "db"))
 	require.Equal(t, []string{"[fd00::7]:6379"}, te.links.addresses("app", "cache"))
 	require.Equal(t, []string{"app->cache", "app->db"}, te.links.names())
-	var xc ExperimentsConfig
-	lt, err := xc.linkTarget("app->cache", "cache", te.links.addresses("app", "cache"), nil)
-	require.NoError(t, err)
-	require.Equal(t, "fd00::7", lt.host)
-	require.EqualValues(t, 6379, lt.port)
 }
 
 // The link book counts, per front transaction, the synchronous calls per
@@ -206,19 +188,16 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	require.Empty(t, got["web->worker"], "a PRODUCER span is not a call on the request's path")
 	require.Empty(t, got["worker->10.0.0.9:5432"], "the consumer's query is behind the queue")
 
-	// An experiment on a link carries them as its element's priors: the
-	// calls to the address it delays, whichever replica's service answers.
-	p, err := te.planElement("link:web->app-1", "")
-	require.NoError(t, err)
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, p.elements[0].PriorGradients)
-	// The injector holds floor + amplitude under its max_delay: the wave's
-	// amplitude leaves room for the floor.
-	xc := te.cfg.Experiments
-	require.InDelta(t, float64(xc.MaxDelay-xc.DelayFloor)/float64(time.Millisecond), p.elements[0].MaxAmplitude, 1e-9)
-	te.cfg.Experiments.Links = map[string]ExperimentLink{"web->replica-2": {Address: "10.0.0.6:8081"}}
-	p, err = te.planElement("link:web->replica-2", "")
-	require.NoError(t, err)
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, p.elements[0].PriorGradients)
+	// The coordinator takes them as a link element's priors
+	// (internal/coordinator's TestLinkElementPriors): the calls to the
+	// address it delays, whichever replica's service answers, else the
+	// link's own.
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, te.CallsPerRequest("web", "app-1", "10.0.0.5:8081"))
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, te.CallsPerRequest("web", "replica-2", "10.0.0.6:8081"))
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, te.CallsPerRequest("web", "app-1", "10.0.0.1:1"))
+	addresses, known := te.Links("web", "app-1")
+	require.Equal(t, []string{"10.0.0.5:8081"}, addresses)
+	require.Contains(t, known, "web->app-2")
 
 	// Without an injector for links nothing is counted.
 	bare := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "b.db"), "a", base.Add(10*time.Minute), nil)

@@ -86,7 +86,7 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 					}
 					e.addCPU(ts, machine, 1-idle/float64(len(cpus)), capacity, len(cpus))
 					if hasSteal {
-						e.experiments.observeSteal(machine, ts, steal/float64(len(cpus)))
+						e.coord.ObserveSteal(machine, ts, steal/float64(len(cpus)))
 					}
 				case "process.cpu.utilization":
 					if process == "" {

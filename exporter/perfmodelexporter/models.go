@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/apierror"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
@@ -149,7 +150,7 @@ func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
 		out.Transactions = append(out.Transactions, tp)
 	}
 	if len(out.Transactions) == 0 {
-		return nil, statusError{http.StatusUnprocessableEntity, "no transaction has gradients on every changed element; run an experiment first"}
+		return nil, apierror.New(http.StatusUnprocessableEntity, "no transaction has gradients on every changed element; run an experiment first")
 	}
 	return out, nil
 }
