@@ -26,6 +26,7 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/authtest"
+	"github.com/tierscope/tierscope/internal/sharedcomponent"
 	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
@@ -219,7 +220,8 @@ func TestOpenAPIListsEveryEndpoint(t *testing.T) {
 
 // One engine serves the traces and metrics pipelines of a component id.
 func TestSharedAcrossPipelines(t *testing.T) {
-	f := NewFactory()
+	reg := sharedcomponent.NewRegistry[component.ID, *engine]()
+	f := newFactory(reg)
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.NetAddr.Endpoint = "127.0.0.1:0"
 	cfg.Storage.DSN = "sqlite://" + filepath.Join(t.TempDir(), "m.db")
@@ -231,11 +233,10 @@ func TestSharedAcrossPipelines(t *testing.T) {
 	host := componenttest.NewNopHost()
 	require.NoError(t, tr.Start(context.Background(), host))
 	require.NoError(t, me.Start(context.Background(), host))
-	sharedMu.Lock()
-	require.Len(t, shared, 1)
-	s := shared[set.ID]
-	sharedMu.Unlock()
-	require.Equal(t, 2, s.refs)
+	require.Equal(t, 1, reg.Len())
+	s, err := engineFor(reg, set, cfg)
+	require.NoError(t, err)
+	eng := s.Unwrap()
 
 	md, dps := gaugeOf("h1", "system.cpu.utilization")
 	for cpu, idle := range []float64{0.6, 0.8} {
@@ -248,21 +249,20 @@ func TestSharedAcrossPipelines(t *testing.T) {
 		}
 	}
 	require.NoError(t, me.ConsumeMetrics(context.Background(), md))
-	s.eng.mu.Lock()
+	eng.mu.Lock()
 	var util float64
-	for _, w := range s.eng.windows {
+	for _, w := range eng.windows {
 		if c := w.CPU["h1"]; c != nil {
 			util = c.Mean()
 		}
 	}
-	s.eng.mu.Unlock()
+	eng.mu.Unlock()
 	require.InDelta(t, 0.3, util, 1e-9, "1 − mean idle over two CPUs")
 
 	require.NoError(t, tr.Shutdown(context.Background()))
+	require.Equal(t, 1, reg.Len(), "the metrics pipeline still runs")
 	require.NoError(t, me.Shutdown(context.Background()))
-	sharedMu.Lock()
-	require.Empty(t, shared)
-	sharedMu.Unlock()
+	require.Zero(t, reg.Len())
 }
 
 // gaugeOf returns metrics with one gauge named name on a resource of
