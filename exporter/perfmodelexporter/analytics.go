@@ -479,6 +479,7 @@ func (e *engine) checkNewVersions(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	changed := map[string]bool{} // this check's: what the next one will not log again
 	for service, vs := range versions {
 		if len(vs) < 2 {
 			continue
@@ -494,10 +495,17 @@ func (e *engine) checkNewVersions(ctx context.Context) {
 		}
 		for _, t := range c.Transactions {
 			key := service + "\x1f" + base + "\x1f" + cand + "\x1f" + t.Transaction
-			if !t.Changed || e.reported[key] {
+			if !t.Changed {
 				continue
 			}
-			e.reported[key] = true
+			if len(changed) >= e.cfg.Limits.MaxVersionChanges {
+				e.tel.ExporterPerfmodelOverflow.Add(ctx, 1)
+				continue
+			}
+			changed[key] = true
+			if e.reported[key] {
+				continue
+			}
 			e.set.Logger.Warn("perfmodel: service time changed with a new version",
 				zap.String("event.name", "tierscope.signature.changed"),
 				zap.String("service.name", service), zap.String("base.version", base), zap.String("service.version", cand),
@@ -505,6 +513,8 @@ func (e *engine) checkNewVersions(ctx context.Context) {
 				zap.Float64("confidence", t.Confidence), zap.String("basis", t.Basis))
 		}
 	}
+	// Changes of versions that left the last day are forgotten.
+	e.reported = changed
 }
 
 // firstSeen maps service and version to the first window in tr with data of

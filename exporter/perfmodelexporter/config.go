@@ -107,11 +107,18 @@ type WorkFactorsConfig struct {
 	Method string `mapstructure:"method"`
 }
 
-// LimitsConfig bounds a window's service graph and patterns.
+// LimitsConfig bounds a window's service graph and patterns, and the
+// exporter's own memory of addresses and logged version changes.
 type LimitsConfig struct {
 	MaxServices int `mapstructure:"max_services"`
 	MaxEdges    int `mapstructure:"max_edges"`
 	MaxPatterns int `mapstructure:"max_patterns"`
+	// MaxAddresses bounds the address → service book that names the callee
+	// of a CLIENT span no SERVER span answered.
+	MaxAddresses int `mapstructure:"max_addresses"`
+	// MaxVersionChanges bounds the changed transactions of new versions
+	// remembered as logged, so that each is logged once.
+	MaxVersionChanges int `mapstructure:"max_version_changes"`
 }
 
 // AsyncConfig configures the convolution algorithm (paper 001 §5.2) that finds
@@ -149,8 +156,8 @@ func (c WorkFactorsConfig) Validate() error {
 
 // Validate checks that every bound admits something.
 func (c LimitsConfig) Validate() error {
-	if c.MaxServices < 1 || c.MaxEdges < 1 || c.MaxPatterns < 1 {
-		return fmt.Errorf("max_services, max_edges and max_patterns must be ≥ 1, got %+v", c)
+	if c.MaxServices < 1 || c.MaxEdges < 1 || c.MaxPatterns < 1 || c.MaxAddresses < 1 || c.MaxVersionChanges < 1 {
+		return fmt.Errorf("max_services, max_edges, max_patterns, max_addresses and max_version_changes must be ≥ 1, got %+v", c)
 	}
 	return nil
 }

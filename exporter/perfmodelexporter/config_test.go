@@ -74,4 +74,12 @@ func TestValidateNamesField(t *testing.T) {
 		require.Error(t, err, field)
 		require.Contains(t, err.Error(), field+":", field)
 	}
+	for _, mutate := range []func(*LimitsConfig){
+		func(l *LimitsConfig) { l.MaxAddresses = 0 },
+		func(l *LimitsConfig) { l.MaxVersionChanges = 0 },
+	} {
+		cfg := createDefaultConfig().(*Config)
+		mutate(&cfg.Limits)
+		require.ErrorContains(t, xconfmap.Validate(cfg), "limits: max_services, max_edges, max_patterns, max_addresses and max_version_changes must be ≥ 1")
+	}
 }

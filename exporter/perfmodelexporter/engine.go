@@ -67,8 +67,10 @@ type engine struct {
 	flushFailed atomic.Bool
 	coord       *coordinator.Coordinator
 	cache       *blockCache
-	reported    map[string]bool // signature changes already logged (warming goroutine only)
-	rolledUpTo  int64           // hours before it are rolled up (warming goroutine only)
+	// reported are the version changes already logged, of the last check
+	// (warming goroutine only; at most limits.max_version_changes).
+	reported   map[string]bool
+	rolledUpTo int64 // hours before it are rolled up (warming goroutine only)
 	// openWindows is how many recent windows stay open (openWindowsOf).
 	openWindows int64
 	// localHost is this collector's host name, the machine of metrics whose
@@ -96,7 +98,7 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 		now:     time.Now,
 		asm:     model.NewAssembler(int64(cfg.TraceWait), cfg.MaxOpenTraces, cfg.MaxSpansPerTrace),
 		windows: map[int64]*model.Window{},
-		book:    stitch.NewAddressBook(10000),
+		book:    stitch.NewAddressBook(cfg.Limits.MaxAddresses),
 		links:   newLinkBook(),
 		byID:    map[uint64]int32{},
 		// A request may name its injector, but without one configured

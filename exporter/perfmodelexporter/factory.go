@@ -44,7 +44,8 @@ func createDefaultConfig() component.Config {
 		MaxOpenTraces:    50000,
 		MaxSpansPerTrace: 1000,
 		Async:            AsyncConfig{Quantum: 10 * time.Millisecond, MaxMessages: 200000},
-		Limits:           LimitsConfig{MaxServices: lim.MaxServices, MaxEdges: lim.MaxEdges, MaxPatterns: lim.MaxPatterns},
+		Limits: LimitsConfig{MaxServices: lim.MaxServices, MaxEdges: lim.MaxEdges, MaxPatterns: lim.MaxPatterns,
+			MaxAddresses: 10000, MaxVersionChanges: 1000},
 		Storage: StorageConfig{
 			DSN:             "sqlite://perfmodel.db",
 			Retention:       7 * 24 * time.Hour,
