@@ -107,7 +107,7 @@ func feedSystem(t *testing.T, te *testEngine, windows int, perProcess bool) {
 	}
 	te.completeAll()
 	require.NoError(t, te.flush(context.Background(), false))
-	te.cache.reset()
+	te.query.ResetCache()
 }
 
 func TestWorkFactorsAndSignaturesFromTelemetry(t *testing.T) {

@@ -513,13 +513,11 @@ func TestCapacityElementBasis(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, te.send("POST", api.PathExperiments, `{"element":"capacity:db"}`, nil))
 	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"frequency:m1"}`, nil))
 
-	te.mu.Lock()
-	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.1, 0, 0) // 0.1 of 4000 MHz
-	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.2, 0, 0)
-	te.mu.Unlock()
-	share, _ := te.CPU("m1", "tbdb")
+	te.ingest.AddCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.1, 0, 0) // 0.1 of 4000 MHz
+	te.ingest.AddCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.2, 0, 0)
+	share, _ := te.ingest.CPU("m1", "tbdb")
 	require.InDelta(t, 0.15, share.Mean(), 1e-9)
-	require.InDelta(t, 4000, te.capacity("m1", &model.CPUStats{}), 0, "capacity_mhz")
+	require.InDelta(t, 4000, te.query.Capacity("m1", &model.CPUStats{}), 0, "capacity_mhz")
 }
 
 // TestExperimentMeasuresSeveralElementsAfterOneTraining: one experiment

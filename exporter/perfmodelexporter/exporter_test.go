@@ -101,7 +101,7 @@ func (te *testEngine) feed(traces []loadgen.Trace, seed int64) {
 	require.NoError(te.t, te.flush(context.Background(), false))
 	// The tests write history that the engine's clock already calls settled
 	// (and may have cached, empty, while warming at start): forget it.
-	te.cache.reset()
+	te.query.ResetCache()
 }
 
 func generate(t *testing.T, n int) []loadgen.Trace {
@@ -249,14 +249,8 @@ func TestSharedAcrossPipelines(t *testing.T) {
 		}
 	}
 	require.NoError(t, me.ConsumeMetrics(context.Background(), md))
-	eng.mu.Lock()
-	var util float64
-	for _, w := range eng.windows {
-		if c := w.CPU["h1"]; c != nil {
-			util = c.Mean()
-		}
-	}
-	eng.mu.Unlock()
+	_, h1 := eng.ingest.CPU("h1", "")
+	util := h1.Mean()
 	require.InDelta(t, 0.3, util, 1e-9, "1 − mean idle over two CPUs")
 
 	require.NoError(t, tr.Shutdown(context.Background()))

@@ -167,9 +167,7 @@ func TestFrequencyExperimentThroughInjector(t *testing.T) {
 	// No CPU readings yet: α·w is unknown, and the request says so.
 	require.Equal(t, http.StatusUnprocessableEntity, te.send("POST", api.PathExperiments, `{"element":"frequency:cpu0"}`, nil))
 	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"frequency:cpu9"}`, nil))
-	te.mu.Lock()
-	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "front"), 0.05, 0, 0) // 200 of 4000 MHz
-	te.mu.Unlock()
+	te.ingest.AddCPU(time.Now().UnixNano(), model.ProcessKey("m1", "front"), 0.05, 0, 0) // 200 of 4000 MHz
 
 	front := &speedBound{e: te.engine, setspeed: setspeed, workMs: 20, stop: make(chan struct{}), batch: ptrace.NewTraces()}
 	front.run(200)

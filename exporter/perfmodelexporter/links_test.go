@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,37 +14,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/ingest"
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadatatest"
 )
-
-func TestLinkBookDiscoversAddresses(t *testing.T) {
-	b := newLinkBook()
-	for range 3 {
-		b.learn("app", "db", "10.0.0.6:5432")
-	}
-	b.learn("app", "db", "10.0.0.7:5432")
-	b.learn("worker", "db", "10.0.0.10:5432")
-	b.learn("web", "queue", "msg:q/notify") // not a host:port
-	b.learn("web", "web", "127.0.0.1:80")   // not a link
-	if got := b.addresses("app", "db"); len(got) != 2 || got[0] != "10.0.0.6:5432" {
-		t.Errorf("app->db: %v, want the most called first", got)
-	}
-	if got := b.names(); strings.Join(got, ",") != "app->db,worker->db" {
-		t.Errorf("links %v", got)
-	}
-	// Bounded: addresses per link, then links.
-	for i := range maxLinkAddresses + 5 {
-		b.learn("x", "y", fmt.Sprintf("10.1.0.%d:80", i))
-	}
-	for i := range maxBookLinks + 5 {
-		b.learn(fmt.Sprint("c", i), "d", "10.2.0.1:80")
-	}
-	if len(b.addresses("x", "y")) != maxLinkAddresses || len(b.links) != maxBookLinks || b.overflow != 5+5+3 {
-		t.Errorf("bounds: %d addresses, %d links, overflow %d", len(b.addresses("x", "y")), len(b.links), b.overflow)
-	}
-	// How a link experiment picks among them is internal/coordinator's
-	// TestLinkTarget.
-}
 
 // What the link book refuses at its bounds reaches the exporter's overflow
 // telemetry, once: a link with more addresses than it keeps, then one more.
@@ -66,13 +37,12 @@ func TestLinkBookOverflowIsReported(t *testing.T) {
 		}
 		require.NoError(t, te.ConsumeMetrics(context.Background(), md))
 	}
-	inventory(1, maxLinkAddresses+2)
+	inventory(1, ingest.MaxLinkAddresses+2)
 	metadatatest.AssertEqualExporterPerfmodelOverflow(t, tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
-	inventory(1, maxLinkAddresses+3) // the kept addresses again, and three refused
+	inventory(1, ingest.MaxLinkAddresses+3) // the kept addresses again, and three refused
 	metadatatest.AssertEqualExporterPerfmodelOverflow(t, tel, []metricdata.DataPoint[int64]{{Value: 5}}, metricdatatest.IgnoreTimestamp())
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	require.Len(t, te.links.addresses("app", "db"), maxLinkAddresses)
+	addresses, _ := te.ingest.Links("app", "db")
+	require.Len(t, addresses, ingest.MaxLinkAddresses)
 }
 
 // The connection inventory teaches the link book the links between named
@@ -104,11 +74,11 @@ func TestInventoryTeachesLinkAddresses(t *testing.T) {
 	add("batch", "db", "10.0.0.6", 5432, 0) // no open connection
 	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
 
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	require.Equal(t, []string{"10.0.0.7:5432", "10.0.0.6:5432"}, te.links.addresses("app", "db"))
-	require.Equal(t, []string{"[fd00::7]:6379"}, te.links.addresses("app", "cache"))
-	require.Equal(t, []string{"app->cache", "app->db"}, te.links.names())
+	addresses, known := te.ingest.Links("app", "db")
+	require.Equal(t, []string{"10.0.0.7:5432", "10.0.0.6:5432"}, addresses)
+	addresses, _ = te.ingest.Links("app", "cache")
+	require.Equal(t, []string{"[fd00::7]:6379"}, addresses)
+	require.Equal(t, []string{"app->cache", "app->db"}, known)
 }
 
 // The link book counts, per front transaction, the synchronous calls per
@@ -163,14 +133,13 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	require.NoError(t, te.ConsumeTraces(context.Background(), td))
 	te.completeAll()
 
-	te.mu.Lock()
 	got := map[string]map[string]float64{}
 	for _, l := range [][2]string{{"web", "app-1"}, {"web", "app-2"}, {"web", "worker"}, {"worker", "10.0.0.9:5432"}} {
-		got[l[0]+"->"+l[1]] = te.links.callsPerRequest(l[0], l[1])
+		got[l[0]+"->"+l[1]] = te.ingest.CallsPerRequest(l[0], l[1], "")
 	}
 	for _, app := range []string{"app-1", "app-2"} {
-		for _, k := range []linkKey{{app, "10.0.0.9:5432"}} {
-			for tx, n := range te.links.callsPerRequest(k.caller, k.callee) {
+		for _, k := range [][2]string{{app, "10.0.0.9:5432"}} {
+			for tx, n := range te.ingest.CallsPerRequest(k[0], k[1], "") {
 				if got["app->db"] == nil {
 					got["app->db"] = map[string]float64{}
 				}
@@ -178,8 +147,7 @@ func TestLinkCallsPerRequest(t *testing.T) {
 			}
 		}
 	}
-	toDB := te.links.callsPerRequestTo("10.0.0.9:5432")
-	te.mu.Unlock()
+	toDB := te.ingest.CallsPerRequest("", "", "10.0.0.9:5432")
 	t.Logf("calls per request: %v; to the database's address %v", got, toDB)
 	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 3}, toDB, "the partial traces would make it 2 counted per request")
 	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, got["web->app-1"])
@@ -192,10 +160,10 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	// (internal/coordinator's TestLinkElementPriors): the calls to the
 	// address it delays, whichever replica's service answers, else the
 	// link's own.
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, te.CallsPerRequest("web", "app-1", "10.0.0.5:8081"))
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, te.CallsPerRequest("web", "replica-2", "10.0.0.6:8081"))
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, te.CallsPerRequest("web", "app-1", "10.0.0.1:1"))
-	addresses, known := te.Links("web", "app-1")
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, te.ingest.CallsPerRequest("web", "app-1", "10.0.0.5:8081"))
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, te.ingest.CallsPerRequest("web", "replica-2", "10.0.0.6:8081"))
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, te.ingest.CallsPerRequest("web", "app-1", "10.0.0.1:1"))
+	addresses, known := te.ingest.Links("web", "app-1")
 	require.Equal(t, []string{"10.0.0.5:8081"}, addresses)
 	require.Contains(t, known, "web->app-2")
 
@@ -203,19 +171,8 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	bare := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "b.db"), "a", base.Add(10*time.Minute), nil)
 	require.NoError(t, bare.ConsumeTraces(context.Background(), td))
 	bare.completeAll()
-	bare.mu.Lock()
-	require.Empty(t, bare.links.calls)
-	bare.mu.Unlock()
-
-	// Bounded: transactions past the bound are counted as overflow.
-	b := newLinkBook()
-	for i := range maxCallTransactions + 3 {
-		if tx := fmt.Sprint("tx", i); b.countRequest("a", tx) {
-			b.countServer("a", tx)
-			b.countCall("a", "b", "10.0.0.1:80", tx)
-		}
+	for _, l := range [][3]string{{"web", "app-1", "10.0.0.5:8081"}, {"web", "app-2", "10.0.0.6:8081"}, {"", "", "10.0.0.9:5432"}} {
+		require.Empty(t, bare.ingest.CallsPerRequest(l[0], l[1], l[2]), l)
 	}
-	require.Len(t, b.requests, maxCallTransactions)
-	require.Len(t, b.callsPerRequest("a", "b"), maxCallTransactions)
-	require.EqualValues(t, 3, b.overflow)
+
 }

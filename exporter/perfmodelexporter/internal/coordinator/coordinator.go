@@ -114,6 +114,10 @@ func New(set Settings) *Coordinator {
 	return &Coordinator{set: set, running: map[string]*runner{}, lastSteal: map[string]int64{}}
 }
 
+// SetTraffic gives the coordinator the traffic it plans experiments on,
+// when that is built after it (the ingest side observes for it).
+func (x *Coordinator) SetTraffic(t Traffic) { x.set.Traffic = t }
+
 func (x *Coordinator) now() time.Time { return x.set.Now() }
 
 // Start gives the coordinator the store and the injectors' client (nil: a
