@@ -164,6 +164,8 @@ func (e *engine) Start(ctx context.Context, host component.Host) error {
 			injectors.Timeout = e.cfg.Experiments.RequestTimeout
 		}
 	}
+	// The coordinator has the store before the API can ask it anything.
+	e.coord.Start(st, e.cfg.Storage.DSN, injectors)
 	e.srv = srv
 	e.stop = make(chan struct{})
 	e.done.Add(2)
@@ -174,7 +176,6 @@ func (e *engine) Start(ctx context.Context, host component.Host) error {
 		}
 	}()
 	go e.loop(host)
-	e.coord.Start(st, e.cfg.Storage.DSN, injectors)
 	e.done.Add(1)
 	go func() {
 		defer e.done.Done()
