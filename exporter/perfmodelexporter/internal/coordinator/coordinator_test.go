@@ -432,3 +432,20 @@ func BenchmarkCrossings(b *testing.B) {
 		b.Fatal("no crossing")
 	}
 }
+
+// The coordinator reads time from its Settings.Now only: an experiment
+// started on a fixed clock carries that clock's time, and its record is
+// stored in that clock's window.
+func TestCoordinatorRunsOnItsClock(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	cfg := DefaultConfig()
+	cfg.Links = map[string]Link{"a->b": {Address: "tcp://127.0.0.1:9", Injector: "http://127.0.0.1:9"}}
+	x := newTestCoordinator(cfg, &fakeTraffic{})
+	x.set.Now = func() time.Time { return at }
+	run, err := x.newRunner(api.ExperimentRequest{Element: "link:a->b"})
+	require.NoError(t, err)
+	require.Equal(t, at, run.started)
+	require.Equal(t, at.Unix(), run.snapshot().Started)
+	run.fail("stopped by the test")
+	require.Equal(t, at.Unix(), run.snapshot().Finished)
+}
