@@ -172,7 +172,7 @@ func TestWorkFactorsAndSignaturesFromTelemetry(t *testing.T) {
 	te.cfg.Limits.MaxVersionChanges = 1000
 
 	// Derived gauges, of the last hour: move the clock to the data's end.
-	te.now = func() time.Time { return time.Unix(alignDown(loadStart.Unix(), 60)+windows*60, 0) }
+	te.setClock(func() time.Time { return time.Unix(alignDown(loadStart.Unix(), 60)+windows*60, 0) })
 	resp, err := http.Get(te.url + api.PathMetrics)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)

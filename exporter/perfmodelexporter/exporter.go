@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -43,8 +44,8 @@ type engine struct {
 	cfg    *Config
 	shard  string
 	window int64 // seconds
-	// now is the clock of every part (tests set it).
-	now func() time.Time
+	// clock is the time of every part (tests set it while it runs).
+	clock atomic.Pointer[func() time.Time]
 
 	ingest *ingest.Engine
 	query  *query.Reader
@@ -77,8 +78,8 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 	if shard == "" {
 		shard = host + "/" + set.ID.String()
 	}
-	e := &engine{set: set, cfg: cfg, tel: tel, shard: shard, window: int64(cfg.Window / time.Second), now: time.Now,
-		reported: map[string]bool{}}
+	e := &engine{set: set, cfg: cfg, tel: tel, shard: shard, window: int64(cfg.Window / time.Second), reported: map[string]bool{}}
+	e.setClock(time.Now)
 	clock := func() time.Time { return e.now() }
 	e.query = query.New(query.Settings{
 		Window: e.window, OpenWindows: openWindowsOf(cfg), FlushInterval: cfg.FlushInterval, Shard: shard,
@@ -108,6 +109,11 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 	e.coord.SetTraffic(e.ingest)
 	return e, nil
 }
+
+// setClock makes now the clock of every part.
+func (e *engine) setClock(now func() time.Time) { e.clock.Store(&now) }
+
+func (e *engine) now() time.Time { return (*e.clock.Load())() }
 
 // openWindowsOf is open_windows, raised so that the open windows span twice
 // trace_wait and one window more: a trace reaches a window only trace_wait

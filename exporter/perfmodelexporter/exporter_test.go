@@ -59,7 +59,7 @@ func startEngineWith(t *testing.T, set exporter.Settings, dsn, shard string, now
 	require.NoError(t, cfg.Validate())
 	e, err := newEngine(set, cfg)
 	require.NoError(t, err)
-	e.now = func() time.Time { return now }
+	e.setClock(func() time.Time { return now })
 	host := authtest.Host{component.MustNewID("tokenauth"): authtest.Token{}}
 	require.NoError(t, e.Start(context.Background(), host))
 	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
@@ -164,7 +164,7 @@ func TestGraphAndPathsFromSpans(t *testing.T) {
 
 	// Prometheus gauges of the last complete window (the clock is 5 min on,
 	// so point the window at the data).
-	te.now = func() time.Time { return loadStart.Add(90 * time.Second) }
+	te.setClock(func() time.Time { return loadStart.Add(90 * time.Second) })
 	resp, err := http.Get(te.url + api.PathMetrics)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
