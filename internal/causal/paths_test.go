@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
@@ -45,10 +46,10 @@ func TestPatternsMatchReference(t *testing.T) {
 		}
 		// The same forest as spans, without callers, and with two labels that
 		// share a name: equal names make equal signatures.
-		spans := make([]Span, len(pairs))
+		spans := make([]span.Span, len(pairs))
 		label := make([]int32, len(pairs))
 		for i, p := range pairs {
-			spans[i] = Span{Start: p.Call, End: p.Return}
+			spans[i] = span.Span{Start: p.Call, End: p.Return}
 			label[i] = int32(p.Callee)
 		}
 		labels := append(slices.Clone(tr.Nodes), tr.Nodes[len(tr.Nodes)-1])

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tierscope/tierscope/internal/causal"
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
@@ -266,7 +267,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo,
 			rep.ZeroDuration++
 		}
 		kind := kindOf(sp.Kind())
-		if kind == causal.KindUnspecified && sp.Kind() != ptrace.SpanKindUnspecified && final {
+		if kind == span.KindUnspecified && sp.Kind() != ptrace.SpanKindUnspecified && final {
 			rep.UnknownKind++
 		}
 		var pr peer
@@ -276,9 +277,9 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo,
 			rep.LongAttributes += attrs.tooLong
 		}
 		switch kind {
-		case causal.KindClient, causal.KindProducer:
+		case span.KindClient, span.KindProducer:
 			pr = peerOf(&attrs, &s.join)
-		case causal.KindServer:
+		case span.KindServer:
 			endpoint = ownAddress(&attrs, &s.join)
 		}
 		op, class := operation(&attrs, sp.Name(), kind, &s.join)
@@ -315,7 +316,7 @@ func (s *Stitcher) linkKnownParents(t *round, refs []spanRef) {
 			continue // the parent is elsewhere; the context is intact
 		}
 		t.spans[j].Parent = p
-		if t.spans[p].Kind == causal.KindClient && t.spans[j].Kind == causal.KindServer {
+		if t.spans[p].Kind == span.KindClient && t.spans[j].Kind == span.KindServer {
 			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
 		}
 	}
@@ -327,7 +328,7 @@ func (s *Stitcher) linkKnownParents(t *round, refs []spanRef) {
 func (s *Stitcher) resolvePeers(t *round, refs []spanRef, rep *Report) {
 	for j := range t.spans {
 		k := t.spans[j].Kind
-		if k != causal.KindClient && k != causal.KindProducer {
+		if k != span.KindClient && k != span.KindProducer {
 			continue
 		}
 		p := t.peers[j]
@@ -373,7 +374,7 @@ func (s *Stitcher) writeParents(t *round, refs []spanRef, res *causal.StitchResu
 		s.writeBack(refs[t.ref[j]].span, t.traces[p], t.ids[p], res.Confidence[j], trusted)
 		// Confident inferences teach addresses too, so that the caller's side of a
 		// trace released later, without its callee, still names the callee.
-		if t.spans[p].Kind == causal.KindClient && t.spans[j].Kind == causal.KindServer && res.Confidence[j] >= learnConfidence {
+		if t.spans[p].Kind == span.KindClient && t.spans[j].Kind == span.KindServer && res.Confidence[j] >= learnConfidence {
 			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
 		}
 	}
@@ -455,7 +456,7 @@ func serviceGraph(refs []spanRef, t *round, parent, labelOf []int32, labels []st
 // round holds one stitching round's spans: the live ones (ref ≥ 0, an index into
 // the round's refs) and the released ones recalled from history (ref −1).
 type round struct {
-	spans  []causal.Span
+	spans  []span.Span
 	ref    []int32
 	traces []pcommon.TraceID
 	ids    []pcommon.SpanID
@@ -469,7 +470,7 @@ type round struct {
 
 func newRound(size int) *round {
 	return &round{
-		spans: make([]causal.Span, 0, size), ref: make([]int32, 0, size),
+		spans: make([]span.Span, 0, size), ref: make([]int32, 0, size),
 		traces: make([]pcommon.TraceID, 0, size), ids: make([]pcommon.SpanID, 0, size), peers: make([]peer, 0, size),
 		byID: make(map[pcommon.SpanID]int32, size), names: newInterner(),
 	}
@@ -490,7 +491,7 @@ func (t *round) add(ref int32, f released, orphan bool) {
 	if f.host != "" {
 		host = t.names.id(f.host)
 	}
-	t.spans = append(t.spans, causal.Span{
+	t.spans = append(t.spans, span.Span{
 		Start: f.start, End: f.end,
 		Service: t.names.id(f.service), Instance: t.names.id(f.instance), Host: host, Name: t.names.id(f.name),
 		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.optional(f.op), OpClass: t.names.optional(f.class),
@@ -527,7 +528,7 @@ type released struct {
 	start, end                    int64
 	service, instance, host, name string
 	op, class, thread             string
-	kind                          causal.SpanKind
+	kind                          span.Kind
 	peer                          peer
 	trace                         pcommon.TraceID
 	span                          pcommon.SpanID
@@ -568,7 +569,7 @@ func (h *history) since(endAfter, producedAfter int64) []released {
 	}
 	var out []released
 	for _, r := range h.recs {
-		if r.end >= endAfter || (r.kind == causal.KindProducer && r.start >= producedAfter) {
+		if r.end >= endAfter || (r.kind == span.KindProducer && r.start >= producedAfter) {
 			out = append(out, r)
 		}
 	}
@@ -716,20 +717,20 @@ func pathLabels(t *round, parent []int32, book *AddressBook) ([]string, []int32)
 	return labels, labelOf
 }
 
-func kindOf(k ptrace.SpanKind) causal.SpanKind {
+func kindOf(k ptrace.SpanKind) span.Kind {
 	switch k {
 	case ptrace.SpanKindInternal:
-		return causal.KindInternal
+		return span.KindInternal
 	case ptrace.SpanKindServer:
-		return causal.KindServer
+		return span.KindServer
 	case ptrace.SpanKindClient:
-		return causal.KindClient
+		return span.KindClient
 	case ptrace.SpanKindProducer:
-		return causal.KindProducer
+		return span.KindProducer
 	case ptrace.SpanKindConsumer:
-		return causal.KindConsumer
+		return span.KindConsumer
 	}
-	return causal.KindUnspecified
+	return span.KindUnspecified
 }
 
 // ForEachSpan calls f for every span of td.
