@@ -122,7 +122,7 @@ func refHistogram(size int) *stats.LogHistogram {
 // refTree adapts a callTree to the reference builder's interface.
 type refTree struct{ callTree }
 
-func (t refTree) name(i int32) string { return t.labelName(t.label(i)) }
+func (t refTree) name(i int32) string { return t.LabelName(t.Label(i)) }
 
 // refPatternBuilder is the pattern builder as it was before signature ids: a
 // memoised signature string per call, patterns keyed by their signature.
@@ -180,7 +180,7 @@ func (b *refPatternBuilder) signature(i int32) string {
 		return s
 	}
 	name := b.t.name(i)
-	kids := b.t.children(i, nil)
+	kids := b.t.Children(i, nil)
 	if len(kids) == 0 {
 		b.sigs[i] = name
 		return name
@@ -201,7 +201,7 @@ func (b *refPatternBuilder) sortedChildren(i int32, depth int) []int32 {
 	for len(b.kids) <= depth {
 		b.kids = append(b.kids, nil)
 	}
-	kids := b.t.children(i, b.kids[depth][:0])
+	kids := b.t.Children(i, b.kids[depth][:0])
 	slices.SortStableFunc(kids, func(x, y int32) int { return strings.Compare(b.sigs[x], b.sigs[y]) })
 	b.kids[depth] = kids
 	return kids

@@ -104,10 +104,10 @@ func newSpanTree(spans []span.Span, parent, label []int32, labels []string) *spa
 	return t
 }
 
-func (t *spanTree) label(i int32) int32             { return t.labelOf[i] }
-func (t *spanTree) labelName(l int32) string        { return t.labels[l] }
+func (t *spanTree) Label(i int32) int32             { return t.labelOf[i] }
+func (t *spanTree) LabelName(l int32) string        { return t.labels[l] }
 func (t *spanTree) interval(i int32) (int64, int64) { return t.spans[i].Start, t.spans[i].End }
-func (t *spanTree) children(i int32, dst []int32) []int32 {
+func (t *spanTree) Children(i int32, dst []int32) []int32 {
 	for c := t.first[i]; c >= 0; c = t.next[c] {
 		dst = append(dst, c)
 	}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/tierscope/tierscope/internal/span"
 )
 
 // Kind is a span's role, as OTLP's span kinds.
@@ -235,11 +237,20 @@ type treeScratch struct {
 	label    []string // node name, "" for transparent spans
 	up       []int32  // nearest labelled proper ancestor
 	children [][]int32
-	sig      []string
 	order    []int32
 	byID     map[uint64]int32
 	answered map[uint64]bool
-	sb       strings.Builder
+	signer   *span.Signer // keeps the path shapes of earlier traces
+}
+
+// maxShapes bounds the path shapes a window's signer remembers between traces.
+const maxShapes = 1 << 14
+
+// The labelled spans form a span.Tree: each span is its own label.
+func (t *treeScratch) Label(i int32) int32      { return i }
+func (t *treeScratch) LabelName(l int32) string { return t.label[l] }
+func (t *treeScratch) Children(i int32, dst []int32) []int32 {
+	return append(dst, t.children[i]...)
 }
 
 // AddTrace adds one complete trace (its spans in any order) and returns the
@@ -430,7 +441,14 @@ func (w *Window) addOutboundCalls(spans []Span) {
 // statistics.
 func (w *Window) addPatterns(spans []Span, roots []int32, of *Overflow) {
 	t := &w.tree
-	t.sig = resize(t.sig, len(spans))
+	if t.signer == nil {
+		t.signer = span.NewSigner(t, len(spans))
+	} else {
+		if t.signer.Shapes() > maxShapes {
+			t.signer.Forget()
+		}
+		t.signer.Reset(t, len(spans))
+	}
 	for _, r := range roots {
 		w.Traces++
 		sig := t.signature(r)
@@ -479,30 +497,19 @@ func (w *Window) edge(k EdgeKey, of *Overflow) *CallStats {
 	return cs
 }
 
-// signature computes the canonical signatures of i's subtree (docs/formats.md §2) and
-// sorts every children list canonically: by signature, then by start.
+// signature is the canonical signature of i's subtree (docs/formats.md §2); it
+// sorts every children list of the subtree canonically: by signature, then by
+// start.
 func (t *treeScratch) signature(i int32) string {
-	ch := t.children[i]
-	if len(ch) == 0 {
-		t.sig[i] = t.label[i]
-		return t.sig[i]
+	sig := t.signer.Signature(i)
+	t.sortChildren(i)
+	return sig
+}
+
+func (t *treeScratch) sortChildren(i int32) {
+	for _, c := range t.signer.SortBySignature(t.children[i]) {
+		t.sortChildren(c)
 	}
-	for _, c := range ch {
-		t.signature(c)
-	}
-	slices.SortStableFunc(ch, func(a, b int32) int { return strings.Compare(t.sig[a], t.sig[b]) })
-	t.sb.Reset()
-	t.sb.WriteString(t.label[i])
-	t.sb.WriteByte('(')
-	for k, c := range ch {
-		if k > 0 {
-			t.sb.WriteByte(',')
-		}
-		t.sb.WriteString(t.sig[c])
-	}
-	t.sb.WriteByte(')')
-	t.sig[i] = t.sb.String()
-	return t.sig[i]
 }
 
 func (t *treeScratch) appendNodes(dst []PatternNode, i int32, parent int32) []PatternNode {
