@@ -8,16 +8,17 @@ import (
 	"github.com/tierscope/tierscope/internal/span"
 )
 
-// Kind is a span's role, as OTLP's span kinds.
-type Kind uint8
+// Kind is the span model's kind (internal/span). The names below are kept so
+// that code written against model's own kind still reads; new code uses span's.
+type Kind = span.Kind
 
-// Span kinds.
+// Span kinds, as span's.
 const (
-	KindInternal Kind = iota
-	KindServer
-	KindClient
-	KindProducer
-	KindConsumer
+	KindInternal = span.KindInternal
+	KindServer   = span.KindServer
+	KindClient   = span.KindClient
+	KindProducer = span.KindProducer
+	KindConsumer = span.KindConsumer
 )
 
 // Span is one span of a complete trace, as the engine sees it.

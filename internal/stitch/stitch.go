@@ -119,7 +119,7 @@ type Stitcher struct {
 	// third of the bytes it allocated.
 	round     *round
 	refs      []spanRef
-	resources []resourceInfo
+	resources []Resource
 }
 
 // New returns a Stitcher, or an error for unusable options.
@@ -179,10 +179,6 @@ type spanRef struct {
 	span     ptrace.Span
 	resource int32 // index into resources
 	context  bool  // only context: a candidate parent, never an orphan, never written
-}
-
-type resourceInfo struct {
-	service, instance, host string
 }
 
 // Stitch infers missing parents across the batches and writes them back in place.
@@ -251,7 +247,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 // readSpans adds every span of refs to the round, with what its attributes say
 // of its kind, peer, address and operation, and counts the released spans it
 // must skip or cannot read fully.
-func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo, rep *Report) {
+func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep *Report) {
 	var attrs spanAttrs
 	for i, r := range refs {
 		sp := r.span
@@ -266,7 +262,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo,
 		if end == start && final {
 			rep.ZeroDuration++
 		}
-		kind := kindOf(sp.Kind())
+		kind := KindOf(sp.Kind())
 		if kind == span.KindUnspecified && sp.Kind() != ptrace.SpanKindUnspecified && final {
 			rep.UnknownKind++
 		}
@@ -285,7 +281,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo,
 		op, class := operation(&attrs, sp.Name(), kind, &s.join)
 		res := resources[r.resource]
 		t.add(int32(i), released{
-			start: start, end: end, kind: kind, service: res.service, instance: res.instance, host: res.host,
+			start: start, end: end, kind: kind, service: res.Service, instance: res.Instance, host: res.Host,
 			name: sp.Name(), op: op, class: class, thread: threadOf(&attrs, &s.join), peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
 		}, final && sp.ParentSpanID().IsEmpty())
 		if endpoint != "" {
@@ -294,8 +290,8 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo,
 		// What a server says of itself names the service at its address and
 		// operation, with no context needed.
 		if kind.RemoteEntry() {
-			s.book.Learn(endpoint, res.service)
-			s.book.Learn(s.join.opAddress(op), res.service)
+			s.book.Learn(endpoint, res.Service)
+			s.book.Learn(s.join.opAddress(op), res.Service)
 		}
 	}
 }
@@ -717,22 +713,6 @@ func pathLabels(t *round, parent []int32, book *AddressBook) ([]string, []int32)
 	return labels, labelOf
 }
 
-func kindOf(k ptrace.SpanKind) span.Kind {
-	switch k {
-	case ptrace.SpanKindInternal:
-		return span.KindInternal
-	case ptrace.SpanKindServer:
-		return span.KindServer
-	case ptrace.SpanKindClient:
-		return span.KindClient
-	case ptrace.SpanKindProducer:
-		return span.KindProducer
-	case ptrace.SpanKindConsumer:
-		return span.KindConsumer
-	}
-	return span.KindUnspecified
-}
-
 // ForEachSpan calls f for every span of td.
 func ForEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
 	rss := td.ResourceSpans()
@@ -749,12 +729,12 @@ func ForEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
 
 // collect appends every span of the batches, with its resource's identity; for
 // context, only spans that start no later than horizon.
-func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []resourceInfo, horizon int64) ([]spanRef, []resourceInfo) {
+func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []Resource, horizon int64) ([]spanRef, []Resource) {
 	for _, td := range batches {
 		rss := td.ResourceSpans()
 		for i := 0; i < rss.Len(); i++ {
 			rs := rss.At(i)
-			resources = append(resources, identity(rs.Resource().Attributes()))
+			resources = append(resources, ResourceOf(rs.Resource().Attributes()))
 			r := int32(len(resources) - 1)
 			sss := rs.ScopeSpans()
 			for j := 0; j < sss.Len(); j++ {
@@ -770,49 +750,6 @@ func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []
 		}
 	}
 	return refs, resources
-}
-
-// identity names a resource's service, process and host. A process is known by
-// the attributes that name it whatever its service.name: the pid on its host or
-// container, else its container; then its service instance, pod or host, each
-// with the service; the service alone only when nothing else is given.
-func identity(attrs pcommon.Map) resourceInfo {
-	str := func(k string) string {
-		if v, ok := attrs.Get(k); ok {
-			if s := v.AsString(); len(s) <= maxAttrLen {
-				return s
-			}
-		}
-		return ""
-	}
-	info := resourceInfo{service: str("service.name")}
-	if info.service == "" {
-		info.service = "unknown_service"
-	}
-	info.host = str("host.name")
-	if info.host == "" {
-		info.host = str("host.id")
-	}
-	container, pid := str("container.id"), str("process.pid")
-	pod := str("k8s.pod.uid")
-	if pod == "" {
-		pod = str("k8s.pod.name")
-	}
-	switch instance := str("service.instance.id"); {
-	case pid != "" && (info.host != "" || container != "" || pod != ""):
-		info.instance = "pid:" + info.host + "/" + container + "/" + pod + "/" + pid
-	case container != "":
-		info.instance = "container:" + container
-	case instance != "":
-		info.instance = "instance:" + info.service + "/" + instance
-	case pod != "":
-		info.instance = "pod:" + pod + "/" + info.service
-	case info.host != "":
-		info.instance = "host:" + info.host + "/" + info.service
-	default:
-		info.instance = "service:" + info.service
-	}
-	return info
 }
 
 // interner maps strings to small ids and back.
