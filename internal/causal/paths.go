@@ -10,12 +10,6 @@ import (
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
-// LatencyBins is the layout of the per-node latency histograms of a pattern, in
-// milliseconds: base 1.05 like the scoreboard, but from 1 µs so that sub-millisecond
-// tiers keep their resolution (the storage is sparse, so the extra bins cost
-// nothing when unused).
-var LatencyBins = stats.LogBins{Base: 1.05, Min: 0.001, Count: 500}
-
 // PatternNode is one node of a causal path pattern. Latency is the time from the
 // call into the node to its return, including its callees; CallDelay is the time
 // from the call into its parent to the call into this node (figure 4,
@@ -95,7 +89,7 @@ type patternBuilder struct {
 	// Patterns by caller (its canonical name id, or −1) and sid, packed in 64 bits.
 	index   map[uint64]int32
 	entries []patternEntry
-	bins    *stats.LogIndexer // LatencyBins, shared by every histogram; nil when small
+	bins    *stats.LogIndexer // stats.LatencyBins, shared by every histogram; nil when small
 }
 
 // patternEntry is a pattern and, while its statistics wait to be filled, its
@@ -109,7 +103,7 @@ type patternEntry struct {
 func newPatternBuilder(t callTree, size int) *patternBuilder {
 	b := &patternBuilder{t: t, sig: span.NewSigner(t, size), index: make(map[uint64]int32)}
 	if size >= largeForest {
-		b.bins = stats.NewLogIndexer(LatencyBins)
+		b.bins = stats.NewLogIndexer(stats.LatencyBins)
 	}
 	return b
 }
@@ -119,10 +113,10 @@ func newPatternBuilder(t callTree, size int) *patternBuilder {
 // such as a collector's batches of spans, are aggregated on the calling goroutine.
 const largeForest = 1 << 12
 
-// newHistogram is a histogram of LatencyBins, indexed when the forest is large.
+// newHistogram is a histogram of stats.LatencyBins, indexed when the forest is large.
 func (b *patternBuilder) newHistogram() *stats.LogHistogram {
 	if b.bins == nil {
-		return stats.NewLogHistogram(LatencyBins)
+		return stats.NewLogHistogram(stats.LatencyBins)
 	}
 	return stats.NewIndexedLogHistogram(b.bins)
 }

@@ -110,13 +110,13 @@ func randomNestedTrace(rng *rand.Rand, calls int) *Trace {
 	return b.Trace()
 }
 
-var refIndexer = stats.NewLogIndexer(LatencyBins)
+var refIndexer = stats.NewLogIndexer(stats.LatencyBins)
 
 func refHistogram(size int) *stats.LogHistogram {
 	if size >= largeForest {
 		return stats.NewIndexedLogHistogram(refIndexer)
 	}
-	return stats.NewLogHistogram(LatencyBins)
+	return stats.NewLogHistogram(stats.LatencyBins)
 }
 
 // refTree adapts a callTree to the reference builder's interface.

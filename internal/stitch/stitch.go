@@ -427,7 +427,7 @@ func serviceGraph(refs []spanRef, t *round, parent, labelOf []int32, labels []st
 		k := key{labelOf[a], labelOf[j]}
 		e, ok := edges[k]
 		if !ok {
-			e = &Edge{From: labels[k.from], To: labels[k.to], Latency: stats.NewLogHistogram(causal.LatencyBins)}
+			e = &Edge{From: labels[k.from], To: labels[k.to], Latency: stats.NewLogHistogram(stats.LatencyBins)}
 			edges[k] = e
 		}
 		e.Calls++
