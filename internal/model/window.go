@@ -295,7 +295,7 @@ func (t *treeScratch) build(spans []Span) []int32 {
 	// A CLIENT/PRODUCER span is answered when a SERVER/CONSUMER span of the
 	// trace is its child; it is then transparent, else its peer is a node.
 	for i := range spans {
-		if k := spans[i].Kind; k == KindServer || k == KindConsumer {
+		if spans[i].Kind.RemoteEntry() {
 			if p := t.parentOf(spans, i); p >= 0 {
 				t.answered[spans[p].SpanID] = true
 			}
@@ -304,10 +304,10 @@ func (t *treeScratch) build(spans []Span) []int32 {
 	t.label = resize(t.label, n)
 	for i := range spans {
 		s := &spans[i]
-		switch {
-		case s.Kind == KindServer || s.Kind == KindConsumer || t.parentOf(spans, i) < 0:
+		switch span.NodeOf(s.Kind, t.parentOf(spans, i) < 0, t.answered[s.SpanID]) {
+		case span.NodeService:
 			t.label[i] = s.Service
-		case (s.Kind == KindClient || s.Kind == KindProducer) && !t.answered[s.SpanID]:
+		case span.NodeCallee:
 			t.label[i] = cmp.Or(s.Peer, "unknown")
 		default:
 			t.label[i] = ""

@@ -94,3 +94,21 @@ func TestKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeOf(t *testing.T) {
+	cases := []struct {
+		kind           Kind
+		root, answered bool
+		want           Node
+	}{
+		{KindServer, false, false, NodeService}, {KindConsumer, false, true, NodeService},
+		{KindInternal, true, false, NodeService}, {KindClient, true, true, NodeService},
+		{KindClient, false, false, NodeCallee}, {KindProducer, false, false, NodeCallee},
+		{KindClient, false, true, NodeNone}, {KindInternal, false, false, NodeNone}, {KindUnspecified, false, false, NodeNone},
+	}
+	for _, c := range cases {
+		if got := NodeOf(c.kind, c.root, c.answered); got != c.want {
+			t.Errorf("NodeOf(%d, root %v, answered %v) = %d, want %d", c.kind, c.root, c.answered, got, c.want)
+		}
+	}
+}

@@ -55,3 +55,31 @@ type Span struct {
 	// span with no parent that is not marked stays a root.
 	Orphan bool
 }
+
+// Node says what a span is on a causal path (docs/formats.md §2 and §4).
+type Node uint8
+
+const (
+	// NodeNone: the span is transparent; its children hang from its nearest
+	// ancestor that is a node (INTERNAL spans, calls whose callee's span is in
+	// the trace).
+	NodeNone Node = iota
+	// NodeService: the span is a node named by its own service.
+	NodeService
+	// NodeCallee: the span is a node named by its callee (a database, an
+	// uninstrumented back end).
+	NodeCallee
+)
+
+// NodeOf is the one rule for the nodes of a path: a span entered from another
+// process, or a root, is its service; a call that no span of the trace answers
+// (no SERVER or CONSUMER child) is its callee; any other span is transparent.
+func NodeOf(k Kind, root, answered bool) Node {
+	switch {
+	case k.RemoteEntry() || root:
+		return NodeService
+	case k.RemoteCaller() && !answered:
+		return NodeCallee
+	}
+	return NodeNone
+}

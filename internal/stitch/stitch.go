@@ -692,10 +692,10 @@ func pathLabels(t *round, parent []int32, book *AddressBook) ([]string, []int32)
 	for j := range spans {
 		sp := &spans[j]
 		labelOf[j] = -1
-		switch {
-		case sp.Kind.RemoteEntry() || parent[j] < 0:
+		switch span.NodeOf(sp.Kind, parent[j] < 0, hasRemoteChild[j]) {
+		case span.NodeService:
 			labelOf[j] = labelID(t.names.name(sp.Service))
-		case sp.Kind.RemoteCaller() && !hasRemoteChild[j]:
+		case span.NodeCallee:
 			p := t.peers[j]
 			l := p.label
 			switch {
