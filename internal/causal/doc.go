@@ -168,6 +168,30 @@
 //     learned from the assignment (not from the scoreboard, which would teach
 //     it from every candidate) with a prior of 1% until seen, and every
 //     enclosing link takes 1 − P(late | key).
+//   - Caller addresses (spancaller.go). A SERVER span that records where its
+//     request came from (network.peer.*, client.*, legacy net.sock.peer.*)
+//     names its caller's connection, which belongs to one process, and its
+//     address, which belongs to one host or proxy. P(process | address) and
+//     P(process | connection) are learned from the assignment with back-off,
+//     P_conn(i) = (n_conn(i) + P_addr(i))/(N_conn + 1) with
+//     P_addr(i) = (n_addr(i) + 1/M)/(N_addr + 1), the callee's own link left
+//     out (M the processes that call); and the gaps from
+//     the connection's previous request to the caller's start and from the
+//     caller's end to the connection's next request (sequential on HTTP/1.1,
+//     overlapping, hence uninformative, when multiplexed) are learned as link
+//     models. Each caller's score is multiplied by both, relative to the best
+//     of the callee's callers, so that a callee that records nothing keeps the
+//     scale against which confidences weigh strangers.
+//   - Queue order (spanqueue.go). A queue hands out messages in about the
+//     order they came, whatever they waited: producers of a destination are
+//     ranked by end, each service's consumers of it by start, and the rank
+//     offset d = rank(p) − rank(c), constant for a FIFO queue, is learned per
+//     destination from the known links and the confidence-weighted
+//     assignment. A consumer's producers are ranked by their score times
+//     (n(d) + 0.01)/(max n + 0.01), unsmoothed (the neighbouring offsets are
+//     the wrong candidates); its confidence is the smaller of the confidences
+//     with and without the order, since an order learned from the assignment
+//     looks stricter than it is.
 //   - Guests. A process that serves nothing (database clients reported under
 //     the back end's service.name) is placed in the process of its host that
 //     encloses ≥ 90% of its spans when no other encloses > 60%; otherwise each

@@ -223,6 +223,7 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 	defer func() {
 		a.bidders, a.objs, a.start, a.obj, a.score, a.ben = bidders, objs, arcStart, arcObj, arcScore, arcBen
 	}()
+	ordered := false
 	for c := range s.spans {
 		ci := int32(c)
 		if !s.remote[c] || s.start[c] == s.start[c+1] || !bids(ci) {
@@ -249,12 +250,26 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 				a.objOf[p] = o
 				objs = append(objs, p)
 			}
-			v := s.score(p, ci, round)
 			arcObj = append(arcObj, o)
-			arcScore = append(arcScore, v)
-			arcBen = append(arcBen, math.Log(v))
+			arcScore = append(arcScore, s.score(p, ci, round))
 		}
 		arcStart = append(arcStart, int32(len(arcObj)))
+		from := arcStart[len(arcStart)-2]
+		f := s.remoteFactors(ci, arcObj[from:], objs)
+		for k := range arcScore[from:] {
+			v := arcScore[from+int32(k)]
+			if f != nil {
+				v *= f[k]
+				// Queue order ranks a consumer's producers; its confidence
+				// is taken with and without it (orderedConfidence).
+				if s.spans[ci].Kind != span.KindConsumer {
+					arcScore[from+int32(k)] = v
+				} else {
+					ordered = true
+				}
+			}
+			arcBen = append(arcBen, math.Log(v))
+		}
 	}
 	if len(bidders) == 0 {
 		return
@@ -270,6 +285,29 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 		}
 	}
 	s.oneToOneConfidence(oneToOne{bidders: bidders, objs: objs, arcStart: arcStart, arcObj: arcObj, arcScore: arcScore, got: got, owner: owner})
+	if ordered {
+		s.orderedConfidence(oneToOne{bidders: bidders, objs: objs, arcStart: arcStart, arcObj: arcObj, arcScore: arcScore, got: got, owner: owner}, arcBen)
+	}
+}
+
+// orderedConfidence lowers the confidence of consumers to what the queue
+// order leaves too: a link is as sure as the less sure of the delays alone and
+// of the delays with the order, so that an order learned too strict (from the
+// assignment) never raises a confidence.
+func (s *spanStitcher) orderedConfidence(a oneToOne, arcBen []float64) {
+	timing := make([]float32, len(a.bidders))
+	for i, c := range a.bidders {
+		timing[i] = s.conf[c]
+	}
+	withOrder := make([]float64, len(arcBen))
+	for k, b := range arcBen {
+		withOrder[k] = math.Exp(b)
+	}
+	a.arcScore = withOrder
+	s.oneToOneConfidence(a)
+	for i, c := range a.bidders {
+		s.conf[c] = min(s.conf[c], timing[i])
+	}
 }
 
 // oneToOne is an assignment of bidders (orphans) to objects (callers) over

@@ -39,6 +39,10 @@ const (
 	// modelAfter is the start of a child after its parent ended (c.start −
 	// p.end): work handed to another thread as the request finishes.
 	modelAfter
+	// modelConnPrev and modelConnNext place a caller between the requests
+	// before and after its callee on the callee's connection (spancaller.go).
+	modelConnPrev
+	modelConnNext
 )
 
 type modelKey struct {
@@ -64,6 +68,8 @@ type delayModels struct {
 	// until computed).
 	sumBin, sumBin2 []float64
 	bandwidth       []int8
+	// peak caches each model's largest smoothed count (0: not yet computed).
+	peak []float64
 	// outlive counts, per (parent, child) local key, the children seen ending
 	// after their parent and all children seen.
 	outlive map[modelKey][2]float64
@@ -81,6 +87,7 @@ func (m *delayModels) reset() {
 	m.hist = m.hist[:0]
 	m.total = m.total[:0]
 	m.sumBin, m.sumBin2, m.bandwidth = m.sumBin[:0], m.sumBin2[:0], m.bandwidth[:0]
+	m.peak = m.peak[:0]
 }
 
 // pack folds a key into 64 bits when every id fits in 15 bits.
@@ -119,6 +126,7 @@ func (m *delayModels) id(k modelKey, create bool) int32 {
 	clear(m.hist[n:])
 	m.total = append(m.total, 0)
 	m.sumBin, m.sumBin2, m.bandwidth = append(m.sumBin, 0), append(m.sumBin2, 0), append(m.bandwidth, 0)
+	m.peak = append(m.peak, 0)
 	return h
 }
 
@@ -130,6 +138,7 @@ func (m *delayModels) add(k modelKey, delay int64, w float64) {
 	m.sumBin[h] += w * float64(b)
 	m.sumBin2[h] += w * float64(b) * float64(b)
 	m.bandwidth[h] = 0
+	m.peak[h] = 0
 }
 
 // maxBandwidth bounds the kernel's half-width in bins (10% bins: a factor 2.6).
@@ -209,8 +218,12 @@ func (m *delayModels) rawCount(k modelKey, delay int64) float64 {
 	if h < 0 {
 		return 0
 	}
+	return m.rawCountAt(h, signedBin(m.bins, delay))
+}
+
+// rawCountAt is rawCount at bin b of model h.
+func (m *delayModels) rawCountAt(h int32, b int) float64 {
 	row := m.hist[int(h)*m.width : int(h+1)*m.width]
-	b := signedBin(m.bins, delay)
 	bw := m.kernelWidth(h)
 	if bw == 1 {
 		v := float64(row[b])
@@ -242,6 +255,37 @@ func (m *delayModels) share(k modelKey, delay, res int64) float64 {
 		return 1 / float64(m.width)
 	}
 	return (m.rawCount(k, delay) + scoreFloor) / (2*m.total[h] + scoreFloor*float64(m.width)) * densityUnit / max(m.binWidth(delay), float64(res))
+}
+
+// relative is the model's density at the delay (per microsecond, as share)
+// over its largest: a likelihood ratio in (0, 1] against the likeliest delay,
+// so that a factor some spans have and others lack does not change the scale
+// of their scores. A model with no weight says nothing (1).
+func (m *delayModels) relative(k modelKey, delay int64) float64 {
+	h := m.id(k, false)
+	if h < 0 || m.total[h] == 0 {
+		return 1
+	}
+	if m.peak[h] == 0 {
+		row := m.hist[int(h)*m.width : int(h+1)*m.width]
+		for b := range row {
+			if row[b] == 0 && (b == 0 || row[b-1] == 0) && (b+1 == len(row) || row[b+1] == 0) && m.kernelWidth(h) == 1 {
+				continue
+			}
+			m.peak[h] = max(m.peak[h], m.rawCountAt(h, b)/m.binWidth(m.binDelay(b)))
+		}
+	}
+	v := m.rawCount(k, delay) / m.binWidth(delay)
+	return min((v+scoreFloor)/(m.peak[h]+scoreFloor), 1)
+}
+
+// binDelay is a delay inside signed bin b.
+func (m *delayModels) binDelay(b int) int64 {
+	i := b - (m.bins.Count - 1)
+	if i < 0 {
+		return -int64(m.bins.Lower(-i))
+	}
+	return int64(m.bins.Lower(i))
 }
 
 func (m *delayModels) addOutlive(k modelKey, outlived bool, w float64) {
@@ -280,6 +324,8 @@ func (s *spanStitcher) fit(round int) {
 	m := s.models
 	m.reset()
 	s.site.reset()
+	s.callers.reset()
+	s.fitQueues()
 	s.roundStamp++
 	spans := s.spans
 	n := len(spans)
@@ -379,8 +425,13 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 		m.add(s.linkKey(modelRequest, p, c), cs.Start-ps.Start-theta, w)
 		if cs.Kind == span.KindServer {
 			m.add(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, w)
+			s.addConnection(p, c, theta, w)
 		}
 		s.addSite(p, c, w)
+		// The scoreboard's spread votes would be each callee's own evidence.
+		if !firstOnly || s.known[c] {
+			s.addCaller(p, c, w)
+		}
 		return
 	}
 	after := s.startsAfter(p, c)

@@ -2,10 +2,10 @@ package causal
 
 import (
 	"fmt"
-	"github.com/tierscope/tierscope/internal/span"
 	"math"
 	"time"
 
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 

@@ -41,7 +41,12 @@ type spanStitcher struct {
 	site           *siteModels
 	counts         *countModels
 	seq            *seqModels
-	guests, capped int
+	callers        *callerModels
+	// connPrev and connNext are each SERVER span's neighbours on its connection.
+	connPrev, connNext []int32
+	factorBuf          []float64
+	queues             *queueModels
+	guests, capped     int
 	// offsets holds the fitted clock offsets of process pairs (fitOffsets),
 	// in denseOffsets when there are few processes, numbered by procIndex.
 	offsets      map[[2]int32]clockOffset
@@ -111,6 +116,9 @@ func (s *spanStitcher) run() *StitchResult {
 	s.site = newSiteModels()
 	s.counts = newCountModels()
 	s.seq = newSeqModels()
+	s.callers = newCallerModels(s.spans, s.proc)
+	s.indexConnections()
+	s.indexQueues()
 
 	// Round 0 is the paper's scoreboard; every later round refits the models to
 	// the assignment before assigning again.

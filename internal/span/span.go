@@ -40,6 +40,10 @@ type Span struct {
 	// Endpoint is an interned address (host:port), -1 when unknown: for a CLIENT
 	// span the address it called, for a SERVER span the address it answered on.
 	Endpoint int32
+	// For a SERVER span, the address its request came from (CallerAddress) and
+	// that address with its port (Caller, the connection), interned, -1 when
+	// unknown: a connection belongs to one calling process.
+	Caller, CallerAddress int32
 	// Op and OpClass name the operation called (CLIENT/PRODUCER) or served
 	// (SERVER/CONSUMER) in a form both sides share, -1 when unknown: Op the
 	// method (an RPC method, an HTTP path with its identifiers masked, a

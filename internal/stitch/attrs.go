@@ -41,6 +41,9 @@ const (
 	aNetHostPort
 	aThreadID
 	aThreadName
+	aClientAddress
+	aClientPort
+	aNetPeerIP
 	attrKeys
 )
 
@@ -106,6 +109,12 @@ func keyOf(k string) (attrKey, bool) {
 		return aThreadID, true
 	case "thread.name":
 		return aThreadName, true
+	case "client.address":
+		return aClientAddress, true
+	case "client.port":
+		return aClientPort, true
+	case "net.peer.ip":
+		return aNetPeerIP, true
 	}
 	return 0, false
 }

@@ -162,3 +162,29 @@ func maskPath(path string) string {
 func ownAddress(a *spanAttrs, j *joiner) string {
 	return hostPort(a.get(aServerAddress, aNetHostName), a.get(aServerPort, aNetHostPort), j)
 }
+
+// callerAddress is where a SERVER span's request came from: the socket's peer
+// (network.peer.*, legacy net.sock.peer.*), else client.* (which a proxy may
+// have rewritten to the original client), else the legacy net.peer.ip and
+// net.peer.port. It returns the address and the address with its port (the
+// connection), "" when unknown.
+func callerAddress(a *spanAttrs, j *joiner) (address, connection string) {
+	switch {
+	case a.v[aNetworkPeerAddress] != "":
+		address = a.v[aNetworkPeerAddress]
+		connection = hostPort(address, a.v[aNetworkPeerPort], j)
+	case a.v[aNetSockPeerAddr] != "":
+		address = a.v[aNetSockPeerAddr]
+		connection = hostPort(address, a.v[aNetSockPeerPort], j)
+	case a.v[aClientAddress] != "":
+		address = a.v[aClientAddress]
+		connection = hostPort(address, a.v[aClientPort], j)
+	case a.v[aNetPeerIP] != "":
+		address = a.v[aNetPeerIP]
+		connection = hostPort(address, a.v[aNetPeerPort], j)
+	}
+	if connection == address {
+		connection = "" // no port: the address says all it can
+	}
+	return address, connection
+}

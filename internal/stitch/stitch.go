@@ -267,7 +267,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 			rep.UnknownKind++
 		}
 		var pr peer
-		endpoint := ""
+		endpoint, callerAddr, conn := "", "", ""
 		readAttrs(sp.Attributes(), &attrs, &s.join)
 		if final {
 			rep.LongAttributes += attrs.tooLong
@@ -277,12 +277,14 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 			pr = peerOf(&attrs, &s.join)
 		case span.KindServer:
 			endpoint = ownAddress(&attrs, &s.join)
+			callerAddr, conn = callerAddress(&attrs, &s.join)
 		}
 		op, class := operation(&attrs, sp.Name(), kind, &s.join)
 		res := resources[r.resource]
 		t.add(int32(i), released{
 			start: start, end: end, kind: kind, service: res.Service, instance: res.Instance, host: res.Host,
 			name: sp.Name(), op: op, class: class, thread: threadOf(&attrs, &s.join), peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
+			caller: conn, callerAddress: callerAddr,
 		}, final && sp.ParentSpanID().IsEmpty())
 		if endpoint != "" {
 			t.spans[len(t.spans)-1].Endpoint = t.names.id(endpoint)
@@ -492,6 +494,7 @@ func (t *round) add(ref int32, f released, orphan bool) {
 		Service: t.names.id(f.service), Instance: t.names.id(f.instance), Host: host, Name: t.names.id(f.name),
 		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.optional(f.op), OpClass: t.names.optional(f.class),
 		Thread: t.names.optional(f.thread), Orphan: orphan,
+		Caller: t.names.optional(f.caller), CallerAddress: t.names.optional(f.callerAddress),
 	})
 	if f.kind.RemoteCaller() && f.peer.address != "" {
 		t.spans[j].Endpoint = t.names.id(f.peer.address)
@@ -516,6 +519,7 @@ func (t *round) facts(j int32, trace pcommon.TraceID) released {
 		start: sp.Start, end: sp.End, kind: sp.Kind,
 		service: name(sp.Service), instance: name(sp.Instance), host: name(sp.Host), name: name(sp.Name),
 		op: name(sp.Op), class: name(sp.OpClass), thread: name(sp.Thread), peer: t.peers[j], trace: trace, span: t.ids[j],
+		caller: name(sp.Caller), callerAddress: name(sp.CallerAddress),
 	}
 }
 
@@ -524,6 +528,7 @@ type released struct {
 	start, end                    int64
 	service, instance, host, name string
 	op, class, thread             string
+	caller, callerAddress         string // a SERVER span's caller connection and address
 	kind                          span.Kind
 	peer                          peer
 	trace                         pcommon.TraceID

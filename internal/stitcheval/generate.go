@@ -29,12 +29,14 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	// style) keeps the rest of the application and its requests as they were.
 	stream := func(n uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e4e_7a7e_0000+n)) }
 	g.rng, g.proc, g.req, g.time, g.skew, g.lost, g.arrive, g.idr = stream(1), stream(2), stream(3), stream(4), stream(5), stream(6), stream(7), stream(8)
+	g.sock = stream(9)
 	g.topology()
 	for r := range p.Requests {
 		g.request(int32(r))
 	}
 	g.drop()
 	g.placeRequests()
+	g.callerSockets()
 	return g.emit(), nil
 }
 
@@ -107,6 +109,7 @@ type generator struct {
 	// path, time every duration, skew the clocks, lost the dropped spans, arrive
 	// the arrivals and idr the ids.
 	rng, proc, req, time, skew, lost, arrive, idr *rand.Rand
+	sock                                          *rand.Rand
 	hop                                           float64
 	svcs                                          []service
 	procs                                         []process

@@ -131,6 +131,9 @@ type Params struct {
 	InstanceID float64
 	// Platform is how resources say where they run. Default mixed.
 	Platform Platform
+	// CallerSocket is the share of services whose SERVER spans record the
+	// caller's address and port (sockets.go). Default 0.5.
+	CallerSocket float64
 	// HopDelay is the mean one-way network delay; every duration scales with it
 	// (work in an operation is 1–10 hops, a database statement 1–5), so one knob
 	// goes from microsecond hops to second-long calls. Default 500 µs, a hop
@@ -173,7 +176,7 @@ type Params struct {
 func DefaultParams() Params {
 	return Params{
 		Services: 8, Operations: 3, Instances: 2, Depth: 3, MinCalls: 1, MaxCalls: 2,
-		Internal: 0.7, DB: 0.6, Cache: 0.3, Async: 0.1, GRPC: 0.3, PeerService: 0.3, InstanceID: 0.5,
+		Internal: 0.7, DB: 0.6, Cache: 0.3, Async: 0.1, GRPC: 0.3, PeerService: 0.3, InstanceID: 0.5, CallerSocket: 0.5,
 		HopDelay: 500 * time.Microsecond, Noise: 0.5, Skew: 500 * time.Microsecond, RoundServerStart: 0.1,
 		Concurrency: 4, Requests: 300, Batch: DefaultBatching(),
 	}
@@ -232,7 +235,7 @@ func (p Params) Validate() error {
 		name string
 		v    float64
 	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"GRPC", p.GRPC},
-		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"RoundServerStart", p.RoundServerStart}} {
+		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"CallerSocket", p.CallerSocket}, {"RoundServerStart", p.RoundServerStart}} {
 		if err := prob(f.name, f.v); err != nil {
 			return err
 		}
