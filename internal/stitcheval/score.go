@@ -83,8 +83,9 @@ type CurvePoint struct {
 	Accuracy      float64 `json:"accuracy"`
 }
 
-// CurveSteps is the number of threshold steps of Scores.Curve (21 points).
-const CurveSteps = 20
+// CurveSteps is the number of threshold steps of Scores.Curve (101 points:
+// thresholds 0.01 apart, so that the 0.95–1 range, where defaults lie, is seen).
+const CurveSteps = 100
 
 // Score measures the stitched spans of the batches against the truth that Strip
 // recorded; spans without a truth attribute are ignored. It reads only the

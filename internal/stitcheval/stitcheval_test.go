@@ -170,7 +170,7 @@ func TestScoreArithmetic(t *testing.T) {
 			t.Errorf("threshold %.2f: written %d correct %d roots %d, want %v", p.Threshold, p.Written, p.Correct, p.RootsAttached, c)
 		}
 	}
-	if p := s.Curve[10]; p.Threshold != 0.5 || p.Precision != 0.5 || p.Coverage != 0.5 || p.Accuracy != 0.25 {
+	if p := s.Curve[CurveSteps/2]; p.Threshold != 0.5 || p.Precision != 0.5 || p.Coverage != 0.5 || p.Accuracy != 0.25 {
 		t.Errorf("threshold 0.5: %+v", p)
 	}
 	kinds := map[string][4]int{"internal": {1, 1, 1, 1}, "client": {2, 1, 0, 0}, "server": {1, 0, 0, 1}}
@@ -182,7 +182,7 @@ func TestScoreArithmetic(t *testing.T) {
 	if l, r := s.ByLocality["local"], s.ByLocality["remote"]; l.Links != 3 || r.Links != 1 || r.BestCorrect != 1 || l.Correct != 1 {
 		t.Errorf("by locality: %v", s.ByLocality)
 	}
-	if m := Merge(s, s); m.Links != 8 || m.Accuracy != 0.25 || m.Calibration[9].Candidates != 2 || m.Curve[10].Written != 4 || m.Curve[10].Precision != 0.5 {
+	if m := Merge(s, s); m.Links != 8 || m.Accuracy != 0.25 || m.Calibration[9].Candidates != 2 || m.Curve[CurveSteps/2].Written != 4 || m.Curve[CurveSteps/2].Precision != 0.5 {
 		t.Errorf("merge: %+v", m)
 	}
 }
