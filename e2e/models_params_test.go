@@ -11,6 +11,9 @@ const (
 	// 70 whole periods of 5 s: with 34 (3 minutes) the app tier's six flows
 	// over two processes were often combined and shared one estimate.
 	wfDuration = 6 * time.Minute
+	// Three load runs of 2 minutes: about 13 on/off cycles of each
+	// transaction's random process instead of 4.5 (runVaryingLoad).
+	wfSegments = 3
 	// The bound for flows ≥ 5% of CPU. Earlier runs missed it on db
 	// search_items (+21% to +44%): the exporter aged its data with h = 10
 	// periods of this test's 5 s windows (about a minute of data), and

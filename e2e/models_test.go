@@ -5,9 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -127,8 +125,12 @@ func flowKey(flow string) string {
 // in the nonstationary mix (fixed base users plus fig. 2's random process of
 // random size and random on/off periods), each with its own seed, so the
 // per-transaction rates change independently over the run: the regression
-// needs rates that are not proportional to each other.
-func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, think, d time.Duration, seed uint64) map[string]int64 {
+// needs rates that are not proportional to each other. The run is cut into
+// segments, each a load run of its own: fig. 2's process makes about 4.5
+// on/off cycles per run whatever its length, and with one run of 6 minutes a
+// transaction whose few sizes happened to be close had too little variation
+// to be told from the others (standard errors of 10–13% of its work factor).
+func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, think, d time.Duration, segments int, seed uint64) map[string]int64 {
 	t.Helper()
 	var (
 		mu     sync.Mutex
@@ -141,18 +143,22 @@ func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := load.Run(context.Background(), load.Options{
-				Target: target, Mode: "closed", Mix: "nonstationary", Users: users, Duration: d,
-				Seed: seed + uint64(i), Classes: map[string][]string{"browsing": {tx.Name}}, ThinkMean: think,
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				fail = err
-				return
+			for j := range segments {
+				st, err := load.Run(context.Background(), load.Options{
+					Target: target, Mode: "closed", Mix: "nonstationary", Users: users, Duration: d / time.Duration(segments),
+					Seed: seed + uint64(i) + 100*uint64(j), Classes: map[string][]string{"browsing": {tx.Name}}, ThinkMean: think,
+					RequestTimeout: 30 * time.Second, // the machine is shared: a starved tier is slow, not broken
+				})
+				mu.Lock()
+				if err != nil {
+					fail = err
+					mu.Unlock()
+					return
+				}
+				counts[tx.Name] += st.Transactions[tx.Name].Count
+				errs += st.Errors
+				mu.Unlock()
 			}
-			counts[tx.Name] += st.Transactions[tx.Name].Count
-			errs += st.Errors
 		}()
 	}
 	wg.Wait()
@@ -163,12 +169,14 @@ func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, 
 	for _, n := range counts {
 		total += n
 	}
-	// A failed request may have burned part of its CPU: one in a thousand
-	// moves the truth by less than 0.1%, more means the testbed is broken.
-	if errs > total/1000 {
+	// A failed request (a tier's 5 s call timeout on a starved machine) may
+	// have burned part of its CPU. The truth is calibrated apart from this
+	// load, and its server spans still count as requests, so one in a hundred
+	// moves the regression by little; more means the testbed is broken.
+	if errs > total/100 {
 		t.Fatalf("the load had %d errors in %d requests (%v)", errs, total, counts)
 	} else if errs > 0 {
-		t.Logf("the load had %d errors in %d requests (tolerated up to 0.1%%)", errs, total)
+		t.Logf("the load had %d errors in %d requests (tolerated up to 1%%)", errs, total)
 	}
 	return counts
 }
@@ -176,7 +184,8 @@ func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, 
 // Issue 9 on the real testbed: every tier runs as its own process, the
 // collector's hostmetrics process scraper reads each one's CPU, the tiers' SERVER
 // spans give the request rates, and /api/v1/workfactors must find each flow's
-// known burn. Spans and readings meet on host.name/process.executable.name: the
+// known cost: its CPU per request, measured with each transaction alone under
+// load before the mixed load (calibrateFlows). Spans and readings meet on host.name/process.executable.name: the
 // tiers' spans carry the machine's host name and their executable name, and
 // host_name gives the hostmetrics resources the same host name.
 //
@@ -246,8 +255,9 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 		return []string{"--otlp", otlp, "--config", cfgPath, "--instance", exe}
 	}
 	pids := map[string][]int{} // service → its tiers' processes
-	pids["db"] = append(pids["db"], tierProcess(t, dir, "tbdb2", u(db2), append([]string{"db", "--listen", db2, "--data", filepath.Join(dir, "data")}, common("tbdb2")...)...))
-	pids["db"] = append(pids["db"], tierProcess(t, dir, "tbdb1", u(db1), append([]string{"db", "--listen", db1, "--data", filepath.Join(dir, "data"), "--backup", u(db2)}, common("tbdb1")...)...))
+	db2PID := tierProcess(t, dir, "tbdb2", u(db2), append([]string{"db", "--listen", db2, "--data", filepath.Join(dir, "data")}, common("tbdb2")...)...)
+	db1PID := tierProcess(t, dir, "tbdb1", u(db1), append([]string{"db", "--listen", db1, "--data", filepath.Join(dir, "data"), "--backup", u(db2)}, common("tbdb1")...)...)
+	pids["db"] = []int{db2PID, db1PID}
 	pids["app"] = append(pids["app"], tierProcess(t, dir, "tbapp1", u(app1), append([]string{"app", "--listen", app1, "--db", u(db1)}, common("tbapp1")...)...))
 	pids["app"] = append(pids["app"], tierProcess(t, dir, "tbapp2", u(app2), append([]string{"app", "--listen", app2, "--db", u(db1)}, common("tbapp2")...)...))
 	tierProcess(t, dir, "tbqueue", u(queue), "queue", "--listen", queue)
@@ -260,20 +270,21 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 				out[svc] += processCPU(t, p)
 			}
 		}
+		// The primary and the backup apart, for the calibration's log only.
+		out["db primary"], out["db backup"] = processCPU(t, db1PID), processCPU(t, db2PID)
 		return out
 	}
 
-	// What each query costs beyond its burn (HTTP, tracing, the SQL itself:
-	// search_items's LIKE scans the table), calibrated one query at a time
-	// straight at the primary before the load.
-	unburnedDB := calibrateQueries(t, cfg, u(db1), func() float64 { return cpuOf()["db"] })
+	// The truth: each flow's CPU per request, measured with each transaction
+	// alone under load before the mixed load (models_truth_test.go).
+	known, idle := calibrateFlows(t, cfg, u(web), u(queue), cpuOf)
 
 	dur := wfDuration
 	start := time.Now()
 	cpu0 := cpuOf()
 	// A 1 s think time keeps the tiers near half the machine with these burns,
 	// so that they are not starved by each other (or by other work).
-	counts := runVaryingLoad(t, u(web), cfg, 2, time.Second, dur, 9)
+	counts := runVaryingLoad(t, u(web), cfg, 2, time.Second, dur, wfSegments, 9)
 	end := time.Now()
 	cpu1 := cpuOf()
 	time.Sleep(5 * time.Second) // trace_wait, the SDKs' batch delay and a flush
@@ -290,40 +301,20 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 	}
 	t.Logf("load: %d requests in %v (%v); %d periods of %v; Ω = %d × %.0f MHz",
 		total, end.Sub(start).Round(time.Second), counts, (to-from)/w, modelWindow, runtime.NumCPU(), mhz)
-	// A request also costs what is not burned (HTTP, tracing, SQLite, GC): the
-	// tier's CPU time from /proc over the load, less its known burn, per request,
-	// spread evenly over the tier's flows. Truth = burn + that.
-	burn, reqs := map[string]float64{}, map[string]int64{}
+	// Additivity: the calibrated costs of the load's requests, plus idle, against
+	// what /proc measured over the load, per service.
+	predicted := map[string]float64{}
 	for k, f := range truth {
 		svc, _, _ := strings.Cut(k, " ")
-		burn[svc] += f.mc * float64(f.requests)
-		reqs[svc] += f.requests
+		if c := known[k]; c != nil {
+			predicted[svc] += c.mc * float64(f.requests)
+		}
 	}
-	overhead := map[string]float64{}
 	for svc := range pids {
 		used := (cpu1[svc] - cpu0[svc]) * mhz
-		overhead[svc] = (used - burn[svc]) / float64(reqs[svc])
-		t.Logf("%s: %.0f Mc of CPU (/proc) for %.0f Mc burned: %+.2f Mc per request unburned", svc, used, burn[svc], overhead[svc])
-	}
-	// The db's flows: their own calibrated cost, scaled so that the db's
-	// flows together account for what /proc measured under the load.
-	var calibrated float64
-	for k, f := range truth {
-		if q, ok := strings.CutPrefix(k, "db "); ok {
-			calibrated += unburnedDB[q] * float64(f.requests)
-		}
-	}
-	dbScale := 1.0
-	if calibrated > 0 {
-		dbScale = overhead["db"] * float64(reqs["db"]) / calibrated
-	}
-	t.Logf("db: calibrated unburned costs %v Mc per request, scaled by %.2f to the load's", unburnedDB, dbScale)
-	unburned := func(flow string) float64 {
-		svc, name, _ := strings.Cut(flow, " ")
-		if c, ok := unburnedDB[name]; ok && svc == "db" {
-			return c * dbScale
-		}
-		return overhead[svc]
+		idleMc := idle[svc] * end.Sub(start).Seconds() * mhz
+		t.Logf("%s: %.0f Mc of CPU (/proc) over the load; the calibrated costs of its requests plus idle predict %.0f (%+.1f%%)",
+			svc, used, predicted[svc]+idleMc, 100*(predicted[svc]+idleMc-used)/used)
 	}
 
 	check := func(apiAddr, what string) (worst float64, errs map[string]float64) {
@@ -356,10 +347,15 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 				}
 				continue
 			}
-			want := tr.mc + unburned(k)
+			c := known[k]
+			if c == nil {
+				t.Errorf("%s: no calibrated cost", k)
+				continue
+			}
+			want := c.mc
 			e := (f.WorkFactor - want) / want
-			t.Logf("  %-16s share %5.1f%%  burn %5.2f + %.2f Mc  est %6.2f (raw %6.2f, g %.2f, combined %v)  error %+6.1f%% (vs burn alone %+6.1f%%)",
-				k, 100*tr.share, tr.mc, unburned(k), f.WorkFactor, f.AlphaRaw, f.Goodness, f.Combined, 100*e, 100*(f.WorkFactor-tr.mc)/tr.mc)
+			t.Logf("  %-16s share %5.1f%%  known %6.2f Mc (burn %5.2f; %s)  est %6.2f (raw %6.2f, g %.2f, combined %v)  error %+6.1f%% (raw %+6.1f%%)",
+				k, 100*tr.share, want, tr.mc, c.levels(), f.WorkFactor, f.AlphaRaw, f.Goodness, f.Combined, 100*e, 100*(f.AlphaRaw-want)/want)
 			if tr.share >= 0.05 {
 				errs[k] = e
 				worst = max(worst, math.Abs(e))
@@ -393,48 +389,6 @@ func saveSamples(t *testing.T, url, path string) {
 		t.Fatal(err)
 	}
 	t.Logf("work-factor samples: %s", path)
-}
-
-// calibrateQueries measures, per db query, the CPU a request costs beyond its
-// burn: 200 requests of the query alone, one at a time, straight at the
-// primary (dbURL), against the db service's CPU time (dbCPU, seconds, both
-// processes: a replicated write costs the backup too). The result is in
-// megacycles per request of the query's flow, as the truth counts them (a
-// replicated write is two requests of its flow).
-func calibrateQueries(t *testing.T, cfg *config.Config, dbURL string, dbCPU func() float64) map[string]float64 {
-	t.Helper()
-	const n = 200
-	mhz := cfg.MHz()
-	out := map[string]float64{}
-	names := make([]string, 0, len(cfg.Queries))
-	for name := range cfg.Queries {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	hc := &http.Client{Timeout: 10 * time.Second}
-	for _, name := range names {
-		q := cfg.Queries[name]
-		flowRequests := float64(n)
-		if q.Write && cfg.Replication != "none" {
-			flowRequests *= 2
-		}
-		time.Sleep(300 * time.Millisecond) // the SDK's span batches of the last query
-		c0 := dbCPU()
-		for range n {
-			resp, err := hc.Post(dbURL+"/query/"+name, "application/json", nil)
-			if err != nil {
-				t.Fatalf("calibrating %s: %v", name, err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("calibrating %s: %s", name, resp.Status)
-			}
-		}
-		used := (dbCPU() - c0) * mhz
-		out[name] = math.Max(0, used/flowRequests-q.CPUMC)
-	}
-	return out
 }
 
 // Issue 10 on the real testbed: web v1, then web v2 (+2 ms of busy work on

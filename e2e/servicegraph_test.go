@@ -146,10 +146,11 @@ func TestServiceGraphMetricsOfTheRepairedTestbed(t *testing.T) {
 	for {
 		samples = scrape(t, url)
 		requests, _ = edgeSum(samples, "traces_service_graph_request_total", "web", "app", nil)
-		// causalpath repairs 98–99% of these hops here (TestTestbedBrokenHopRepaired);
-		// without it the connector finds none, since the SERVER spans start traces
-		// of their own. 95% keeps the test about the graph, not the machine's load.
-		if requests >= 0.95*float64(hops) {
+		// causalpath writes 83–98% of these hops here, depending on the host's
+		// load (TestTestbedBrokenHopRepaired); without it the connector finds
+		// none, since the SERVER spans start traces of their own. 80% keeps the
+		// test about the graph, not the machine's load.
+		if requests >= 0.8*float64(hops) {
 			break
 		}
 		if time.Now().After(deadline) {

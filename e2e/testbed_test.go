@@ -42,6 +42,8 @@ func TestTestbedBrokenHopRepaired(t *testing.T) {
 	out := c.WaitForSpans(t, sent, 60*time.Second)
 	seen := map[string]int{}
 	links, right, untagged := 0, 0, 0
+	thresholds := []float64{0, 0.5, 0.9, 0.95, stitch.DefaultMinConfidence, 0.99}
+	written, writtenRight := make([]int, len(thresholds)), make([]int, len(thresholds))
 	for _, o := range out {
 		sp := o.Span
 		seen[sp.SpanID().String()]++
@@ -53,9 +55,26 @@ func TestTestbedBrokenHopRepaired(t *testing.T) {
 			continue
 		}
 		links++
-		if inferred, _ := attrString(sp, stitch.AttrInferredParent); inferred == truth && sp.ParentSpanID().String() == truth {
+		inferred, _ := attrString(sp, stitch.AttrInferredParent)
+		if inferred == truth && sp.ParentSpanID().String() == truth {
 			right++
 		}
+		// What other thresholds would have written, from the confidence every
+		// inferred parent carries.
+		if conf, ok := sp.Attributes().Get(stitch.AttrInferredConfidence); ok && inferred != "" {
+			for i, th := range thresholds {
+				if conf.Double() >= th {
+					written[i]++
+					if inferred == truth {
+						writtenRight[i]++
+					}
+				}
+			}
+		}
+	}
+	for i, th := range thresholds {
+		t.Logf("at confidence %.2f: %d written, %d right (%.2f%% of the dropped hops, precision %.2f%%)", th, written[i], writtenRight[i],
+			100*float64(writtenRight[i])/float64(max(links, 1)), 100*float64(writtenRight[i])/float64(max(written[i], 1)))
 	}
 	if len(seen) != sent || len(out) != sent {
 		t.Fatalf("%d spans sent, %d written, %d distinct", sent, len(out), len(seen))
@@ -69,11 +88,17 @@ func TestTestbedBrokenHopRepaired(t *testing.T) {
 		}
 	}
 	t.Logf("dropped web → app hops: %d, repaired to their true parent: %d (%.2f%%)", links, right, 100*float64(right)/float64(links))
-	// Measured 98.3–99.2% here (8 users, 20 ms think times: about 290 requests/s
-	// on a shared 2-core machine); 97% keeps the test about the repair, not the
-	// machine's load.
-	if links == 0 || float64(right) < 0.97*float64(links) {
-		t.Fatalf("%d of %d dropped hops repaired, want ≥ 97%%", right, links)
+	// Precision first: what the default writes must be right; how much it
+	// writes falls with the machine's load (98.3% here at a quiet 290
+	// requests/s and threshold 0.9, 84.8% with 0.98 on a host at load 20, where
+	// the best candidates were still 95% right).
+	best := writtenRight[0]
+	// 99.07–99.68% on a host at load 20–31; 97% leaves room for a worse host.
+	if links == 0 || float64(writtenRight[4]) < 0.97*float64(written[4]) {
+		t.Errorf("at the default confidence %v, %d of %d parents written are right; want ≥ 97%%", stitch.DefaultMinConfidence, writtenRight[4], written[4])
+	}
+	if float64(right) < 0.8*float64(links) || float64(best) < 0.93*float64(links) {
+		t.Errorf("%d of %d dropped hops repaired (want ≥ 80%%), best candidate right for %d (want ≥ 93%%)", right, links, best)
 	}
 }
 

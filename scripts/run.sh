@@ -177,17 +177,18 @@ echo "  for Grafana's service-graph views and the tierscope_* model metrics"
 # ---- work factors on the testbed (issue 37) ---------------------------------
 # Each tier as its own process under a varying load, per-process CPU from the
 # collector's hostmetrics, and the perfmodel API's work factor of every flow
-# printed beside the CPU its request kind is known to burn (testbed config
-# burn + the measured unburned cost): e2e/models_test.go,
-# TestWorkFactorsOnTestbed, about 8 minutes on 2 cores, so it runs only with WORKFACTORS=1.
+# printed beside the CPU its request kind is known to burn (measured per
+# process with each transaction alone under load before the mixed load):
+# e2e/models_test.go, TestWorkFactorsOnTestbed, about 11 minutes on 2 cores,
+# so it runs only with WORKFACTORS=1.
 if [ "${WORKFACTORS:-0}" = 1 ]; then
   echo
-  log "work factors on the testbed: each flow's estimate beside its known CPU cost (about 8 min)"
+  log "work factors on the testbed: each flow's estimate beside its known CPU cost (about 11 min)"
   wf_log=$OUT/workfactors.log
   wf_status=0
   (cd e2e && go test -tags long -count=1 -timeout 30m -run 'TestWorkFactorsOnTestbed$' -v .) >"$wf_log" 2>&1 || wf_status=$?
   # The test's own lines, without the file:line prefix: the load, each flow
-  # (share of the CPU, known burn + unburned cost, estimate, error), the worst.
+  # (share of the CPU, known cost, estimate, error), the worst.
   sed -n 's/^ *models_test\.go:[0-9]*: //p' "$wf_log" | grep -E '^(load:|per process|machine level|  [a-z]+ |[a-z]+: [0-9]+ Mc|worst)' || true
   if [ "$wf_status" = 0 ]; then
     log "work factors: every flow drawing ≥ 5% of the CPU within 15% of its known cost (per process)"

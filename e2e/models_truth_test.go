@@ -1,0 +1,262 @@
+//go:build long
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/tierscope/tierscope/testbed/config"
+)
+
+// The calibration of the work factors' truth: each transaction alone, at two
+// closed-loop levels, before the load. The lower level is about a
+// transaction's mean rate in the load (2 base users plus the random process
+// at 1 s think time), the higher about three times that.
+var (
+	calibrationUsers = []int{4, 12}
+	calibrationPhase = 15 * time.Second
+	calibrationIdle  = 10 * time.Second
+	calibrationThink = time.Second
+)
+
+// calibrationRun is one transaction alone at one level: the flows' requests
+// it caused (the call graph of its completed transactions) and each
+// service's CPU beyond idle, in megacycles.
+type calibrationRun struct {
+	tx       string
+	users    int
+	requests map[string]float64 // flow → requests
+	cpuMc    map[string]float64 // service → Mc beyond its idle CPU
+}
+
+// flowCost is a flow's measured CPU per request in megacycles (burn and
+// everything else the request costs its process: HTTP, tracing, SQLite, GC).
+type flowCost struct {
+	mc      float64         // over every calibration run
+	byLevel map[int]float64 // over the runs of one level only
+	runs    int             // calibration runs in which the flow had requests
+}
+
+// calibrateFlows measures what each flow costs per request under load,
+// independently of the regression: the processes' own CPU time (/proc) while
+// one transaction runs alone, less the processes' idle CPU over the same
+// time. With one transaction at a time, the web and app tiers serve one flow
+// each; the db serves one query per transaction except PutBid, whose notify
+// adds insert_notice to insert_bid, so the db's costs are the least-squares
+// solution over the runs (exactly determined per level: six transactions, six
+// queries). A run's CPU is read once the queue has no message left for the
+// worker, whose db calls belong to the run. webURL is the front tier,
+// queueURL the queue, cpuOf each service's CPU seconds (keys
+// with a space, such as "db primary", are logged only).
+// It also returns each service's idle CPU in CPU seconds per second.
+func calibrateFlows(t *testing.T, cfg *config.Config, webURL, queueURL string, cpuOf func() map[string]float64) (map[string]*flowCost, map[string]float64) {
+	t.Helper()
+	mhz := cfg.MHz()
+	// Warm every path first (connection pools, SQLite's page cache, the heap).
+	for i, tx := range cfg.Transactions {
+		driveClosedLoop(t, webURL+"/txn/"+tx.Name, 2, calibrationThink/4, 2*time.Second, uint64(1000+i))
+	}
+	time.Sleep(time.Second)
+	c0, t0 := cpuOf(), time.Now()
+	time.Sleep(calibrationIdle)
+	c1, el := cpuOf(), time.Since(t0).Seconds()
+	idle := map[string]float64{} // service → CPU seconds per second
+	for svc := range c0 {
+		idle[svc] = (c1[svc] - c0[svc]) / el
+		if !strings.Contains(svc, " ") {
+			t.Logf("calibration: %s idles at %.1f MHz", svc, idle[svc]*mhz)
+		}
+	}
+	var runs []calibrationRun
+	for li, users := range calibrationUsers {
+		for ti, tx := range cfg.Transactions {
+			c0, t0 := cpuOf(), time.Now()
+			n := driveClosedLoop(t, webURL+"/txn/"+tx.Name, users, calibrationThink, calibrationPhase, uint64(100*li+ti))
+			backlog, waited := drainQueue(t, queueURL)
+			time.Sleep(time.Second) // the worker's last db call and the last spans' export
+			c1, el := cpuOf(), time.Since(t0).Seconds()
+			r := calibrationRun{tx: tx.Name, users: users, requests: map[string]float64{}, cpuMc: map[string]float64{}}
+			for flow, f := range workFactorTruth(cfg, map[string]int64{tx.Name: n}) {
+				if f.requests > 0 {
+					r.requests[flow] = float64(f.requests)
+				}
+			}
+			for svc := range c0 {
+				r.cpuMc[svc] = (c1[svc] - c0[svc] - idle[svc]*el) * mhz
+			}
+			t.Logf("calibration: %-8s alone, %2d users: %d transactions in %.1f s (queue backlog %d, drained in %v); Mc beyond idle: web %.0f, app %.0f, db %.0f (primary %.0f, backup %.0f)",
+				tx.Name, users, n, el, backlog, waited.Round(10*time.Millisecond), r.cpuMc["web"], r.cpuMc["app"], r.cpuMc["db"], r.cpuMc["db primary"], r.cpuMc["db backup"])
+			runs = append(runs, r)
+		}
+	}
+	out := map[string]*flowCost{}
+	for flow, mc := range solveFlowCosts(runs, nil) {
+		out[flow] = &flowCost{mc: mc, byLevel: map[int]float64{}}
+	}
+	for _, users := range calibrationUsers {
+		for flow, mc := range solveFlowCosts(runs, func(r calibrationRun) bool { return r.users == users }) {
+			out[flow].byLevel[users] = mc
+		}
+	}
+	for _, r := range runs {
+		for flow := range r.requests {
+			out[flow].runs++
+		}
+	}
+	return out, idle
+}
+
+// solveFlowCosts solves, per service, CPU(run) = Σ_flow cost(flow)·requests(flow, run)
+// by least squares over the runs that keep selects (all when nil).
+func solveFlowCosts(runs []calibrationRun, keep func(calibrationRun) bool) map[string]float64 {
+	flowsOf := map[string][]string{}
+	for _, r := range runs {
+		if keep != nil && !keep(r) {
+			continue
+		}
+		for flow := range r.requests {
+			svc, _, _ := strings.Cut(flow, " ")
+			if !slices.Contains(flowsOf[svc], flow) {
+				flowsOf[svc] = append(flowsOf[svc], flow)
+			}
+		}
+	}
+	out := map[string]float64{}
+	for svc, flows := range flowsOf {
+		slices.Sort(flows)
+		var rows []calibrationRun
+		for _, r := range runs {
+			served := slices.ContainsFunc(flows, func(f string) bool { return r.requests[f] > 0 })
+			if (keep == nil || keep(r)) && served {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) < len(flows) {
+			continue
+		}
+		a := mat.NewDense(len(rows), len(flows), nil)
+		b := mat.NewVecDense(len(rows), nil)
+		for i, r := range rows {
+			for j, flow := range flows {
+				a.Set(i, j, r.requests[flow])
+			}
+			b.SetVec(i, r.cpuMc[svc])
+		}
+		var x mat.VecDense
+		if err := x.SolveVec(a, b); err != nil {
+			continue
+		}
+		for j, flow := range flows {
+			out[flow] = x.AtVec(j)
+		}
+	}
+	return out
+}
+
+// driveClosedLoop runs users emulated clients against url for d, each
+// waiting an exponential think time (mean think) between requests, and
+// returns the requests completed. Every request started is waited for, so
+// that the CPU read afterwards covers all of them. A failed request fails the
+// test: its CPU would be counted without its flows.
+func driveClosedLoop(t *testing.T, url string, users int, think, d time.Duration, seed uint64) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: users}}
+	defer hc.CloseIdleConnections()
+	var (
+		wg       sync.WaitGroup
+		done     atomic.Int64
+		failOnce sync.Once
+		failure  error
+	)
+	for u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(u)))
+			for ctx.Err() == nil {
+				if err := getOK(hc, url); err != nil {
+					failOnce.Do(func() { failure = err })
+					return
+				}
+				done.Add(1)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Duration(rng.ExpFloat64() * float64(think))):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failure != nil {
+		t.Fatalf("calibration load on %s: %v", url, failure)
+	}
+	return done.Load()
+}
+
+func getOK(hc *http.Client, url string) error {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	return nil
+}
+
+// levels is the flow's cost at each calibration level, for the log.
+func (c *flowCost) levels() string {
+	var parts []string
+	for _, users := range calibrationUsers {
+		if mc, ok := c.byLevel[users]; ok {
+			parts = append(parts, fmt.Sprintf("%d users %.2f", users, mc))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// drainQueue waits until the queue at queueURL holds no message and every
+// message published was consumed (at most 30 s), and returns the messages
+// outstanding when called and how long they took.
+func drainQueue(t *testing.T, queueURL string) (backlog int64, waited time.Duration) {
+	t.Helper()
+	outstanding := func() int64 {
+		var stats map[string]struct {
+			Depth     int64 `json:"depth"`
+			Published int64 `json:"published"`
+			Consumed  int64 `json:"consumed"`
+			Dropped   int64 `json:"dropped"`
+		}
+		getJSON(t, queueURL+"/stats", &stats)
+		var n int64
+		for _, s := range stats {
+			n += max(s.Depth, s.Published-s.Consumed-s.Dropped)
+		}
+		return n
+	}
+	start := time.Now()
+	backlog = outstanding()
+	for n := backlog; n > 0; n = outstanding() {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("calibration: the queue still holds %d messages after 30 s", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return backlog, time.Since(start)
+}
