@@ -107,7 +107,7 @@ func feedSystem(t *testing.T, te *testEngine, windows int, perProcess bool) {
 	}
 	te.completeAll()
 	require.NoError(t, te.flush(context.Background(), false))
-	te.cache.reset()
+	te.query.ResetCache()
 }
 
 func TestWorkFactorsAndSignaturesFromTelemetry(t *testing.T) {
@@ -161,9 +161,18 @@ func TestWorkFactorsAndSignaturesFromTelemetry(t *testing.T) {
 	require.Equal(t, "GET /a", fields["transaction"])
 	require.Equal(t, "v1", fields["base.version"])
 	require.Equal(t, "v2", fields["service.version"])
+	// The memory of logged changes is this check's changes, bounded by
+	// limits.max_version_changes; past it a change is counted, not kept
+	// nor logged.
+	require.Len(t, te.reported, 1)
+	te.cfg.Limits.MaxVersionChanges = 0
+	te.checkNewVersions(context.Background())
+	require.Empty(t, te.reported)
+	require.Len(t, logs.FilterField(zap.String("event.name", "tierscope.signature.changed")).All(), 1)
+	te.cfg.Limits.MaxVersionChanges = 1000
 
 	// Derived gauges, of the last hour: move the clock to the data's end.
-	te.now = func() time.Time { return time.Unix(alignDown(loadStart.Unix(), 60)+windows*60, 0) }
+	te.setClock(func() time.Time { return time.Unix(alignDown(loadStart.Unix(), 60)+windows*60, 0) })
 	resp, err := http.Get(te.url + api.PathMetrics)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)

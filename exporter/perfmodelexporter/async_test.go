@@ -55,7 +55,7 @@ func TestAsyncEdgeFromConvolution(t *testing.T) {
 	require.NoError(t, te.ConsumeTraces(context.Background(), td))
 	te.completeAll()
 	require.NoError(t, te.flush(context.Background(), true))
-	te.cache.reset()
+	te.query.ResetCache()
 
 	var g api.Graph
 	require.Equal(t, 200, te.get(api.PathGraph+"?from="+itoa(base.Unix())+"&to="+itoa(base.Unix()+60), &g))

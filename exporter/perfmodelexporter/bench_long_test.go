@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/query"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/store"
@@ -49,7 +50,7 @@ func synthWindows(t testing.TB, st store.Store, end int64) {
 		for _, r := range recs {
 			out = append(out, store.Record{Kind: r.Kind, Key: r.Key, Shard: "s", WindowStart: w, Resolution: 60, Payload: r.Payload})
 		}
-		out = append(out, store.Record{Kind: shardWindowKind, Key: "s", Shard: "s", WindowStart: w, Resolution: 60, Payload: []byte("1")})
+		out = append(out, store.Record{Kind: query.ShardWindowKind, Key: "s", Shard: "s", WindowStart: w, Resolution: 60, Payload: []byte("1")})
 		if len(out) > 20000 {
 			require.NoError(t, st.Put(context.Background(), out))
 			out = out[:0]
@@ -70,11 +71,8 @@ func TestAPILatency24h(t *testing.T) {
 	t.Logf("wrote 1440 windows in %v", time.Since(t0).Round(time.Millisecond))
 	te := startEngine(t, dsn, "s", time.Unix(end, 0), nil)
 	ctx := context.Background()
-	te.mu.Lock()
-	te.closedBefore = end // as if this engine had written the day
-	te.mu.Unlock()
 	t0 = time.Now()
-	te.rollUp(ctx)
+	te.query.RollUp(ctx, end) // as if this engine had written the day
 	t.Logf("rolling up 24 hours: %v", time.Since(t0).Round(time.Millisecond))
 	q := fmt.Sprintf("?from=%d&to=%d", end-24*3600, end)
 	for _, path := range []string{api.PathGraph, api.PathPaths, api.PathCatalog} {
@@ -82,7 +80,7 @@ func TestAPILatency24h(t *testing.T) {
 			var lat []time.Duration
 			for range 20 {
 				if cold {
-					te.cache.reset()
+					te.query.ResetCache()
 				}
 				s := time.Now()
 				resp, err := http.Get(te.url + path + q)

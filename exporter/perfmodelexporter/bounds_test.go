@@ -33,9 +33,7 @@ func TestBoundedMemoryUnderTenfoldLoad(t *testing.T) {
 			td := ptrace.NewTraces()
 			loadgen.AppendOTLP(td, gen.Next(100), ids)
 			require.NoError(t, te.ConsumeTraces(context.Background(), td))
-			te.mu.Lock()
-			require.LessOrEqual(t, te.asm.Open(), bound)
-			te.mu.Unlock()
+			require.LessOrEqual(t, te.ingest.OpenTraces(), bound)
 		}
 		runtime.GC()
 		var ms runtime.MemStats
@@ -44,9 +42,7 @@ func TestBoundedMemoryUnderTenfoldLoad(t *testing.T) {
 	}
 	h1, _ := heapAfter(1)
 	h10, te := heapAfter(10)
-	te.mu.Lock()
-	early := te.asm.CompletedEarly
-	te.mu.Unlock()
+	early := te.ingest.CompletedEarly()
 	t.Logf("heap after 1× the bound: %d KiB; after 10×: %d KiB; traces completed early: %d", h1>>10, h10>>10, early)
 	require.Equal(t, int64(9*bound), early)
 	require.Less(t, float64(h10), 1.5*float64(h1)+8<<20, "heap grows with load")

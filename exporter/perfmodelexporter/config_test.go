@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
-	"github.com/tierscope/tierscope/internal/api"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -75,21 +74,12 @@ func TestValidateNamesField(t *testing.T) {
 		require.Error(t, err, field)
 		require.Contains(t, err.Error(), field+":", field)
 	}
-}
-
-// experiments.min_samples_per_period reaches the experiment's training: a
-// capacity element answers through a queue, so its wave is kept slower.
-func TestMinSamplesPerPeriodBoundsTheWave(t *testing.T) {
-	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
-		c.Experiments.Links = map[string]ExperimentLink{"a->b": {Address: "tcp://127.0.0.1:9", Injector: "http://127.0.0.1:9"}}
-		c.Experiments.Train.N, c.Experiments.Train.MinSamplesPerPeriod = 128, 16
-	})
-	r, err := te.engine.newRunner(api.ExperimentRequest{Element: "link:a->b", Injector: "http://127.0.0.1:9"})
-	require.NoError(t, err)
-	require.Equal(t, 16.0, r.gcfg.Train.MinSamplesPerPeriod)
-	require.Equal(t, 8, r.gcfg.Train.MaxKd(), "periods of at least 16 of the 128 bins")
-
-	// A request's smaller N that leaves no whole period is refused, naming why.
-	_, err = te.engine.newRunner(api.ExperimentRequest{Element: "link:a->b", Injector: "http://127.0.0.1:9", N: 8})
-	require.ErrorContains(t, err, "samples per period")
+	for _, mutate := range []func(*LimitsConfig){
+		func(l *LimitsConfig) { l.MaxAddresses = 0 },
+		func(l *LimitsConfig) { l.MaxVersionChanges = 0 },
+	} {
+		cfg := createDefaultConfig().(*Config)
+		mutate(&cfg.Limits)
+		require.ErrorContains(t, xconfmap.Validate(cfg), "limits: max_services, max_edges, max_patterns, max_addresses and max_version_changes must be ≥ 1")
+	}
 }

@@ -83,14 +83,15 @@ func TestSharedExperimentCoordinatedOnce(t *testing.T) {
 		})
 	}
 	a, b := analyzer("analyzer-1"), analyzer("analyzer-2")
-	require.NotNil(t, a.experiments.shared, "PostgreSQL turns shared coordination on")
+	_, _, _, shared := a.coord.SharedCounts()
+	require.True(t, shared, "PostgreSQL turns shared coordination on")
 	startSplitFront(t, echo, 400, a.engine, b.engine)
 
 	var ex api.Experiment
 	require.Equal(t, http.StatusCreated, a.send("POST", api.PathExperiments, `{"element":"link:front->back"}`, &ex))
 	// The other analyzer refuses the element.
 	require.Equal(t, http.StatusConflict, b.send("POST", api.PathExperiments, `{"element":"link:front->back"}`, nil), "the element is coordinated by analyzer-1")
-	require.Zero(t, len(b.experiments.running), "a refused experiment leaves nothing running")
+	require.Zero(t, b.coord.Running(), "a refused experiment leaves nothing running")
 
 	begun := time.Now()
 	for deadline := time.Now().Add(3 * time.Minute); ex.Finished == 0; {
@@ -100,9 +101,10 @@ func TestSharedExperimentCoordinatedOnce(t *testing.T) {
 		ex = api.Experiment{}
 		require.Equal(t, http.StatusOK, a.send("GET", api.PathExperiments+"/"+id, "", &ex))
 	}
-	handed, taken := b.experiments.shared.handed.Load(), a.experiments.shared.taken.Load()
+	handed, _, droppedB, _ := b.coord.SharedCounts()
+	_, taken, droppedA, _ := a.coord.SharedCounts()
 	t.Logf("experiment %s in %v: analyzer-2 handed %d front samples, analyzer-1 took %d (dropped %d, %d)",
-		ex.Phase, time.Since(begun).Round(time.Second), handed, taken, b.experiments.shared.dropped.Load(), a.experiments.shared.dropped.Load())
+		ex.Phase, time.Since(begun).Round(time.Second), handed, taken, droppedB, droppedA)
 	require.Equal(t, "done", ex.Phase, ex.Reason)
 	require.Positive(t, handed)
 	// What the other analyzer handed over after the experiment ended (until

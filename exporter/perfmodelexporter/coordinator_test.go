@@ -11,7 +11,6 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +34,6 @@ import (
 	"github.com/tierscope/tierscope/injector"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/model"
 )
 
@@ -51,8 +49,8 @@ func TestExperimentsConfigLoads(t *testing.T) {
 	require.Equal(t, "http://10.0.0.4:18777", x.Injector)
 	require.Equal(t, "s3cret", string(x.Token))
 	require.Equal(t, ExperimentLink{Address: "tcp://10.0.0.5:5432", Injector: "http://10.0.0.6:18777"}, x.Links["app->db"])
-	require.Equal(t, ExperimentFrequency{CPUs: []int{2, 3}, ExperimentCPU: ExperimentCPU{FrequencyMHz: 2400, Machine: "db-host", Process: "postgres"}}, x.Frequencies["db"])
-	require.Equal(t, ExperimentCapacity{Cgroup: "system.slice/db.service", Cores: 2, Sides: []string{"below", "above"}, ExperimentCPU: ExperimentCPU{Machine: "db-host", Process: "postgres"}}, x.Capacities["db"])
+	require.Equal(t, ExperimentFrequency{CPUs: []int{2, 3}, CPU: ExperimentCPU{FrequencyMHz: 2400, Machine: "db-host", Process: "postgres"}}, x.Frequencies["db"])
+	require.Equal(t, ExperimentCapacity{Cgroup: "system.slice/db.service", Cores: 2, Sides: []string{"below", "above"}, CPU: ExperimentCPU{Machine: "db-host", Process: "postgres"}}, x.Capacities["db"])
 	require.Equal(t, []string{"web"}, x.FrontServices)
 	require.Equal(t, 16, x.Train.K)
 	require.Equal(t, 64, x.Train.N)
@@ -78,22 +76,22 @@ func TestExperimentsConfigLoads(t *testing.T) {
 		"min_delay":                         func(c *ExperimentsConfig) { c.MinDelay = c.MaxDelay },
 		"experiments: request_timeout":      func(c *ExperimentsConfig) { c.RequestTimeout = 0 },
 		"experiments::frequencies::db: cpus": func(c *ExperimentsConfig) {
-			c.Frequencies = map[string]ExperimentFrequency{"db": {ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
+			c.Frequencies = map[string]ExperimentFrequency{"db": {CPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
 		"experiments::frequencies::db": func(c *ExperimentsConfig) {
-			c.Frequencies = map[string]ExperimentFrequency{"db": {CPUs: []int{0}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p", MaxFraction: 1}}}
+			c.Frequencies = map[string]ExperimentFrequency{"db": {CPUs: []int{0}, CPU: ExperimentCPU{Machine: "m", Process: "p", MaxFraction: 1}}}
 		},
 		"experiments::links::a->b: injector": func(c *ExperimentsConfig) {
 			c.Links = map[string]ExperimentLink{"a->b": {Address: "h:1", Injector: "ftp://x"}}
 		},
 		"experiments::capacities::db: max_grant_fraction": func(c *ExperimentsConfig) {
-			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, MaxGrantFraction: -1, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
+			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, MaxGrantFraction: -1, CPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
 		"experiments::capacities::db: sides[0]": func(c *ExperimentsConfig) {
-			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"upward"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
+			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"upward"}, CPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
 		"experiments::capacities::db: sides[2]": func(c *ExperimentsConfig) {
-			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"above", "below", "above"}, ExperimentCPU: ExperimentCPU{Machine: "m", Process: "p"}}}
+			c.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "db", Cores: 0.5, Sides: []string{"above", "below", "above"}, CPU: ExperimentCPU{Machine: "m", Process: "p"}}}
 		},
 	} {
 		c := createDefaultConfig().(*Config)
@@ -500,156 +498,26 @@ func TestExperimentAbortAndShutdownReleaseLeases(t *testing.T) {
 	}
 }
 
-// The on-phase delay comes from the injector's phase split when it has one,
-// its probes' when they are enough: the pass-through time every packet pays
-// is no part of the wave, however small the amplitude.
-func TestInjectedDelayFromPhaseSplit(t *testing.T) {
-	var st leaseapi.Status[*leaseapi.Stats]
-	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.27,"min_ms":0.02,"requested_mean_ms":0.13,
-		"on":{"count":1000,"mean_ms":0.40,"std_ms":0.10,"requested_mean_ms":0.26},
-		"off":{"count":1000,"mean_ms":0.14,"std_ms":0.10,"requested_mean_ms":0}}}`), &st); err != nil {
-		t.Fatal(err)
-	}
-	mean, se, ok := injectedDelay(0.26, st)
-	if !ok || math.Abs(mean-0.26) > 1e-9 || math.Abs(se-math.Hypot(0.1, 0.1)/math.Sqrt(1000)) > 1e-9 {
-		t.Errorf("phase split: got %v ± %v (%v), want 0.26 ± %.4f", mean, se, ok, math.Hypot(0.1, 0.1)/math.Sqrt(1000))
-	}
-	// Over a floor both phases request it; the difference is still the wave.
-	floored := leaseapi.Status[*leaseapi.Stats]{}
-	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.57,"min_ms":0.32,"requested_mean_ms":0.43,
-		"on":{"count":1000,"mean_ms":0.70,"std_ms":0.10,"requested_mean_ms":0.56},
-		"off":{"count":1000,"mean_ms":0.44,"std_ms":0.10,"requested_mean_ms":0.30}}}`), &floored); err != nil {
-		t.Fatal(err)
-	}
-	if mean, _, ok := injectedDelay(0.26, floored); !ok || math.Abs(mean-0.26) > 1e-9 {
-		t.Errorf("over a 0.3 ms floor: got %v (%v), want 0.26", mean, ok)
-	}
-	// Probes timed from send to receive win once each phase has enough of
-	// them; too few, and the packets' own split is used.
-	probed := leaseapi.Status[*leaseapi.Stats]{}
-	if err := json.Unmarshal([]byte(`{"id":"l","state":"ended","stats":{"count":2000,"mean_ms":0.57,"min_ms":0.32,"requested_mean_ms":0.43,
-		"on":{"count":1000,"mean_ms":0.70,"std_ms":0.10,"requested_mean_ms":0.56},
-		"off":{"count":1000,"mean_ms":0.44,"std_ms":0.10,"requested_mean_ms":0.30},
-		"probe":{"sent":900,"received":900,
-			"on":{"count":400,"mean_ms":0.99,"std_ms":0.2,"requested_mean_ms":0.56},
-			"off":{"count":400,"mean_ms":0.70,"std_ms":0.2,"requested_mean_ms":0.30}}}}`), &probed); err != nil {
-		t.Fatal(err)
-	}
-	if mean, se, ok := injectedDelay(0.26, probed); !ok || math.Abs(mean-0.29) > 1e-9 || math.Abs(se-math.Hypot(0.2, 0.2)/20) > 1e-9 {
-		t.Errorf("probed: got %v ± %v (%v), want 0.29 ± %.4f", mean, se, ok, math.Hypot(0.2, 0.2)/20)
-	}
-	probed.Stats.Probe.On.Count = minProbesPerPhase - 1
-	if mean, _, ok := injectedDelay(0.26, probed); !ok || math.Abs(mean-0.26) > 1e-9 {
-		t.Errorf("too few probes: got %v (%v), want the packets' 0.26", mean, ok)
-	}
-	// Without the split the old ratio counts the pass-through time as delay.
-	st.Stats.On, st.Stats.Off = nil, nil
-	mean, _, ok = injectedDelay(0.26, st)
-	if !ok || math.Abs(mean-0.26*0.25/0.13) > 1e-9 {
-		t.Errorf("no split: got %v (%v)", mean, ok)
-	}
-}
-
 // A capacity element needs its cgroup configured and its process's CPU
-// readings: without them the request is refused with the reason, and with
-// them the basis is 1/(c·f − α·w) with α·w = the process's share of the
-// machine times the machine's capacity.
+// readings: without them the request is refused with the reason (the basis
+// itself is internal/coordinator's TestCapacityElementBasis), and the
+// readings the coordinator reads are the open windows' mean share.
 func TestCapacityElementBasis(t *testing.T) {
 	te := startLiveEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "p.db"), func(c *Config) {
 		c.CapacityMHz = 4000 // 2 CPUs of 2000 MHz
 		c.CoreMHz = 2000
 		c.Experiments.Injector = "http://127.0.0.1:1"
-		c.Experiments.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "tierscope/db", Cores: 0.5, ExperimentCPU: ExperimentCPU{Machine: "m1", Process: "tbdb"}}}
+		c.Experiments.Capacities = map[string]ExperimentCapacity{"db": {Cgroup: "tierscope/db", Cores: 0.5, CPU: ExperimentCPU{Machine: "m1", Process: "tbdb"}}}
 	})
 	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"capacity:nope"}`, nil))
 	require.Equal(t, http.StatusUnprocessableEntity, te.send("POST", api.PathExperiments, `{"element":"capacity:db"}`, nil))
 	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"frequency:m1"}`, nil))
 
-	te.mu.Lock()
-	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.1, 0, 0) // 0.1 of 4000 MHz
-	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.2, 0, 0)
-	te.mu.Unlock()
-	b, err := te.capacityBasis(te.cfg.Experiments.Capacities["db"])
-	require.NoError(t, err)
-	require.InDelta(t, 600, b.Alpha*b.Workload, 1e-9) // 0.15 · 4000 MHz
-	require.InDelta(t, 0.5, b.Operating, 0)
-	require.InDelta(t, 2000, b.FrequencyMHz, 0)
-	require.InDelta(t, 0.6, b.Utilization(), 1e-9) // 600 of 0.5 · 2000 MHz
-	require.Equal(t, gradient.SideBelow, b.Side())
-	cp := te.cfg.Experiments.Capacities["db"]
-	require.Equal(t, []gradient.Basis{b}, cp.bases(b), "one wave, below, by default")
-	cp.Sides = []string{"below", "centered", "above"}
-	var sides []string
-	for _, s := range cp.bases(b) {
-		sides = append(sides, s.Side())
-		require.NoError(t, s.Validate())
-	}
-	require.Equal(t, cp.Sides, sides, "each configured side reaches its basis")
-
-	// One element per side, sharing the id; a grant is capped by
-	// max_grant_fraction, a cut by max_fraction.
-	te.cfg.Experiments.Capacities["db"] = ExperimentCapacity{Cgroup: "tierscope/db", Cores: 0.5, Sides: []string{"below", "above"},
-		ExperimentCPU: ExperimentCPU{Machine: "m1", Process: "tbdb"}}
-	p, err := te.planElement("capacity:db", "")
-	require.NoError(t, err)
-	require.Len(t, p.elements, 2)
-	require.Equal(t, "capacity:db", p.elements[1].ID)
-	require.Equal(t, [2]float64{0.3, 1}, [2]float64{p.elements[0].MaxAmplitude, p.elements[1].MaxAmplitude})
-	require.True(t, p.elements[1].Basis.Above)
-	run, err := te.newRunner(api.ExperimentRequest{Element: "capacity:db"})
-	require.NoError(t, err)
-	require.Len(t, run.gcfg.Elements, 2)
-	// The default folds a link's adaptive cycle into its window; a CPU
-	// wave, as the real cgroup runs measured it, keeps the separate phase.
-	require.True(t, run.gcfg.AdaptiveInWindow)
-	for _, el := range run.gcfg.Elements {
-		require.True(t, el.SeparateAdaptive, el.Basis.Side())
-	}
-	require.Len(t, run.routes, 2, "a route per element")
-
-	// Past saturation there is no basis.
-	te.mu.Lock()
-	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.9, 0, 0)
-	te.mu.Unlock()
-	_, err = te.capacityBasis(te.cfg.Experiments.Capacities["db"])
-	require.ErrorContains(t, err, "saturates")
-}
-
-// A link lease carries experiments.delay_floor as the injector's wave.floor;
-// a capacity lease carries its action's floor, a centered wave's grant, and
-// none otherwise.
-func TestLeaseRequestCarriesDelayFloor(t *testing.T) {
-	var got []leaseapi.Request
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req leaseapi.Request
-		require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
-		got = append(got, req)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id":"lease-1"}`))
-	}))
-	defer srv.Close()
-	cfg := createDefaultConfig().(*Config)
-	inj := leaseapi.NewClient(srv.URL, "", &http.Client{Timeout: time.Second})
-	r := &runner{x: &experiments{e: &engine{cfg: cfg}}, leases: map[string]*leaseRef{}, plans: map[string]elementPlan{
-		"link":     {inj: inj, target: leaseapi.Target{Link: &leaseapi.Link{Proto: "tcp", Dst: "10.0.0.2", DstPort: 5432, Direction: "out"}}},
-		"capacity": {inj: inj, target: leaseapi.Target{Cgroup: "db"}}}}
-	start := time.Now()
-	for _, kind := range []gradient.Kind{gradient.KindLink, gradient.KindCapacity} {
-		require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: string(kind), Element: string(kind), LeaseKind: kind.LeaseKind(),
-			Amplitude: 0.2, Period: time.Second, Cycles: 4, Start: start, Duration: time.Minute}))
-	}
-	centered := gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Centered: true}
-	require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: "centered", Element: "capacity", LeaseKind: "capacity",
-		Amplitude: 0.2, Floor: centered.OffKnob(0.2), Period: time.Second, Cycles: 4, Start: start, Duration: time.Minute}))
-	require.Len(t, got, 3)
-	require.Equal(t, 0.3, got[0].Wave.Floor, "link lease")
-	require.Zero(t, got[1].Wave.Floor, "capacity lease")
-	require.Equal(t, -0.1, got[2].Wave.Floor, "centered capacity lease: grants a/2 in its off-phases")
-	above := gradient.Basis{Kind: gradient.KindCapacity, Operating: 0.5, FrequencyMHz: 1000, Above: true}
-	require.NoError(t, r.startLease(gradient.Action{Kind: gradient.ActionStartLease, Lease: "above", Element: "capacity", LeaseKind: "capacity",
-		Amplitude: 0.2, Floor: above.OffKnob(0.2), Period: time.Second, Cycles: 4, Start: start, Duration: time.Minute}))
-	require.Len(t, got, 4)
-	require.Equal(t, -0.2, got[3].Wave.Floor, "capacity lease above: grants a in its off-phases")
+	te.ingest.AddCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.1, 0, 0) // 0.1 of 4000 MHz
+	te.ingest.AddCPU(time.Now().UnixNano(), model.ProcessKey("m1", "tbdb"), 0.2, 0, 0)
+	share, _ := te.ingest.CPU("m1", "tbdb")
+	require.InDelta(t, 0.15, share.Mean(), 1e-9)
+	require.InDelta(t, 4000, te.query.Capacity("m1", &model.CPUStats{}), 0, "capacity_mhz")
 }
 
 // TestExperimentMeasuresSeveralElementsAfterOneTraining: one experiment

@@ -8,4 +8,9 @@
 // the gradient experiments that drive the injector (package internal/gradient;
 // paper 000 §§2–5). Every map it keeps is bounded by configuration, and what a
 // bound refuses is counted in otelcol_exporter_perfmodel_overflow.
+//
+// The package is the component's adapter (factory, config, lifecycle in
+// exporter.go) over one package per job: internal/ingest (the write side),
+// internal/query (the read side), internal/coordinator (the experiments) and
+// internal/httpapi (the HTTP layer).
 package perfmodelexporter // import "github.com/tierscope/tierscope/exporter/perfmodelexporter"

@@ -26,6 +26,7 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/authtest"
+	"github.com/tierscope/tierscope/internal/sharedcomponent"
 	"github.com/tierscope/tierscope/internal/sim/loadgen"
 )
 
@@ -58,7 +59,7 @@ func startEngineWith(t *testing.T, set exporter.Settings, dsn, shard string, now
 	require.NoError(t, cfg.Validate())
 	e, err := newEngine(set, cfg)
 	require.NoError(t, err)
-	e.now = func() time.Time { return now }
+	e.setClock(func() time.Time { return now })
 	host := authtest.Host{component.MustNewID("tokenauth"): authtest.Token{}}
 	require.NoError(t, e.Start(context.Background(), host))
 	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
@@ -100,7 +101,7 @@ func (te *testEngine) feed(traces []loadgen.Trace, seed int64) {
 	require.NoError(te.t, te.flush(context.Background(), false))
 	// The tests write history that the engine's clock already calls settled
 	// (and may have cached, empty, while warming at start): forget it.
-	te.cache.reset()
+	te.query.ResetCache()
 }
 
 func generate(t *testing.T, n int) []loadgen.Trace {
@@ -163,7 +164,7 @@ func TestGraphAndPathsFromSpans(t *testing.T) {
 
 	// Prometheus gauges of the last complete window (the clock is 5 min on,
 	// so point the window at the data).
-	te.now = func() time.Time { return loadStart.Add(90 * time.Second) }
+	te.setClock(func() time.Time { return loadStart.Add(90 * time.Second) })
 	resp, err := http.Get(te.url + api.PathMetrics)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
@@ -219,7 +220,8 @@ func TestOpenAPIListsEveryEndpoint(t *testing.T) {
 
 // One engine serves the traces and metrics pipelines of a component id.
 func TestSharedAcrossPipelines(t *testing.T) {
-	f := NewFactory()
+	reg := sharedcomponent.NewRegistry[component.ID, *engine]()
+	f := newFactory(reg)
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.NetAddr.Endpoint = "127.0.0.1:0"
 	cfg.Storage.DSN = "sqlite://" + filepath.Join(t.TempDir(), "m.db")
@@ -231,11 +233,10 @@ func TestSharedAcrossPipelines(t *testing.T) {
 	host := componenttest.NewNopHost()
 	require.NoError(t, tr.Start(context.Background(), host))
 	require.NoError(t, me.Start(context.Background(), host))
-	sharedMu.Lock()
-	require.Len(t, shared, 1)
-	s := shared[set.ID]
-	sharedMu.Unlock()
-	require.Equal(t, 2, s.refs)
+	require.Equal(t, 1, reg.Len())
+	s, err := engineFor(reg, set, cfg)
+	require.NoError(t, err)
+	eng := s.Unwrap()
 
 	md, dps := gaugeOf("h1", "system.cpu.utilization")
 	for cpu, idle := range []float64{0.6, 0.8} {
@@ -248,21 +249,14 @@ func TestSharedAcrossPipelines(t *testing.T) {
 		}
 	}
 	require.NoError(t, me.ConsumeMetrics(context.Background(), md))
-	s.eng.mu.Lock()
-	var util float64
-	for _, w := range s.eng.windows {
-		if c := w.CPU["h1"]; c != nil {
-			util = c.Mean()
-		}
-	}
-	s.eng.mu.Unlock()
+	_, h1 := eng.ingest.CPU("h1", "")
+	util := h1.Mean()
 	require.InDelta(t, 0.3, util, 1e-9, "1 − mean idle over two CPUs")
 
 	require.NoError(t, tr.Shutdown(context.Background()))
+	require.Equal(t, 1, reg.Len(), "the metrics pipeline still runs")
 	require.NoError(t, me.Shutdown(context.Background()))
-	sharedMu.Lock()
-	require.Empty(t, shared)
-	sharedMu.Unlock()
+	require.Zero(t, reg.Len())
 }
 
 // gaugeOf returns metrics with one gauge named name on a resource of

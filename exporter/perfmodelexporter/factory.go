@@ -2,7 +2,6 @@ package perfmodelexporter
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -11,9 +10,10 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/coordinator"
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
-	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/sharedcomponent"
 )
 
 // DefaultEndpoint serves the API on loopback only; exposing it is a decision.
@@ -21,9 +21,14 @@ const DefaultEndpoint = "127.0.0.1:8790"
 
 // NewFactory returns the factory of the perfmodel exporter.
 func NewFactory() exporter.Factory {
+	return newFactory(sharedcomponent.NewRegistry[component.ID, *engine]())
+}
+
+// newFactory is the factory whose pipelines share the engines of reg.
+func newFactory(reg *engines) exporter.Factory {
 	return exporter.NewFactory(metadata.Type, createDefaultConfig,
-		exporter.WithTraces(createTraces, metadata.TracesStability),
-		exporter.WithMetrics(createMetrics, metadata.MetricsStability))
+		exporter.WithTraces(createTraces(reg), metadata.TracesStability),
+		exporter.WithMetrics(createMetrics(reg), metadata.MetricsStability))
 }
 
 func createDefaultConfig() component.Config {
@@ -39,7 +44,8 @@ func createDefaultConfig() component.Config {
 		MaxOpenTraces:    50000,
 		MaxSpansPerTrace: 1000,
 		Async:            AsyncConfig{Quantum: 10 * time.Millisecond, MaxMessages: 200000},
-		Limits:           LimitsConfig{MaxServices: lim.MaxServices, MaxEdges: lim.MaxEdges, MaxPatterns: lim.MaxPatterns},
+		Limits: LimitsConfig{MaxServices: lim.MaxServices, MaxEdges: lim.MaxEdges, MaxPatterns: lim.MaxPatterns,
+			MaxAddresses: 10000, MaxVersionChanges: 1000},
 		Storage: StorageConfig{
 			DSN:             "sqlite://perfmodel.db",
 			Retention:       7 * 24 * time.Hour,
@@ -47,89 +53,40 @@ func createDefaultConfig() component.Config {
 			DownsampleTo:    time.Hour,
 		},
 		WorkFactors: WorkFactorsConfig{HalfLife: 10 * time.Minute, SmoothingHalfLife: 15 * time.Minute, Method: "plain"},
-		Experiments: ExperimentsConfig{
-			Settings: gradient.DefaultSettings(),
-			MaxDelay: 100 * time.Millisecond, MinDelay: time.Millisecond, DelayFloor: 300 * time.Microsecond, MaxConcurrent: 1,
-			RequestTimeout: 5 * time.Second, SampleBuffer: 1 << 16,
-			Client: confighttp.NewDefaultClientConfig(),
-		},
+		Experiments: coordinator.DefaultConfig(),
 	}
 }
 
-// One engine serves both the traces and the metrics pipeline of a component
-// id: the models join spans with CPU metrics.
-var (
-	sharedMu sync.Mutex
-	shared   = map[component.ID]*sharedEngine{}
-)
+// engines holds, per component id, the one engine that serves both the
+// traces and the metrics pipeline: the models join spans with CPU metrics.
+type engines = sharedcomponent.Registry[component.ID, *engine]
 
-type sharedEngine struct {
-	eng  *engine
-	refs int // started pipelines
-}
-
-func engineFor(set exporter.Settings, cfg *Config) (*sharedEngine, error) {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if s, ok := shared[set.ID]; ok {
-		return s, nil
-	}
-	eng, err := newEngine(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s := &sharedEngine{eng: eng}
-	shared[set.ID] = s
-	return s, nil
-}
-
-func (s *sharedEngine) start(id component.ID) component.StartFunc {
-	return func(ctx context.Context, host component.Host) error {
-		sharedMu.Lock()
-		defer sharedMu.Unlock()
-		s.refs++
-		if s.refs > 1 {
-			return nil
+func createTraces(reg *engines) exporter.CreateTracesFunc {
+	return func(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+		s, err := engineFor(reg, set, cfg.(*Config))
+		if err != nil {
+			return nil, err
 		}
-		return s.eng.Start(ctx, host)
+		return exporterhelper.NewTraces(ctx, set, cfg, s.Unwrap().ConsumeTraces,
+			exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+			exporterhelper.WithStart(s.Start),
+			exporterhelper.WithShutdown(s.Shutdown))
 	}
 }
 
-func (s *sharedEngine) shutdown(id component.ID) component.ShutdownFunc {
-	return func(ctx context.Context) error {
-		sharedMu.Lock()
-		defer sharedMu.Unlock()
-		if s.refs == 0 { // never started
-			delete(shared, id)
-			return s.eng.Shutdown(ctx)
+func createMetrics(reg *engines) exporter.CreateMetricsFunc {
+	return func(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+		s, err := engineFor(reg, set, cfg.(*Config))
+		if err != nil {
+			return nil, err
 		}
-		s.refs--
-		if s.refs > 0 {
-			return nil
-		}
-		delete(shared, id)
-		return s.eng.Shutdown(ctx)
+		return exporterhelper.NewMetrics(ctx, set, cfg, s.Unwrap().ConsumeMetrics,
+			exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+			exporterhelper.WithStart(s.Start),
+			exporterhelper.WithShutdown(s.Shutdown))
 	}
 }
 
-func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
-	s, err := engineFor(set, cfg.(*Config))
-	if err != nil {
-		return nil, err
-	}
-	return exporterhelper.NewTraces(ctx, set, cfg, s.eng.ConsumeTraces,
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-		exporterhelper.WithStart(s.start(set.ID)),
-		exporterhelper.WithShutdown(s.shutdown(set.ID)))
-}
-
-func createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
-	s, err := engineFor(set, cfg.(*Config))
-	if err != nil {
-		return nil, err
-	}
-	return exporterhelper.NewMetrics(ctx, set, cfg, s.eng.ConsumeMetrics,
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-		exporterhelper.WithStart(s.start(set.ID)),
-		exporterhelper.WithShutdown(s.shutdown(set.ID)))
+func engineFor(reg *engines, set exporter.Settings, cfg *Config) (*sharedcomponent.Shared[*engine], error) {
+	return reg.GetOrCreate(set.ID, func() (*engine, error) { return newEngine(set, cfg) })
 }

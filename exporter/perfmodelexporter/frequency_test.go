@@ -162,14 +162,12 @@ func TestFrequencyExperimentThroughInjector(t *testing.T) {
 		// checks the plumbing and the basis, not how quiet a wave can be.
 		c.Experiments.Train.K, c.Experiments.Train.N, c.Experiments.Train.Chunks, c.Experiments.Train.Scale = 8, 64, 3, 200
 		c.Experiments.MaxPerturbation = 0
-		c.Experiments.Frequencies = map[string]ExperimentFrequency{"cpu0": {CPUs: []int{0}, ExperimentCPU: ExperimentCPU{Machine: "m1", Process: "front"}}}
+		c.Experiments.Frequencies = map[string]ExperimentFrequency{"cpu0": {CPUs: []int{0}, CPU: ExperimentCPU{Machine: "m1", Process: "front"}}}
 	})
 	// No CPU readings yet: α·w is unknown, and the request says so.
 	require.Equal(t, http.StatusUnprocessableEntity, te.send("POST", api.PathExperiments, `{"element":"frequency:cpu0"}`, nil))
 	require.Equal(t, http.StatusBadRequest, te.send("POST", api.PathExperiments, `{"element":"frequency:cpu9"}`, nil))
-	te.mu.Lock()
-	te.addCPU(time.Now().UnixNano(), model.ProcessKey("m1", "front"), 0.05, 0, 0) // 200 of 4000 MHz
-	te.mu.Unlock()
+	te.ingest.AddCPU(time.Now().UnixNano(), model.ProcessKey("m1", "front"), 0.05, 0, 0) // 200 of 4000 MHz
 
 	front := &speedBound{e: te.engine, setspeed: setspeed, workMs: 20, stop: make(chan struct{}), batch: ptrace.NewTraces()}
 	front.run(200)

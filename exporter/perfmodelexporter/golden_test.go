@@ -67,7 +67,7 @@ func TestGoldenAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ta.st.Put(context.Background(), []store.Record{{Kind: model.KindGradient, Key: g.Element + "\x1f" + g.Transaction,
 		Shard: "a", WindowStart: alignDown(g.Measured, 60), Resolution: 60, Payload: b}}))
-	ta.cache.reset()
+	ta.query.ResetCache()
 	for _, path := range []string{
 		api.PathGradients + "?transaction=Home",
 		api.PathPredict + "?change=link:app->db=%2B20&baseline=Home=100,Search=50",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,50 +14,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/ingest"
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadatatest"
 )
-
-func TestLinkBookDiscoversAddresses(t *testing.T) {
-	b := newLinkBook()
-	for range 3 {
-		b.learn("app", "db", "10.0.0.6:5432")
-	}
-	b.learn("app", "db", "10.0.0.7:5432")
-	b.learn("worker", "db", "10.0.0.10:5432")
-	b.learn("web", "queue", "msg:q/notify") // not a host:port
-	b.learn("web", "web", "127.0.0.1:80")   // not a link
-	if got := b.addresses("app", "db"); len(got) != 2 || got[0] != "10.0.0.6:5432" {
-		t.Errorf("app->db: %v, want the most called first", got)
-	}
-	if got := b.names(); strings.Join(got, ",") != "app->db,worker->db" {
-		t.Errorf("links %v", got)
-	}
-	// Bounded: addresses per link, then links.
-	for i := range maxLinkAddresses + 5 {
-		b.learn("x", "y", fmt.Sprintf("10.1.0.%d:80", i))
-	}
-	for i := range maxBookLinks + 5 {
-		b.learn(fmt.Sprint("c", i), "d", "10.2.0.1:80")
-	}
-	if len(b.addresses("x", "y")) != maxLinkAddresses || len(b.links) != maxBookLinks || b.overflow != 5+5+3 {
-		t.Errorf("bounds: %d addresses, %d links, overflow %d", len(b.addresses("x", "y")), len(b.links), b.overflow)
-	}
-
-	// A link without configuration takes the discovered address; the
-	// configured one wins; none at all names the links seen.
-	var xc ExperimentsConfig
-	lt, err := xc.linkTarget("app->db", "db", b.addresses("app", "db"), b.names())
-	if err != nil || lt.host != "10.0.0.6" || lt.port != 5432 || lt.proto != "tcp" {
-		t.Errorf("discovered: %+v, %v", lt, err)
-	}
-	xc.Links = map[string]ExperimentLink{"app->db": {Address: "10.9.9.9:6543"}}
-	if lt, err := xc.linkTarget("app->db", "db", b.addresses("app", "db"), nil); err != nil || lt.host != "10.9.9.9" {
-		t.Errorf("configured: %+v, %v", lt, err)
-	}
-	if _, err := xc.linkTarget("web->nowhere", "nowhere", nil, []string{"app->db"}); err == nil || !strings.Contains(err.Error(), "links seen: app->db") {
-		t.Errorf("unknown link: %v", err)
-	}
-}
 
 // What the link book refuses at its bounds reaches the exporter's overflow
 // telemetry, once: a link with more addresses than it keeps, then one more.
@@ -79,13 +37,12 @@ func TestLinkBookOverflowIsReported(t *testing.T) {
 		}
 		require.NoError(t, te.ConsumeMetrics(context.Background(), md))
 	}
-	inventory(1, maxLinkAddresses+2)
+	inventory(1, ingest.MaxLinkAddresses+2)
 	metadatatest.AssertEqualExporterPerfmodelOverflow(t, tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
-	inventory(1, maxLinkAddresses+3) // the kept addresses again, and three refused
+	inventory(1, ingest.MaxLinkAddresses+3) // the kept addresses again, and three refused
 	metadatatest.AssertEqualExporterPerfmodelOverflow(t, tel, []metricdata.DataPoint[int64]{{Value: 5}}, metricdatatest.IgnoreTimestamp())
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	require.Len(t, te.links.addresses("app", "db"), maxLinkAddresses)
+	addresses, _ := te.ingest.Links("app", "db")
+	require.Len(t, addresses, ingest.MaxLinkAddresses)
 }
 
 // The connection inventory teaches the link book the links between named
@@ -117,16 +74,11 @@ func TestInventoryTeachesLinkAddresses(t *testing.T) {
 	add("batch", "db", "10.0.0.6", 5432, 0) // no open connection
 	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
 
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	require.Equal(t, []string{"10.0.0.7:5432", "10.0.0.6:5432"}, te.links.addresses("app", "db"))
-	require.Equal(t, []string{"[fd00::7]:6379"}, te.links.addresses("app", "cache"))
-	require.Equal(t, []string{"app->cache", "app->db"}, te.links.names())
-	var xc ExperimentsConfig
-	lt, err := xc.linkTarget("app->cache", "cache", te.links.addresses("app", "cache"), nil)
-	require.NoError(t, err)
-	require.Equal(t, "fd00::7", lt.host)
-	require.EqualValues(t, 6379, lt.port)
+	addresses, known := te.ingest.Links("app", "db")
+	require.Equal(t, []string{"10.0.0.7:5432", "10.0.0.6:5432"}, addresses)
+	addresses, _ = te.ingest.Links("app", "cache")
+	require.Equal(t, []string{"[fd00::7]:6379"}, addresses)
+	require.Equal(t, []string{"app->cache", "app->db"}, known)
 }
 
 // The link book counts, per front transaction, the synchronous calls per
@@ -181,14 +133,13 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	require.NoError(t, te.ConsumeTraces(context.Background(), td))
 	te.completeAll()
 
-	te.mu.Lock()
 	got := map[string]map[string]float64{}
 	for _, l := range [][2]string{{"web", "app-1"}, {"web", "app-2"}, {"web", "worker"}, {"worker", "10.0.0.9:5432"}} {
-		got[l[0]+"->"+l[1]] = te.links.callsPerRequest(l[0], l[1])
+		got[l[0]+"->"+l[1]] = te.ingest.CallsPerRequest(l[0], l[1], "")
 	}
 	for _, app := range []string{"app-1", "app-2"} {
-		for _, k := range []linkKey{{app, "10.0.0.9:5432"}} {
-			for tx, n := range te.links.callsPerRequest(k.caller, k.callee) {
+		for _, k := range [][2]string{{app, "10.0.0.9:5432"}} {
+			for tx, n := range te.ingest.CallsPerRequest(k[0], k[1], "") {
 				if got["app->db"] == nil {
 					got["app->db"] = map[string]float64{}
 				}
@@ -196,8 +147,7 @@ func TestLinkCallsPerRequest(t *testing.T) {
 			}
 		}
 	}
-	toDB := te.links.callsPerRequestTo("10.0.0.9:5432")
-	te.mu.Unlock()
+	toDB := te.ingest.CallsPerRequest("", "", "10.0.0.9:5432")
 	t.Logf("calls per request: %v; to the database's address %v", got, toDB)
 	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 3}, toDB, "the partial traces would make it 2 counted per request")
 	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, got["web->app-1"])
@@ -206,37 +156,23 @@ func TestLinkCallsPerRequest(t *testing.T) {
 	require.Empty(t, got["web->worker"], "a PRODUCER span is not a call on the request's path")
 	require.Empty(t, got["worker->10.0.0.9:5432"], "the consumer's query is behind the queue")
 
-	// An experiment on a link carries them as its element's priors: the
-	// calls to the address it delays, whichever replica's service answers.
-	p, err := te.planElement("link:web->app-1", "")
-	require.NoError(t, err)
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, p.elements[0].PriorGradients)
-	// The injector holds floor + amplitude under its max_delay: the wave's
-	// amplitude leaves room for the floor.
-	xc := te.cfg.Experiments
-	require.InDelta(t, float64(xc.MaxDelay-xc.DelayFloor)/float64(time.Millisecond), p.elements[0].MaxAmplitude, 1e-9)
-	te.cfg.Experiments.Links = map[string]ExperimentLink{"web->replica-2": {Address: "10.0.0.6:8081"}}
-	p, err = te.planElement("link:web->replica-2", "")
-	require.NoError(t, err)
-	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, p.elements[0].PriorGradients)
+	// The coordinator takes them as a link element's priors
+	// (internal/coordinator's TestLinkElementPriors): the calls to the
+	// address it delays, whichever replica's service answers, else the
+	// link's own.
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, te.ingest.CallsPerRequest("web", "app-1", "10.0.0.5:8081"))
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5}, te.ingest.CallsPerRequest("web", "replica-2", "10.0.0.6:8081"))
+	require.Equal(t, map[string]float64{"GET /txn/ViewItem": 0.5, "GET /txn/Home": 1}, te.ingest.CallsPerRequest("web", "app-1", "10.0.0.1:1"))
+	addresses, known := te.ingest.Links("web", "app-1")
+	require.Equal(t, []string{"10.0.0.5:8081"}, addresses)
+	require.Contains(t, known, "web->app-2")
 
 	// Without an injector for links nothing is counted.
 	bare := startEngine(t, "sqlite://"+filepath.Join(t.TempDir(), "b.db"), "a", base.Add(10*time.Minute), nil)
 	require.NoError(t, bare.ConsumeTraces(context.Background(), td))
 	bare.completeAll()
-	bare.mu.Lock()
-	require.Empty(t, bare.links.calls)
-	bare.mu.Unlock()
-
-	// Bounded: transactions past the bound are counted as overflow.
-	b := newLinkBook()
-	for i := range maxCallTransactions + 3 {
-		if tx := fmt.Sprint("tx", i); b.countRequest("a", tx) {
-			b.countServer("a", tx)
-			b.countCall("a", "b", "10.0.0.1:80", tx)
-		}
+	for _, l := range [][3]string{{"web", "app-1", "10.0.0.5:8081"}, {"web", "app-2", "10.0.0.6:8081"}, {"", "", "10.0.0.9:5432"}} {
+		require.Empty(t, bare.ingest.CallsPerRequest(l[0], l[1], l[2]), l)
 	}
-	require.Len(t, b.requests, maxCallTransactions)
-	require.Len(t, b.callsPerRequest("a", "b"), maxCallTransactions)
-	require.EqualValues(t, 3, b.overflow)
+
 }

@@ -39,7 +39,7 @@ func TestHostmetricsWithoutHostNameAreThisHost(t *testing.T) {
 	}
 	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
 	require.NoError(t, te.flush(context.Background(), true))
-	te.cache.reset()
+	te.query.ResetCache()
 	var c api.Catalog
 	require.Equal(t, 200, te.get(api.PathCatalog, &c))
 	require.Equal(t, []string{host}, c.Machines)

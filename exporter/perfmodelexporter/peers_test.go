@@ -33,9 +33,9 @@ func TestUnansweredCallsNamedByLearnedAddress(t *testing.T) {
 	te.completeAll()
 	// The window is settled by the engine's clock: the flush must reset
 	// the cache the warm-up may have filled from the empty store.
-	gen := te.cache.generation()
+	gen := te.query.CacheGeneration()
 	require.NoError(t, te.flush(context.Background(), false))
-	require.Greater(t, te.cache.generation(), gen)
+	require.Greater(t, te.query.CacheGeneration(), gen)
 
 	var g api.Graph
 	require.Equal(t, 200, te.get(api.PathGraph+"?from="+itoa(base.Unix())+"&to="+itoa(base.Unix()+60), &g))

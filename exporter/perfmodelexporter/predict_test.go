@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/coordinator"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/store"
@@ -76,7 +77,7 @@ func TestPredictCapacityFromBothSides(t *testing.T) {
 		g.Measured = loadStart.Unix()
 		b, err := json.Marshal(g)
 		require.NoError(t, err)
-		recs = append(recs, store.Record{Kind: model.KindGradient, Key: gradientKey(g), Shard: "a", WindowStart: alignDown(g.Measured, 60), Resolution: 60, Payload: b})
+		recs = append(recs, store.Record{Kind: model.KindGradient, Key: coordinator.GradientKey(g), Shard: "a", WindowStart: alignDown(g.Measured, 60), Resolution: 60, Payload: b})
 	}
 	require.NoError(t, te.st.Put(context.Background(), recs))
 	var gs api.Gradients

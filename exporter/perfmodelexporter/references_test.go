@@ -11,44 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/model"
 )
-
-// A request is a reference of a link only when its trace proves it did
-// not cross: the caller called, every call at a known address, none at
-// the delayed one, which other traces have shown. Anything less counts as
-// crossed.
-func TestElementRouteCrossedBy(t *testing.T) {
-	app1 := elementRoute{caller: "web", address: "10.0.0.2:8081"}
-	front := model.Span{SpanID: 1, Service: "web", Kind: model.KindServer, Transaction: "Home"}
-	call := func(id uint64, service, address string) model.Span {
-		return model.Span{SpanID: id, ParentID: 1, Service: service, Kind: model.KindClient, PeerAddress: address}
-	}
-	other := []model.Span{front, call(2, "web", "10.0.0.3:8082")}
-	require.True(t, app1.crossedBy(other), "before any trace has shown the delayed address, the spans may name it otherwise")
-	require.True(t, app1.crossedBy([]model.Span{front, call(2, "web", "10.0.0.2:8081")}))
-	require.True(t, app1.seen)
-	for name, tc := range map[string]struct {
-		spans   []model.Span
-		crossed bool
-	}{
-		"called the delayed address":            {[]model.Span{front, call(2, "web", "10.0.0.2:8081")}, true},
-		"called the other replica only":         {[]model.Span{front, call(2, "web", "10.0.0.3:8082")}, false},
-		"both replicas":                         {[]model.Span{front, call(2, "web", "10.0.0.3:8082"), call(3, "web", "10.0.0.2:8081")}, true},
-		"another caller at the delayed address": {[]model.Span{front, call(2, "web", "10.0.0.3:8082"), call(3, "app", "10.0.0.2:8081")}, true},
-		"a call at an unknown address":          {[]model.Span{front, call(2, "web", "10.0.0.3:8082"), call(3, "web", "")}, true},
-		"no call from the caller":               {[]model.Span{front, call(2, "app", "10.0.0.9:5432")}, true},
-		"the front alone":                       {[]model.Span{front}, true},
-	} {
-		require.Equal(t, tc.crossed, app1.crossedBy(tc.spans), name)
-	}
-	notLink := elementRoute{}
-	require.True(t, notLink.crossedBy(other), "not a link: never a reference")
-
-	r := &runner{routes: []elementRoute{app1, {caller: "web", address: "10.0.0.3:8082", seen: true}, {}}}
-	require.Equal(t, gradient.Crossings(0b101), r.crossings([]model.Span{front, call(2, "web", "10.0.0.2:8081")}),
-		"crossed app-1, not app-2; the non-link element counts as crossed")
-}
 
 // TestReferenceRequestsThroughInjector: a front balancing over two back
 // ends, one link delayed by the real injector. With reference_requests the
@@ -103,32 +66,4 @@ func TestReferenceRequestsThroughInjector(t *testing.T) {
 	require.Greater(t, g.Gradient, 0.2)
 	require.Less(t, g.Gradient, 0.8)
 	require.Zero(t, inj.activeLeases(), "no lease after the experiment")
-}
-
-// BenchmarkCrossings is the per-trace cost reference_requests adds while an
-// experiment runs: a 20-span trace against four link elements.
-func BenchmarkCrossings(b *testing.B) {
-	spans := []model.Span{{SpanID: 1, Service: "web", Kind: model.KindServer, Transaction: "Home"}}
-	for i := range 19 {
-		kind, service, address := model.KindClient, "app", "10.0.0.9:5432"
-		if i%4 == 0 {
-			service, address = "web", "10.0.0.3:8082"
-		}
-		if i%2 == 1 {
-			kind, address = model.KindServer, ""
-		}
-		spans = append(spans, model.Span{SpanID: uint64(i + 2), ParentID: 1, Service: service, Kind: kind, PeerAddress: address})
-	}
-	r := &runner{routes: []elementRoute{
-		{caller: "web", address: "10.0.0.2:8081", seen: true}, {caller: "web", address: "10.0.0.3:8082", seen: true},
-		{caller: "app", address: "10.0.0.9:5432", seen: true}, {caller: "worker", address: "10.0.0.9:5432", seen: true},
-	}}
-	b.ReportAllocs()
-	var c gradient.Crossings
-	for b.Loop() {
-		c |= r.crossings(spans)
-	}
-	if c == 0 {
-		b.Fatal("no crossing")
-	}
 }

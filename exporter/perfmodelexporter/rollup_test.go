@@ -44,23 +44,19 @@ func TestHourRollupsAnswerExactly(t *testing.T) {
 	feedSubset(a, traces, toA, 3)
 	feedSubset(b, traces, toB, 3)
 	ctx := context.Background()
-	for _, te := range []*testEngine{a, b} {
-		te.mu.Lock()
-		te.closedBefore = hour.Unix() + hourBlock // as if the engine had moved past the hour
-		te.mu.Unlock()
-	}
+	closed := hour.Unix() + hourBlock // as if the engines had moved past the hour
 
-	a.rollUp(ctx)
-	usable, err := a.rollupUsable(ctx, hour.Unix(), hour.Unix()+hourBlock)
+	a.query.RollUp(ctx, closed)
+	usable, err := a.query.RollupUsable(ctx, hour.Unix(), hour.Unix()+hourBlock)
 	require.NoError(t, err)
 	require.False(t, usable[hour.Unix()], "shard b has not rolled the hour up yet")
-	b.rollUp(ctx)
-	usable, err = a.rollupUsable(ctx, hour.Unix(), hour.Unix()+hourBlock)
+	b.query.RollUp(ctx, closed)
+	usable, err = a.query.RollupUsable(ctx, hour.Unix(), hour.Unix()+hourBlock)
 	require.NoError(t, err)
 	require.True(t, usable[hour.Unix()])
 
 	for _, path := range []string{api.PathPaths, api.PathGraph, api.PathCatalog} {
-		a.cache.reset()
+		a.query.ResetCache()
 		var want, got json.RawMessage
 		require.Equal(t, 200, single.get(path+q, &want))
 		require.Equal(t, 200, a.get(path+q, &got))
@@ -69,21 +65,4 @@ func TestHourRollupsAnswerExactly(t *testing.T) {
 	var p api.PathsResponse
 	require.Equal(t, 200, a.get(api.PathPaths+q, &p))
 	require.Equal(t, int64(len(traces)), p.Traces)
-}
-
-// A scan that read the store before a reset (the warm-up racing a flush of
-// late traces) must not put its stale result back after it.
-// TestUnansweredCallsNamedByLearnedAddress flushes into a settled window,
-// which resets the cache by itself.
-func TestBlockCacheDropsScansOlderThanAReset(t *testing.T) {
-	c := newBlockCache()
-	k := blockKey{"graph.edge", 0, 60}
-	gen := c.generation()
-	c.reset()
-	c.put(k, typedStats{}, gen)
-	_, ok := c.get(k)
-	require.False(t, ok, "a scan from before the reset was cached")
-	c.put(k, typedStats{}, c.generation())
-	_, ok = c.get(k)
-	require.True(t, ok)
 }

@@ -1,18 +1,15 @@
-package perfmodelexporter
+package query
 
 import (
 	"cmp"
 	"context"
-	"encoding/csv"
 	"fmt"
+	"maps"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
-	"go.uber.org/zap"
-
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/apierror"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/signature"
@@ -30,19 +27,19 @@ type windowInputs struct {
 
 // inputs reads the per-window inputs of the work-factor and signature models,
 // window by window (the models need the time series, not the range's sum).
-func (e *engine) inputs(ctx context.Context, tr api.TimeRange, withFlows, withSigs bool) ([]windowInputs, error) {
+func (q *Reader) inputs(ctx context.Context, tr api.TimeRange, withFlows, withSigs bool) ([]windowInputs, error) {
 	var out []windowInputs
-	for w := tr.From; w < tr.To; w += e.window {
-		one := api.TimeRange{From: w, To: w + e.window}
+	for w := tr.From; w < tr.To; w += q.set.Window {
+		one := api.TimeRange{From: w, To: w + q.set.Window}
 		wi := windowInputs{start: w}
 		var err error
-		if wi.cpu, err = queryOf[model.CPUStats](ctx, e, model.KindCPU, one, true); err != nil {
+		if wi.cpu, err = queryOf[model.CPUStats](ctx, q, model.KindCPU, one, true); err != nil {
 			return nil, err
 		}
-		if wi.flows, err = queryOf[model.FlowCounts](ctx, e, model.KindSpanRates, one, withFlows); err != nil {
+		if wi.flows, err = queryOf[model.FlowCounts](ctx, q, model.KindSpanRates, one, withFlows); err != nil {
 			return nil, err
 		}
-		if wi.sigs, err = queryOf[model.SignatureWindow](ctx, e, model.KindSigWindow, one, withSigs); err != nil {
+		if wi.sigs, err = queryOf[model.SignatureWindow](ctx, q, model.KindSigWindow, one, withSigs); err != nil {
 			return nil, err
 		}
 		out = append(out, wi)
@@ -51,12 +48,12 @@ func (e *engine) inputs(ctx context.Context, tr api.TimeRange, withFlows, withSi
 }
 
 // queryOf is query with the values typed; it returns an empty map unless want.
-func queryOf[T any](ctx context.Context, e *engine, kind string, tr api.TimeRange, want bool) (map[string]*T, error) {
+func queryOf[T any](ctx context.Context, q *Reader, kind string, tr api.TimeRange, want bool) (map[string]*T, error) {
 	out := map[string]*T{}
 	if !want {
 		return out, nil
 	}
-	s, err := e.query(ctx, kind, tr)
+	s, err := q.Query(ctx, kind, tr)
 	if err != nil {
 		return nil, err
 	}
@@ -66,42 +63,22 @@ func queryOf[T any](ctx context.Context, e *engine, kind string, tr api.TimeRang
 	return out, nil
 }
 
-// capacity is Ω of a machine: configured, else measured, else 0 (unknown).
-func (e *engine) capacity(machine string, c *model.CPUStats) float64 {
-	if v, ok := e.cfg.MachineCapacityMHz[machine]; ok {
-		return v
-	}
-	if e.cfg.CapacityMHz > 0 {
-		return e.cfg.CapacityMHz
-	}
-	return c.CapacityMHz
-}
-
-// workFactors runs paper 002's estimator over the range's windows, one period
-// per window: λ from the SERVER spans per flow and machine, ρ from the
-// machine's CPU utilization, Ω from configuration or the frequency metric.
-func (e *engine) workFactors(r *http.Request, q url.Values) (any, error) {
-	tr, err := e.timeRange(q)
-	if err != nil {
-		return nil, err
-	}
-	return e.workFactorsWith(r.Context(), q, tr, nil)
-}
-
-// workFactorsWith estimates the work factors of tr. sigs, when not nil, are
-// the range's signatures already computed, which the cross-check reuses.
-func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeRange, sigs []signature.AppSignature) (api.WorkFactors, error) {
-	only := q.Get("machine")
-	perProcess, periods, err := e.workFactorPeriods(ctx, tr, only)
+// WorkFactors runs paper 002's estimator over the range's windows, one
+// period per window: λ from the SERVER spans per flow and machine (only, when
+// not empty), ρ from the machine's CPU utilization, Ω from configuration or
+// the frequency metric. sigs, when not nil, are the range's signatures
+// already computed, which the cross-check reuses.
+func (q *Reader) WorkFactors(ctx context.Context, tr api.TimeRange, only string, sigs []signature.AppSignature) (api.WorkFactors, error) {
+	perProcess, periods, err := q.WorkFactorPeriods(ctx, tr, only)
 	if err != nil {
 		return api.WorkFactors{}, err
 	}
 	wcfg := workfactor.DefaultConfig()
 	wcfg.PerProcess = perProcess
-	wcfg.HalfLife = float64(e.cfg.WorkFactors.HalfLife) / float64(e.cfg.Window)
-	wcfg.SmoothHalfLife = float64(e.cfg.WorkFactors.SmoothingHalfLife) / float64(e.cfg.Window)
+	wcfg.HalfLife = q.set.HalfLife
+	wcfg.SmoothHalfLife = q.set.SmoothingHalfLife
 	wcfg.MaxHalfLife = max(wcfg.MaxHalfLife, wcfg.HalfLife) // the half-life configured is the shortest memory
-	wcfg.Method = e.workFactorMethod
+	wcfg.Method = q.set.Method
 	est, err := workfactor.New(wcfg)
 	if err != nil {
 		return api.WorkFactors{}, err
@@ -111,14 +88,14 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 	var last *workfactor.Estimate
 	machines := map[string]bool{}
 	for _, p := range periods {
-		for _, o := range p.obs {
+		for _, o := range p.Obs {
 			if o.Process != "" {
 				machines[model.ProcessKey(o.Machine, o.Process)] = true
 			} else {
 				machines[o.Machine] = true
 			}
 		}
-		est2, err := est.AddPeriod(p.number, p.obs)
+		est2, err := est.AddPeriod(p.Number, p.Obs)
 		if err != nil {
 			return api.WorkFactors{}, err
 		}
@@ -132,14 +109,14 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 				s = &api.WorkFactorSeries{Flow: f.Flow}
 				series[f.Flow] = s
 			}
-			s.Times = append(s.Times, p.start+e.window)
+			s.Times = append(s.Times, p.Start+q.set.Window)
 			s.Values = append(s.Values, *f.WorkFactor)
 		}
 	}
 	if last == nil {
 		return out, nil
 	}
-	name := cmp.Or(only, strings.Join(sortedKeys(machines), ","))
+	name := cmp.Or(only, strings.Join(slices.Sorted(maps.Keys(machines)), ","))
 	mw := api.MachineWorkFactors{Machine: name, Flows: []api.FlowWorkFactor{}}
 	if last.R2 != nil {
 		mw.R2 = *last.R2
@@ -147,7 +124,7 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 	if last.MSE != nil {
 		mw.MSE = *last.MSE
 	}
-	services, err := e.serviceTimes(ctx, tr, sigs)
+	services, err := q.serviceTimes(ctx, tr, sigs)
 	if err != nil {
 		return api.WorkFactors{}, err
 	}
@@ -159,8 +136,8 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 		v := *last.Background[0].MHz
 		mw.BackgroundMHz = &v
 	}
-	mw.Flows, mw.Agreement = e.crossChecked(last, services)
-	for _, k := range sortedKeys(series) {
+	mw.Flows, mw.Agreement = q.crossChecked(last, services)
+	for _, k := range slices.Sorted(maps.Keys(series)) {
 		mw.Series = append(mw.Series, *series[k])
 	}
 	out.Machines = append(out.Machines, mw)
@@ -171,7 +148,7 @@ func (e *engine) workFactorsWith(ctx context.Context, q url.Values, tr api.TimeR
 // time beside it, and the agreement per service (docs/design.md): the
 // regression's demand, as milliseconds on one core of core_mhz, against the
 // signature's service time (workfactor.CrossCheck).
-func (e *engine) crossChecked(last *workfactor.Estimate, services map[string]float64) ([]api.FlowWorkFactor, []api.ServiceAgreement) {
+func (q *Reader) crossChecked(last *workfactor.Estimate, services map[string]float64) ([]api.FlowWorkFactor, []api.ServiceAgreement) {
 	flows := []api.FlowWorkFactor{}
 	var agreement []api.ServiceAgreement
 	var cross []workfactor.CrossItem
@@ -188,7 +165,7 @@ func (e *engine) crossChecked(last *workfactor.Estimate, services map[string]flo
 			v := st
 			fw.ServiceTimeMs = &v
 			item := workfactor.CrossItem{Service: f.Flow, Flow: f.Flow, WorkFactor: fw.WorkFactor, Rate: 1, ServiceTimeMs: st}
-			if a := workfactor.CrossCheck([]workfactor.CrossItem{item}, e.cfg.CoreMHz, workfactor.DefaultCrossTolerance); len(a) == 1 {
+			if a := workfactor.CrossCheck([]workfactor.CrossItem{item}, q.set.CoreMHz, workfactor.DefaultCrossTolerance); len(a) == 1 {
 				fw.Disagrees = a[0].Disagrees
 			}
 			item.Service, _, _ = strings.Cut(f.Flow, " ") // model.FlowName: service, space, transaction
@@ -197,27 +174,27 @@ func (e *engine) crossChecked(last *workfactor.Estimate, services map[string]flo
 		}
 		flows = append(flows, fw)
 	}
-	for _, a := range workfactor.CrossCheck(cross, e.cfg.CoreMHz, workfactor.DefaultCrossTolerance) {
+	for _, a := range workfactor.CrossCheck(cross, q.set.CoreMHz, workfactor.DefaultCrossTolerance) {
 		agreement = append(agreement, api.ServiceAgreement{Service: a.Service, ImpliedMs: a.ImpliedMs,
 			ServiceTimeMs: a.ServiceTimeMs, Ratio: a.Ratio, Disagrees: a.Disagrees})
 	}
 	return flows, agreement
 }
 
-// workFactorPeriod is one window's observations for the work-factor model.
-type workFactorPeriod struct {
-	number int64 // the window's number in the range, from 1: gaps are missing periods
-	start  int64
-	obs    []workfactor.Observation
+// WorkFactorPeriod is one window's observations for the work-factor model.
+type WorkFactorPeriod struct {
+	Number int64 // the window's number in the range, from 1: gaps are missing periods
+	Start  int64
+	Obs    []workfactor.Observation
 }
 
-// workFactorPeriods turns the range's windows into the regression's periods:
+// WorkFactorPeriods turns the range's windows into the regression's periods:
 // λ from the SERVER spans per flow, ρ and Ω per machine, or per process when
 // spans and process.cpu.utilization both name processes (paper 002 §4.6: those
 // readings are far less noisy than the machine's, which include everything
 // else the machine runs). Windows without a reading are left out.
-func (e *engine) workFactorPeriods(ctx context.Context, tr api.TimeRange, only string) (bool, []workFactorPeriod, error) {
-	wins, err := e.inputs(ctx, tr, true, false)
+func (q *Reader) WorkFactorPeriods(ctx context.Context, tr api.TimeRange, only string) (bool, []WorkFactorPeriod, error) {
+	wins, err := q.inputs(ctx, tr, true, false)
 	if err != nil {
 		return false, nil, err
 	}
@@ -229,10 +206,10 @@ func (e *engine) workFactorPeriods(ctx context.Context, tr api.TimeRange, only s
 			}
 		}
 	}
-	var out []workFactorPeriod
+	var out []WorkFactorPeriod
 	for i, w := range wins {
 		var obs []workfactor.Observation
-		for _, key := range sortedKeys(w.flows) {
+		for _, key := range slices.Sorted(maps.Keys(w.flows)) {
 			fc := w.flows[key]
 			machine, process, isProcess := strings.Cut(key, "/")
 			if isProcess != perProcess || (only != "" && machine != only) {
@@ -246,66 +223,21 @@ func (e *engine) workFactorPeriods(ctx context.Context, tr api.TimeRange, only s
 			if mc == nil {
 				mc = c
 			}
-			omega := e.capacity(machine, mc)
+			omega := q.Capacity(machine, mc)
 			if !(omega > 0) {
 				continue
 			}
 			rates := make(map[string]float64, len(fc.Counts))
 			for f, n := range fc.Counts {
-				rates[f] = float64(n) / float64(e.window)
+				rates[f] = float64(n) / float64(q.set.Window)
 			}
 			obs = append(obs, workfactor.Observation{Machine: machine, Process: process, CapacityMHz: omega, Utilization: c.Mean(), Rates: rates})
 		}
 		if len(obs) > 0 {
-			out = append(out, workFactorPeriod{number: int64(i + 1), start: w.start, obs: obs})
+			out = append(out, WorkFactorPeriod{Number: int64(i + 1), Start: w.start, Obs: obs})
 		}
 	}
 	return perProcess, out, nil
-}
-
-// workFactorSamples answers GET /api/v1/workfactors/samples: the regression's
-// inputs over the range as docs/formats.md §5 CSV, so that a model can be replayed
-// and tuned offline with tierscope workfactor. period is the window's number
-// in the range, from 1, as the API's model numbers it: the estimator ages
-// its data over the gaps of windows without readings.
-func (e *engine) workFactorSamples(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if err := checkParams(q, []string{"from", "to", "machine"}); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	tr, err := e.timeRange(q)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	perProcess, periods, err := e.workFactorPeriods(r.Context(), tr, q.Get("machine"))
-	if err != nil {
-		e.set.Logger.Warn("perfmodel API: " + err.Error())
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	cw := csv.NewWriter(w)
-	header := []string{"period", "machine", "capacity_mhz", "cpu_utilization", "flow", "rate"}
-	if perProcess {
-		header = append(header, "process")
-	}
-	_ = cw.Write(header)
-	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	for _, p := range periods {
-		period := strconv.FormatInt(p.number, 10)
-		for _, o := range p.obs {
-			for _, flow := range sortedKeys(o.Rates) {
-				row := []string{period, o.Machine, num(o.CapacityMHz), num(o.Utilization), flow, num(o.Rates[flow])}
-				if perProcess {
-					row = append(row, o.Process)
-				}
-				_ = cw.Write(row)
-			}
-		}
-	}
-	cw.Flush()
 }
 
 func deref(p *float64) float64 {
@@ -317,8 +249,8 @@ func deref(p *float64) float64 {
 
 // profiles builds paper 004's latency profiles of the range: each window of
 // each (service, version, transaction) with its machine's utilization.
-func (e *engine) profiles(ctx context.Context, tr api.TimeRange) ([]*signature.Profile, error) {
-	wins, err := e.inputs(ctx, tr, false, true)
+func (q *Reader) profiles(ctx context.Context, tr api.TimeRange) ([]*signature.Profile, error) {
+	wins, err := q.inputs(ctx, tr, false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -346,14 +278,15 @@ func (e *engine) profiles(ctx context.Context, tr api.TimeRange) ([]*signature.P
 		}
 	}
 	out := make([]*signature.Profile, 0, len(byKey))
-	for _, k := range sortedKeys(byKey) {
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		out = append(out, byKey[k])
 	}
 	return out, nil
 }
 
-func (e *engine) appSignatures(ctx context.Context, tr api.TimeRange) ([]signature.AppSignature, error) {
-	ps, err := e.profiles(ctx, tr)
+// AppSignatures are the range's application signatures (paper 004).
+func (q *Reader) AppSignatures(ctx context.Context, tr api.TimeRange) ([]signature.AppSignature, error) {
+	ps, err := q.profiles(ctx, tr)
 	if err != nil {
 		return nil, err
 	}
@@ -363,10 +296,10 @@ func (e *engine) appSignatures(ctx context.Context, tr api.TimeRange) ([]signatu
 // serviceTimes maps flow names (service and transaction) to the newest
 // version's service time, for the work-factor cross-check; sigs are
 // computed when nil.
-func (e *engine) serviceTimes(ctx context.Context, tr api.TimeRange, sigs []signature.AppSignature) (map[string]float64, error) {
+func (q *Reader) serviceTimes(ctx context.Context, tr api.TimeRange, sigs []signature.AppSignature) (map[string]float64, error) {
 	if sigs == nil {
 		var err error
-		if sigs, err = e.appSignatures(ctx, tr); err != nil {
+		if sigs, err = q.AppSignatures(ctx, tr); err != nil {
 			return nil, err
 		}
 	}
@@ -392,18 +325,16 @@ func toAPISignature(a signature.AppSignature) api.Signature {
 	return s
 }
 
-func (e *engine) signatures(r *http.Request, q url.Values) (any, error) {
-	tr, err := e.timeRange(q)
+// Signatures are the range's application signatures (paper 004), of one
+// service and version when they are not empty.
+func (q *Reader) Signatures(ctx context.Context, tr api.TimeRange, service, version string) (api.Signatures, error) {
+	sigs, err := q.AppSignatures(ctx, tr)
 	if err != nil {
-		return nil, err
-	}
-	sigs, err := e.appSignatures(r.Context(), tr)
-	if err != nil {
-		return nil, err
+		return api.Signatures{}, err
 	}
 	out := api.Signatures{TimeRange: tr, Signatures: []api.Signature{}}
 	for _, a := range sigs {
-		if (q.Get("service") != "" && a.Service != q.Get("service")) || (q.Get("version") != "" && a.Version != q.Get("version")) {
+		if (service != "" && a.Service != service) || (version != "" && a.Version != version) {
 			continue
 		}
 		out.Signatures = append(out.Signatures, toAPISignature(a))
@@ -411,23 +342,16 @@ func (e *engine) signatures(r *http.Request, q url.Values) (any, error) {
 	return out, nil
 }
 
-func (e *engine) compare(r *http.Request, q url.Values) (any, error) {
-	for _, p := range []string{"service", "base", "candidate"} {
-		if q.Get(p) == "" {
-			return nil, badf("%s: required", p)
-		}
-	}
-	tr, err := e.timeRange(q)
+// Compare compares a service's base and candidate versions over the range;
+// 404 when either has no signature in it.
+func (q *Reader) Compare(ctx context.Context, tr api.TimeRange, service, base, candidate string) (api.Comparison, error) {
+	sigs, err := q.AppSignatures(ctx, tr)
 	if err != nil {
-		return nil, err
+		return api.Comparison{}, err
 	}
-	sigs, err := e.appSignatures(r.Context(), tr)
+	c, err := compareVersions(sigs, service, base, candidate)
 	if err != nil {
-		return nil, err
-	}
-	c, err := compareVersions(sigs, q.Get("service"), q.Get("base"), q.Get("candidate"))
-	if err != nil {
-		return nil, statusError{http.StatusNotFound, err.Error()}
+		return api.Comparison{}, apierror.New(http.StatusNotFound, "%s", err)
 	}
 	return c, nil
 }
@@ -459,26 +383,34 @@ func compareVersions(sigs []signature.AppSignature, service, base, candidate str
 	return out, nil
 }
 
-// checkNewVersions compares, for every service with two or more versions in
-// the last day, the newest version with the one before, and logs one
-// structured event per changed transaction the first time it is seen.
-func (e *engine) checkNewVersions(ctx context.Context) {
-	now := e.now().Unix()
-	tr := api.TimeRange{From: alignDown(now-24*3600, e.window), To: alignDown(now, e.window)}
-	sigs, err := e.appSignatures(ctx, tr)
+// VersionChange is a transaction whose service time changed from a
+// service's previous version (Base) to its newest (Candidate).
+type VersionChange struct {
+	Service, Base, Candidate string
+	api.TransactionComparison
+}
+
+// VersionChanges compares, for every service with two or more versions in
+// the last day, the newest version with the one before, and returns the
+// transactions that changed.
+func (q *Reader) VersionChanges(ctx context.Context) ([]VersionChange, error) {
+	now := q.set.Now().Unix()
+	tr := api.TimeRange{From: alignDown(now-24*3600, q.set.Window), To: alignDown(now, q.set.Window)}
+	sigs, err := q.AppSignatures(ctx, tr)
 	if err != nil {
-		e.set.Logger.Debug("perfmodel: signature check: " + err.Error())
-		return
+		return nil, err
 	}
 	versions := map[string][]string{}
 	for _, a := range sigs {
 		versions[a.Service] = append(versions[a.Service], a.Version)
 	}
-	seen, err := e.firstSeen(ctx, tr)
+	seen, err := q.firstSeen(ctx, tr)
 	if err != nil {
-		return
+		return nil, err
 	}
-	for service, vs := range versions {
+	var out []VersionChange
+	for _, service := range slices.Sorted(maps.Keys(versions)) {
+		vs := versions[service]
 		if len(vs) < 2 {
 			continue
 		}
@@ -492,25 +424,19 @@ func (e *engine) checkNewVersions(ctx context.Context) {
 			continue
 		}
 		for _, t := range c.Transactions {
-			key := service + "\x1f" + base + "\x1f" + cand + "\x1f" + t.Transaction
-			if !t.Changed || e.reported[key] {
-				continue
+			if t.Changed {
+				out = append(out, VersionChange{Service: service, Base: base, Candidate: cand, TransactionComparison: t})
 			}
-			e.reported[key] = true
-			e.set.Logger.Warn("perfmodel: service time changed with a new version",
-				zap.String("event.name", "tierscope.signature.changed"),
-				zap.String("service.name", service), zap.String("base.version", base), zap.String("service.version", cand),
-				zap.String("transaction", t.Transaction), zap.Float64p("delta_ms", t.DeltaMs), zap.Float64p("delta_pct", t.DeltaPct),
-				zap.Float64("confidence", t.Confidence), zap.String("basis", t.Basis))
 		}
 	}
+	return out, nil
 }
 
 // firstSeen maps service and version to the first window in tr with data of
 // them, from one scan of the stored keys.
-func (e *engine) firstSeen(ctx context.Context, tr api.TimeRange) (map[[2]string]int64, error) {
+func (q *Reader) firstSeen(ctx context.Context, tr api.TimeRange) (map[[2]string]int64, error) {
 	out := map[[2]string]int64{}
-	err := e.st.Scan(ctx, store.Query{Kind: model.KindSigWindow, From: tr.From, To: tr.To}, func(r store.Record) error {
+	err := q.st.Scan(ctx, store.Query{Kind: model.KindSigWindow, From: tr.From, To: tr.To}, func(r store.Record) error {
 		parts := strings.SplitN(r.Key, "\x1f", 3)
 		if len(parts) != 3 {
 			return nil

@@ -1,30 +1,30 @@
-package perfmodelexporter
+package query
 
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/apierror"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/store"
 )
 
-// storedGradients returns every stored gradient, newest per element and
+// StoredGradients returns every stored gradient, newest per element and
 // transaction, and per side for a capacity (gradientKey).
-func (e *engine) storedGradients(ctx context.Context) ([]api.Gradient, error) {
-	all, err := store.MergeScan(ctx, e.st, store.Query{Kind: model.KindGradient, From: 0, To: 1 << 40}, model.Merge)
+func (q *Reader) StoredGradients(ctx context.Context) ([]api.Gradient, error) {
+	all, err := store.MergeScan(ctx, q.st, store.Query{Kind: model.KindGradient, From: 0, To: 1 << 40}, model.Merge)
 	if err != nil {
 		return nil, err
 	}
 	out := []api.Gradient{}
-	for _, k := range sortedKeys(all) {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		var g api.Gradient
 		if err := json.Unmarshal(all[k], &g); err != nil {
 			return nil, err
@@ -34,21 +34,22 @@ func (e *engine) storedGradients(ctx context.Context) ([]api.Gradient, error) {
 	return out, nil
 }
 
-func (e *engine) gradients(r *http.Request, q url.Values) (any, error) {
-	all, err := e.storedGradients(r.Context())
+// Gradients are the stored gradients, of one transaction and element when
+// they are not empty.
+func (q *Reader) Gradients(ctx context.Context, transaction, element string) (api.Gradients, error) {
+	all, err := q.StoredGradients(ctx)
 	if err != nil {
-		return nil, err
+		return api.Gradients{}, err
 	}
-	tx, el := q.Get("transaction"), q.Get("element")
 	all = slices.DeleteFunc(all, func(g api.Gradient) bool {
-		return (tx != "" && g.Transaction != tx) || (el != "" && g.Element != el)
+		return (transaction != "" && g.Transaction != transaction) || (element != "" && g.Element != element)
 	})
 	return api.Gradients{Gradients: all}, nil
 }
 
 // linkGradients maps "source->target" to the transaction's link gradient.
-func (e *engine) linkGradients(r *http.Request, transaction string) (map[string]float64, error) {
-	all, err := e.storedGradients(r.Context())
+func (q *Reader) linkGradients(ctx context.Context, transaction string) (map[string]float64, error) {
+	all, err := q.StoredGradients(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -61,54 +62,16 @@ func (e *engine) linkGradients(r *http.Request, transaction string) (map[string]
 	return out, nil
 }
 
-// predictGet reads change=element=delta (repeatable) and baseline=T1=120,T2=80.
-func (e *engine) predictGet(r *http.Request, q url.Values) (any, error) {
-	var req api.PredictRequest
-	for _, c := range q["change"] {
-		el, d, ok := strings.Cut(c, "=")
-		if !ok || el == "" {
-			return nil, badf("change: want element=delta (e.g. link:app->db=+20), got %q", c)
-		}
-		v, err := strconv.ParseFloat(strings.TrimSuffix(d, "ms"), 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, badf("change %q: delta %q is not a number", c, d)
-		}
-		req.Changes = append(req.Changes, api.Change{Element: el, Delta: v})
-	}
-	if b := q.Get("baseline"); b != "" {
-		req.BaselineMs = map[string]float64{}
-		for _, kv := range strings.Split(b, ",") {
-			tx, v, ok := strings.Cut(kv, "=")
-			ms, err := strconv.ParseFloat(v, 64)
-			if !ok || err != nil || !(ms >= 0) {
-				return nil, badf("baseline: want T1=120,T2=80 (ms), got %q", kv)
-			}
-			req.BaselineMs[tx] = ms
-		}
-	}
-	return e.predict(r, req)
-}
-
-func (e *engine) predictPost(r *http.Request, _ url.Values) (any, error) {
-	var req api.PredictRequest
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, badf("body: %v", err)
-	}
-	return e.predict(r, req)
-}
-
-// predict applies paper 000 §5.3's Taylor prediction (internal/gradient) to
+// Predict applies paper 000 §5.3's Taylor prediction (internal/gradient) to
 // every transaction with a gradient on every changed element. The baseline is
 // given, or the transaction's mean latency over the last hour.
-func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
+func (q *Reader) Predict(ctx context.Context, req api.PredictRequest) (api.Prediction, error) {
 	if len(req.Changes) == 0 {
-		return nil, badf("changes: at least one change is required")
+		return api.Prediction{}, apierror.Badf("changes: at least one change is required")
 	}
-	stored, err := e.storedGradients(r.Context())
+	stored, err := q.StoredGradients(ctx)
 	if err != nil {
-		return nil, err
+		return api.Prediction{}, err
 	}
 	var grads []gradient.Gradient
 	for _, g := range stored {
@@ -126,18 +89,18 @@ func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
 	changes := make([]gradient.Change, len(req.Changes))
 	for i, c := range req.Changes {
 		if !(c.Delta == c.Delta) || math.IsInf(c.Delta, 0) {
-			return nil, badf("changes[%d].delta: must be a number, got %v", i, c.Delta)
+			return api.Prediction{}, apierror.Badf("changes[%d].delta: must be a number, got %v", i, c.Delta)
 		}
 		changes[i] = gradient.Change{Element: c.Element, Delta: c.Delta}
 	}
 	baselines := req.BaselineMs
 	if baselines == nil {
-		if baselines, err = e.meanLatencies(r); err != nil {
-			return nil, err
+		if baselines, err = q.meanLatencies(ctx); err != nil {
+			return api.Prediction{}, err
 		}
 	}
 	out := api.Prediction{Transactions: []api.TransactionPrediction{}}
-	for _, tx := range sortedKeys(baselines) {
+	for _, tx := range slices.Sorted(maps.Keys(baselines)) {
 		p, err := gradient.Predict(tx, baselines[tx], 0, grads, changes)
 		if err != nil {
 			continue // no gradient of this transaction on some changed element
@@ -149,18 +112,14 @@ func (e *engine) predict(r *http.Request, req api.PredictRequest) (any, error) {
 		out.Transactions = append(out.Transactions, tp)
 	}
 	if len(out.Transactions) == 0 {
-		return nil, statusError{http.StatusUnprocessableEntity, "no transaction has gradients on every changed element; run an experiment first"}
+		return api.Prediction{}, apierror.New(http.StatusUnprocessableEntity, "no transaction has gradients on every changed element; run an experiment first")
 	}
 	return out, nil
 }
 
 // meanLatencies is each transaction's mean SERVER latency over the last hour.
-func (e *engine) meanLatencies(r *http.Request) (map[string]float64, error) {
-	tr, err := e.timeRange(url.Values{})
-	if err != nil {
-		return nil, err
-	}
-	sigs, err := e.query(r.Context(), model.KindSigWindow, tr)
+func (q *Reader) meanLatencies(ctx context.Context) (map[string]float64, error) {
+	sigs, err := q.Query(ctx, model.KindSigWindow, q.LastHour())
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package perfmodelexporter
+package query
 
 import (
 	"container/list"
@@ -24,8 +24,8 @@ const (
 	maxCachedBlocks = 1024
 )
 
-// typedStats is one kind's decoded statistics by key.
-type typedStats map[string]any
+// Stats is one kind's decoded statistics by key.
+type Stats map[string]any
 
 // kindCodec decodes and merges one kind's payloads without re-encoding.
 type kindCodec struct {
@@ -74,7 +74,7 @@ type blockCache struct {
 
 type cachedBlock struct {
 	key   blockKey
-	stats typedStats
+	stats Stats
 }
 
 func newBlockCache() *blockCache {
@@ -96,7 +96,7 @@ func (c *blockCache) generation() uint64 {
 	return c.gen
 }
 
-func (c *blockCache) get(k blockKey) (typedStats, bool) {
+func (c *blockCache) get(k blockKey) (Stats, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.blocks[k]
@@ -109,7 +109,7 @@ func (c *blockCache) get(k blockKey) (typedStats, bool) {
 
 // put caches s, read from the store at generation gen, unless the cache
 // was reset since.
-func (c *blockCache) put(k blockKey, s typedStats, gen uint64) {
+func (c *blockCache) put(k blockKey, s Stats, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.blocks[k]; ok || gen != c.gen {
@@ -123,9 +123,9 @@ func (c *blockCache) put(k blockKey, s typedStats, gen uint64) {
 }
 
 // scanTyped reads and merges one kind over [from, to), decoding each record once.
-func (e *engine) scanTyped(ctx context.Context, kind string, from, to int64, into typedStats) error {
+func (q *Reader) scanTyped(ctx context.Context, kind string, from, to int64, into Stats) error {
 	cd := codecs[kind]
-	return e.st.Scan(ctx, store.Query{Kind: kind, From: from, To: to}, func(r store.Record) error {
+	return q.st.Scan(ctx, store.Query{Kind: kind, From: from, To: to}, func(r store.Record) error {
 		v, err := cd.decode(r.Payload)
 		if err != nil {
 			return fmt.Errorf("%s %q at %d: %w", kind, r.Key, r.WindowStart, err)
@@ -140,42 +140,43 @@ func (e *engine) scanTyped(ctx context.Context, kind string, from, to int64, int
 
 // block returns the merged statistics of one settled block, from the cache
 // when it holds them.
-func (e *engine) block(ctx context.Context, k blockKey) (typedStats, error) {
-	if s, ok := e.cache.get(k); ok {
+func (q *Reader) block(ctx context.Context, k blockKey) (Stats, error) {
+	if s, ok := q.cache.get(k); ok {
 		return s, nil
 	}
-	gen := e.cache.generation()
-	var s typedStats
+	gen := q.cache.generation()
+	var s Stats
 	var err error
 	if k.size == hourBlock {
-		s, err = e.hourStats(ctx, k.kind, k.start)
+		s, err = q.hourStats(ctx, k.kind, k.start)
 	} else {
-		s = typedStats{}
-		err = e.scanTyped(ctx, k.kind, k.start, k.start+k.size, s)
+		s = Stats{}
+		err = q.scanTyped(ctx, k.kind, k.start, k.start+k.size, s)
 	}
 	if err != nil {
 		return nil, err
 	}
-	e.cache.put(k, s, gen)
+	q.cache.put(k, s, gen)
 	return s, nil
 }
 
-// settledBefore is where the windows a query caches end: those before it
+// SettledBefore is where the windows a query caches end: those before it
 // are taken to receive no more records.
-func (e *engine) settledBefore() int64 {
-	return alignDown(e.now().Unix(), e.window) - e.openWindows*e.window - 2*int64(e.cfg.FlushInterval.Seconds()) - e.window
+func (q *Reader) SettledBefore() int64 {
+	return alignDown(q.set.Now().Unix(), q.set.Window) - q.set.OpenWindows*q.set.Window - 2*int64(q.set.FlushInterval.Seconds()) - q.set.Window
 }
 
-// query merges one kind over a window-aligned range: settled hours and
-// windows from the cache, the rest from the store.
-func (e *engine) query(ctx context.Context, kind string, tr api.TimeRange) (typedStats, error) {
+// Query merges one kind over a window-aligned range: settled hours and
+// windows from the cache, the rest from the store. The values are the
+// kind's statistics (model.Decode), by key.
+func (q *Reader) Query(ctx context.Context, kind string, tr api.TimeRange) (Stats, error) {
 	cd, ok := codecs[kind]
 	if !ok {
 		return nil, fmt.Errorf("no codec for kind %q", kind)
 	}
-	settled := e.settledBefore()
-	out := typedStats{}
-	add := func(s typedStats) error {
+	settled := q.SettledBefore()
+	out := Stats{}
+	add := func(s Stats) error {
 		for k, v := range s {
 			cur, ok := out[k]
 			if !ok {
@@ -191,8 +192,8 @@ func (e *engine) query(ctx context.Context, kind string, tr api.TimeRange) (type
 	t := tr.From
 	for t < tr.To {
 		switch {
-		case t%hourBlock == 0 && t+hourBlock <= tr.To && t+hourBlock <= settled && e.window <= hourBlock:
-			s, err := e.block(ctx, blockKey{kind, t, hourBlock})
+		case t%hourBlock == 0 && t+hourBlock <= tr.To && t+hourBlock <= settled && q.set.Window <= hourBlock:
+			s, err := q.block(ctx, blockKey{kind, t, hourBlock})
 			if err != nil {
 				return nil, err
 			}
@@ -200,19 +201,19 @@ func (e *engine) query(ctx context.Context, kind string, tr api.TimeRange) (type
 				return nil, err
 			}
 			t += hourBlock
-		case t+e.window <= settled:
+		case t+q.set.Window <= settled:
 			// A ragged run of settled windows up to the next hour, the range's
 			// end or the unsettled windows: cached per window, and fetched in
 			// one scan when any is missing.
-			end := min(alignDown(t, hourBlock)+hourBlock, tr.To, alignDown(settled, e.window))
-			if err := e.windowRun(ctx, kind, t, end, add); err != nil {
+			end := min(alignDown(t, hourBlock)+hourBlock, tr.To, alignDown(settled, q.set.Window))
+			if err := q.windowRun(ctx, kind, t, end, add); err != nil {
 				return nil, err
 			}
 			t = end
 		default:
 			// Unsettled: read the rest of the range directly.
-			s := typedStats{}
-			if err := e.scanTyped(ctx, kind, t, tr.To, s); err != nil {
+			s := Stats{}
+			if err := q.scanTyped(ctx, kind, t, tr.To, s); err != nil {
 				return nil, err
 			}
 			if err := add(s); err != nil {
@@ -227,24 +228,25 @@ func (e *engine) query(ctx context.Context, kind string, tr api.TimeRange) (type
 // warmKinds are the statistics dashboards read most.
 var warmKinds = []string{model.KindGraphNode, model.KindGraphEdge, model.KindPath, model.KindTraces, model.KindSigWindow}
 
-// warm fills the cache with the settled hours of the last day, so the first
+// Warm rolls up the hours this instance closed (those before closedBefore)
+// and fills the cache with the settled hours of the last day, so the first
 // dashboard query after a start, or after an hour settles, does not pay for
-// decoding a day of windows. It stops early when the engine stops.
-func (e *engine) warm(ctx context.Context) {
-	e.rollUp(ctx)
-	settled := e.settledBefore()
+// decoding a day of windows. It stops early when ctx ends.
+func (q *Reader) Warm(ctx context.Context, closedBefore int64) {
+	q.RollUp(ctx, closedBefore)
+	settled := q.SettledBefore()
 	last := alignDown(settled, hourBlock) - hourBlock
 	// The ragged ends of "the last 24 hours": the windows of the hour it
 	// starts in and those after the last settled hour.
-	if e.window < hourBlock {
-		first := alignDown(e.now().Unix()-24*hourBlock, hourBlock)
-		for _, run := range [][2]int64{{first, first + hourBlock}, {last + hourBlock, alignDown(settled, e.window)}} {
+	if q.set.Window < hourBlock {
+		first := alignDown(q.set.Now().Unix()-24*hourBlock, hourBlock)
+		for _, run := range [][2]int64{{first, first + hourBlock}, {last + hourBlock, alignDown(settled, q.set.Window)}} {
 			for _, kind := range warmKinds {
 				if ctx.Err() != nil || run[1] <= run[0] {
 					break
 				}
-				if err := e.windowRun(ctx, kind, run[0], run[1], func(typedStats) error { return nil }); err != nil {
-					e.set.Logger.Debug("perfmodel: warming the query cache: " + err.Error())
+				if err := q.windowRun(ctx, kind, run[0], run[1], func(Stats) error { return nil }); err != nil {
+					q.set.Logger.Debug("perfmodel: warming the query cache: " + err.Error())
 					return
 				}
 			}
@@ -255,8 +257,8 @@ func (e *engine) warm(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if _, err := e.block(ctx, blockKey{kind, h, hourBlock}); err != nil {
-				e.set.Logger.Debug("perfmodel: warming the query cache: " + err.Error())
+			if _, err := q.block(ctx, blockKey{kind, h, hourBlock}); err != nil {
+				q.set.Logger.Debug("perfmodel: warming the query cache: " + err.Error())
 				return
 			}
 		}
@@ -265,10 +267,10 @@ func (e *engine) warm(ctx context.Context) {
 
 // windowRun adds the settled windows of [from, to) one by one, from the cache
 // when it holds them all, else from one scan that refills it.
-func (e *engine) windowRun(ctx context.Context, kind string, from, to int64, add func(typedStats) error) error {
-	var cached []typedStats
-	for w := from; w < to; w += e.window {
-		s, ok := e.cache.get(blockKey{kind, w, e.window})
+func (q *Reader) windowRun(ctx context.Context, kind string, from, to int64, add func(Stats) error) error {
+	var cached []Stats
+	for w := from; w < to; w += q.set.Window {
+		s, ok := q.cache.get(blockKey{kind, w, q.set.Window})
 		if !ok {
 			cached = nil
 			break
@@ -276,18 +278,18 @@ func (e *engine) windowRun(ctx context.Context, kind string, from, to int64, add
 		cached = append(cached, s)
 	}
 	if cached == nil {
-		gen := e.cache.generation()
+		gen := q.cache.generation()
 		cd := codecs[kind]
-		byWindow := map[int64]typedStats{}
-		err := e.st.Scan(ctx, store.Query{Kind: kind, From: from, To: to}, func(r store.Record) error {
-			w := alignDown(r.WindowStart, e.window)
+		byWindow := map[int64]Stats{}
+		err := q.st.Scan(ctx, store.Query{Kind: kind, From: from, To: to}, func(r store.Record) error {
+			w := alignDown(r.WindowStart, q.set.Window)
 			v, err := cd.decode(r.Payload)
 			if err != nil {
 				return fmt.Errorf("%s %q at %d: %w", kind, r.Key, r.WindowStart, err)
 			}
 			s := byWindow[w]
 			if s == nil {
-				s = typedStats{}
+				s = Stats{}
 				byWindow[w] = s
 			}
 			if cur, ok := s[r.Key]; ok {
@@ -299,12 +301,12 @@ func (e *engine) windowRun(ctx context.Context, kind string, from, to int64, add
 		if err != nil {
 			return err
 		}
-		for w := from; w < to; w += e.window {
+		for w := from; w < to; w += q.set.Window {
 			s := byWindow[w]
 			if s == nil {
-				s = typedStats{}
+				s = Stats{}
 			}
-			e.cache.put(blockKey{kind, w, e.window}, s, gen)
+			q.cache.put(blockKey{kind, w, q.set.Window}, s, gen)
 			cached = append(cached, s)
 		}
 	}

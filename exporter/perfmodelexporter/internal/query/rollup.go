@@ -1,4 +1,4 @@
-package perfmodelexporter
+package query
 
 import (
 	"context"
@@ -12,25 +12,31 @@ import (
 // instead of 1440. Each instance rolls up its own shard's windows of every hour
 // it has closed, under the kind name plus rollupSuffix, and marks the hour done
 // for its shard. A query uses an hour's rollups only when every shard that
-// flushed a window in that hour (shardWindowKind markers) has marked it done;
+// flushed a window in that hour (ShardWindowKind markers) has marked it done;
 // otherwise it reads the hour's windows. Rolling up is idempotent: an hour is
 // recomputed from its windows, never incremented.
 const (
-	rollupSuffix    = "@h"
-	shardWindowKind = "shard.window" // key: shard; one per window a shard flushed
-	rollupDoneKind  = "rollup.done"  // key: shard; one per hour a shard rolled up
+	rollupSuffix = "@h"
+	// ShardWindowKind marks, under the shard's key, each window a shard
+	// flushed; the writer puts it beside the window's statistics.
+	ShardWindowKind = "shard.window"
+	rollupDoneKind  = "rollup.done" // key: shard; one per hour a shard rolled up
 )
 
+// StatKinds are the windowed statistics: hour rollups and downsampling
+// merge them.
+var StatKinds = []string{model.KindGraphNode, model.KindGraphEdge, model.KindPath, model.KindTraces, model.KindCPU, model.KindSpanRates, model.KindSigWindow}
+
 // rollupKinds are the statistics that get hour rollups.
-var rollupKinds = statKinds
+var rollupKinds = StatKinds
 
 // rollUpHour recomputes this shard's rollups of the hour starting at h.
-func (e *engine) rollUpHour(ctx context.Context, h int64) error {
+func (q *Reader) rollUpHour(ctx context.Context, h int64) error {
 	var recs []store.Record
 	for _, kind := range rollupKinds {
 		cd := codecs[kind]
-		merged := typedStats{}
-		err := e.st.Scan(ctx, store.Query{Kind: kind, From: h, To: h + hourBlock, Shards: []string{e.shard}}, func(r store.Record) error {
+		merged := Stats{}
+		err := q.st.Scan(ctx, store.Query{Kind: kind, From: h, To: h + hourBlock, Shards: []string{q.set.Shard}}, func(r store.Record) error {
 			v, err := cd.decode(r.Payload)
 			if err != nil {
 				return fmt.Errorf("%s %q at %d: %w", kind, r.Key, r.WindowStart, err)
@@ -49,34 +55,32 @@ func (e *engine) rollUpHour(ctx context.Context, h int64) error {
 			if err != nil {
 				return err
 			}
-			recs = append(recs, store.Record{Kind: kind + rollupSuffix, Key: key, Shard: e.shard, WindowStart: h, Resolution: hourBlock, Payload: b})
+			recs = append(recs, store.Record{Kind: kind + rollupSuffix, Key: key, Shard: q.set.Shard, WindowStart: h, Resolution: hourBlock, Payload: b})
 		}
 	}
-	recs = append(recs, store.Record{Kind: rollupDoneKind, Key: e.shard, Shard: e.shard, WindowStart: h, Resolution: hourBlock, Payload: []byte("1")})
-	return e.st.Put(ctx, recs)
+	recs = append(recs, store.Record{Kind: rollupDoneKind, Key: q.set.Shard, Shard: q.set.Shard, WindowStart: h, Resolution: hourBlock, Payload: []byte("1")})
+	return q.st.Put(ctx, recs)
 }
 
-// rollUp rolls up every hour of the last day that this instance has closed
-// and not rolled up since it started.
-func (e *engine) rollUp(ctx context.Context) {
-	e.mu.Lock()
-	closed := alignDown(e.closedBefore, hourBlock) // hours wholly before closedBefore
-	e.mu.Unlock()
-	from := max(e.rolledUpTo, alignDown(e.now().Unix(), hourBlock)-25*hourBlock)
+// RollUp rolls up every hour of the last day that this instance has closed
+// (wholly before closedBefore, ingest's) and not rolled up since it started.
+func (q *Reader) RollUp(ctx context.Context, closedBefore int64) {
+	closed := alignDown(closedBefore, hourBlock)
+	from := max(q.rolledUpTo, alignDown(q.set.Now().Unix(), hourBlock)-25*hourBlock)
 	for h := from; h+hourBlock <= closed && ctx.Err() == nil; h += hourBlock {
-		if err := e.rollUpHour(ctx, h); err != nil {
-			e.set.Logger.Warn("perfmodel: hour rollup failed: " + err.Error())
+		if err := q.rollUpHour(ctx, h); err != nil {
+			q.set.Logger.Warn("perfmodel: hour rollup failed: " + err.Error())
 			return
 		}
-		e.rolledUpTo = h + hourBlock
+		q.rolledUpTo = h + hourBlock
 	}
 }
 
-// rollupUsable reports, per hour of [from, to), whether every shard that
+// RollupUsable reports, per hour of [from, to), whether every shard that
 // flushed a window in the hour has rolled it up.
-func (e *engine) rollupUsable(ctx context.Context, from, to int64) (map[int64]bool, error) {
+func (q *Reader) RollupUsable(ctx context.Context, from, to int64) (map[int64]bool, error) {
 	active := map[int64]map[string]bool{}
-	err := e.st.Scan(ctx, store.Query{Kind: shardWindowKind, From: from, To: to}, func(r store.Record) error {
+	err := q.st.Scan(ctx, store.Query{Kind: ShardWindowKind, From: from, To: to}, func(r store.Record) error {
 		h := alignDown(r.WindowStart, hourBlock)
 		if active[h] == nil {
 			active[h] = map[string]bool{}
@@ -88,7 +92,7 @@ func (e *engine) rollupUsable(ctx context.Context, from, to int64) (map[int64]bo
 		return nil, err
 	}
 	done := map[int64]map[string]bool{}
-	err = e.st.Scan(ctx, store.Query{Kind: rollupDoneKind, From: from, To: to}, func(r store.Record) error {
+	err = q.st.Scan(ctx, store.Query{Kind: rollupDoneKind, From: from, To: to}, func(r store.Record) error {
 		if done[r.WindowStart] == nil {
 			done[r.WindowStart] = map[string]bool{}
 		}
@@ -111,15 +115,15 @@ func (e *engine) rollupUsable(ctx context.Context, from, to int64) (map[int64]bo
 
 // hourStats computes an hour's merged statistics from its rollups when every
 // shard's is there, else from its windows.
-func (e *engine) hourStats(ctx context.Context, kind string, h int64) (typedStats, error) {
-	usable, err := e.rollupUsable(ctx, h, h+hourBlock)
+func (q *Reader) hourStats(ctx context.Context, kind string, h int64) (Stats, error) {
+	usable, err := q.RollupUsable(ctx, h, h+hourBlock)
 	if err != nil {
 		return nil, err
 	}
-	s := typedStats{}
+	s := Stats{}
 	if usable[h] {
 		cd := codecs[kind]
-		err := e.st.Scan(ctx, store.Query{Kind: kind + rollupSuffix, From: h, To: h + hourBlock}, func(r store.Record) error {
+		err := q.st.Scan(ctx, store.Query{Kind: kind + rollupSuffix, From: h, To: h + hourBlock}, func(r store.Record) error {
 			v, err := cd.decode(r.Payload)
 			if err != nil {
 				return fmt.Errorf("%s%s %q at %d: %w", kind, rollupSuffix, r.Key, r.WindowStart, err)
@@ -132,5 +136,5 @@ func (e *engine) hourStats(ctx context.Context, kind string, h int64) (typedStat
 		})
 		return s, err
 	}
-	return s, e.scanTyped(ctx, kind, h, h+hourBlock, s)
+	return s, q.scanTyped(ctx, kind, h, h+hourBlock, s)
 }

@@ -1,4 +1,4 @@
-package perfmodelexporter
+package ingest
 
 import (
 	"maps"
@@ -13,7 +13,7 @@ import (
 // follows a transaction's calls.
 const (
 	maxBookLinks        = 4096
-	maxLinkAddresses    = 8
+	MaxLinkAddresses    = 8 // exported for the exporter's telemetry tests
 	maxCallTransactions = 256
 	maxLinkCallCounts   = 16384
 	maxServerCounts     = 4096
@@ -198,7 +198,7 @@ func (b *linkBook) learnN(caller, callee, address string, n int64) {
 		addrs = map[string]int64{}
 		b.links[k] = addrs
 	}
-	if _, ok := addrs[address]; !ok && len(addrs) >= maxLinkAddresses {
+	if _, ok := addrs[address]; !ok && len(addrs) >= MaxLinkAddresses {
 		b.overflow++
 		return
 	}

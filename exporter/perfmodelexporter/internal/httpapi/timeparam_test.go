@@ -1,4 +1,4 @@
-package perfmodelexporter
+package httpapi
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package perfmodelexporter
+package ingest
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // service.instance.id is this collector's own host (hostmetrics scraped here).
 //
 // Other metrics are ignored.
-func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
+func (e *Engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	rms := md.ResourceMetrics()
@@ -40,7 +40,7 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 		if machine == "" {
 			// hostmetrics sets no resource attributes: its readings are of
 			// the host it runs on, which SDKs name by its host name.
-			machine = e.localHost
+			machine = e.set.LocalHost
 		}
 		process := attrString(res, "process.executable.name")
 		var capacity float64
@@ -86,7 +86,7 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 					}
 					e.addCPU(ts, machine, 1-idle/float64(len(cpus)), capacity, len(cpus))
 					if hasSteal {
-						e.experiments.observeSteal(machine, ts, steal/float64(len(cpus)))
+						e.observer.ObserveSteal(machine, ts, steal/float64(len(cpus)))
 					}
 				case "process.cpu.utilization":
 					if process == "" {
@@ -104,9 +104,17 @@ func (e *engine) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	return nil
 }
 
+// AddCPU records a utilization sample of machine (or of a process, under
+// model.ProcessKey) at ts in its window.
+func (e *Engine) AddCPU(ts int64, machine string, u, capacity float64, logicalCPUs int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.addCPU(ts, machine, u, capacity, logicalCPUs)
+}
+
 // addCPU records a utilization sample in its window (e.mu held). Invalid
 // values are ignored: the models must never see NaN or values outside [0, 1].
-func (e *engine) addCPU(ts int64, machine string, u, capacity float64, logicalCPUs int) {
+func (e *Engine) addCPU(ts int64, machine string, u, capacity float64, logicalCPUs int) {
 	if !(u >= 0 && u <= 1) {
 		return
 	}
@@ -124,7 +132,7 @@ func (e *engine) addCPU(ts int64, machine string, u, capacity float64, logicalCP
 
 // learnInventory puts the inventory's links between named services in the
 // link book, weighted by their open connections (e.mu held).
-func (e *engine) learnInventory(dps pmetric.NumberDataPointSlice) {
+func (e *Engine) learnInventory(dps pmetric.NumberDataPointSlice) {
 	for d := 0; d < dps.Len(); d++ {
 		dp := dps.At(d)
 		a := dp.Attributes()

@@ -1,11 +1,13 @@
-package perfmodelexporter
+package coordinator
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/apierror"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/spectral"
@@ -41,7 +44,7 @@ const (
 
 // sharedCoord is the cross-analyzer side of the experiments.
 type sharedCoord struct {
-	x     *experiments
+	x     *Coordinator
 	st    store.Leases
 	owner string
 
@@ -92,33 +95,43 @@ type sharedSample struct {
 
 // startShared coordinates experiments through the store when it is shared
 // (PostgreSQL); one instance on SQLite coordinates alone.
-func (e *engine) startShared() {
-	l, ok := e.st.(store.Leases)
-	if !ok || !isSharedDSN(e.cfg.Storage.DSN) {
+func (x *Coordinator) startShared(dsn string) {
+	l, ok := x.st.(store.Leases)
+	if !ok || !isSharedDSN(dsn) {
 		return
 	}
-	sc := &sharedCoord{x: e.experiments, st: l, owner: e.shard,
+	sc := &sharedCoord{x: x, st: l, owner: x.set.Shard,
 		remote: map[string]*remoteExperiment{}, cursors: map[string]map[string]int64{},
 		renewed: map[string]time.Time{}, renewedOK: map[string]time.Time{}}
-	e.experiments.shared = sc
-	e.done.Add(1)
+	x.shared = sc
+	x.done.Add(1)
 	go func() {
-		defer e.done.Done()
+		defer x.done.Done()
 		tick := time.NewTicker(sharedPoll)
 		defer tick.Stop()
 		for {
 			select {
-			case <-e.stop:
+			case <-x.stop:
 				return
-			case now := <-tick.C:
+			case <-tick.C:
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if err := sc.poll(ctx, now); err != nil {
-					e.set.Logger.Warn("perfmodel: shared experiment coordination", zap.Error(err))
+				if err := sc.poll(ctx, x.now()); err != nil {
+					x.set.Logger.Warn("perfmodel: shared experiment coordination", zap.Error(err))
 				}
 				cancel()
 			}
 		}
 	}()
+}
+
+// SharedCounts are the front samples handed to other analyzers'
+// experiments, taken from them for this one's, and dropped; shared is false
+// when this instance coordinates alone.
+func (x *Coordinator) SharedCounts() (handed, taken, dropped int64, shared bool) {
+	if x.shared == nil {
+		return 0, 0, 0, false
+	}
+	return x.shared.handed.Load(), x.shared.taken.Load(), x.shared.dropped.Load(), true
 }
 
 func isSharedDSN(dsn string) bool {
@@ -132,7 +145,7 @@ func leaseName(element string) string { return "experiment " + element }
 // run across the analyzers.
 func (sc *sharedCoord) acquire(ctx context.Context, run *runner) error {
 	names := make([]string, 0, len(run.plans))
-	for _, el := range sortedKeys(run.plans) {
+	for _, el := range slices.Sorted(maps.Keys(run.plans)) {
 		names = append(names, leaseName(el))
 	}
 	p := sharedLease{References: run.gcfg.References}
@@ -143,15 +156,15 @@ func (sc *sharedCoord) acquire(ctx context.Context, run *runner) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	err = sc.st.AcquireLeases(ctx, names, run.id, sc.owner, payload, now.UnixMilli(), now.Add(sharedLeaseTTL).UnixMilli(), sc.x.e.cfg.Experiments.MaxConcurrent)
+	now := sc.x.now()
+	err = sc.st.AcquireLeases(ctx, names, run.id, sc.owner, payload, now.UnixMilli(), now.Add(sharedLeaseTTL).UnixMilli(), sc.x.set.Experiments.MaxConcurrent)
 	switch {
 	case errors.Is(err, store.ErrLeaseHeld):
-		return statusError{http.StatusConflict, fmt.Sprintf("another analyzer coordinates this element: %v", err)}
+		return apierror.New(http.StatusConflict, "another analyzer coordinates this element: %v", err)
 	case errors.Is(err, store.ErrLeaseLimit):
-		return statusError{http.StatusConflict, fmt.Sprintf("experiments.max_concurrent experiment(s) already run across the analyzers: %v", err)}
+		return apierror.New(http.StatusConflict, "experiments.max_concurrent experiment(s) already run across the analyzers: %v", err)
 	case err != nil:
-		return statusError{http.StatusServiceUnavailable, fmt.Sprintf("cannot take the experiment's leases: %v", err)}
+		return apierror.New(http.StatusServiceUnavailable, "cannot take the experiment's leases: %v", err)
 	}
 	sc.mu.Lock()
 	sc.renewed[run.id], sc.renewedOK[run.id] = now, now
@@ -170,12 +183,12 @@ func (sc *sharedCoord) release(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	if err := sc.st.ReleaseLeases(ctx, id, sc.owner); err != nil {
-		sc.x.e.set.Logger.Warn("perfmodel: releasing an experiment's leases; they expire by themselves", zap.String("experiment", id), zap.Error(err))
+		sc.x.set.Logger.Warn("perfmodel: releasing an experiment's leases; they expire by themselves", zap.String("experiment", id), zap.Error(err))
 	}
 }
 
 // offer buffers a front request for every experiment coordinated elsewhere
-// (e.mu held: it marks the routes' addresses seen, as crossings does).
+// (under the ingest lock: it marks the routes' addresses seen, as crossings does).
 func (sc *sharedCoord) offer(spans []model.Span, s spectral.Sample) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()

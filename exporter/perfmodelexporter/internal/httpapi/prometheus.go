@@ -1,14 +1,15 @@
-package perfmodelexporter
+package httpapi
 
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/query"
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/timegrid"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
 )
@@ -66,7 +67,7 @@ func connectionType(kind string) string {
 }
 
 // modelCollector reads the model on every scrape.
-type modelCollector struct{ e *engine }
+type modelCollector struct{ q *query.Reader }
 
 func (c modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descWindowStart, descServiceRequests, descServiceErrors, descServiceLatency,
@@ -79,12 +80,13 @@ func (c modelCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c modelCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), metricsTimeout)
 	defer cancel()
-	e := c.e
-	last := alignDown(e.now().Unix(), e.window) - e.window
-	tr := api.TimeRange{From: last, To: last + e.window}
+	q := c.q
+	window := q.Window()
+	last := timegrid.AlignDown(q.Now().Unix(), window) - window
+	tr := api.TimeRange{From: last, To: last + window}
 	ch <- prometheus.MustNewConstMetric(descWindowStart, prometheus.GaugeValue, float64(last))
 
-	if nodes, err := e.query(ctx, model.KindGraphNode, tr); err != nil {
+	if nodes, err := q.Query(ctx, model.KindGraphNode, tr); err != nil {
 		ch <- prometheus.NewInvalidMetric(descServiceRequests, err)
 	} else {
 		for name, v := range nodes {
@@ -96,7 +98,7 @@ func (c modelCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	if edges, err := e.query(ctx, model.KindGraphEdge, tr); err != nil {
+	if edges, err := q.Query(ctx, model.KindGraphEdge, tr); err != nil {
 		ch <- prometheus.NewInvalidMetric(descEdgeRequests, err)
 	} else {
 		for key, v := range edges {
@@ -112,7 +114,7 @@ func (c modelCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	if paths, err := e.query(ctx, model.KindPath, tr); err != nil {
+	if paths, err := q.Query(ctx, model.KindPath, tr); err != nil {
 		ch <- prometheus.NewInvalidMetric(descPathInstances, err)
 	} else {
 		for sig, v := range paths {
@@ -125,7 +127,7 @@ func (c modelCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collectGradients adds the newest gradient of each element, transaction and side.
 func (c modelCollector) collectGradients(ctx context.Context, ch chan<- prometheus.Metric) {
-	gradients, err := c.e.storedGradients(ctx)
+	gradients, err := c.q.StoredGradients(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descGradient, err)
 		return
@@ -150,17 +152,13 @@ func (c modelCollector) collectGradients(ctx context.Context, ch chan<- promethe
 // collectModels adds the work factors and service times of the last hour.
 // The signatures are computed once: the work factors' cross-check reuses them.
 func (c modelCollector) collectModels(ctx context.Context, ch chan<- prometheus.Metric) {
-	e := c.e
-	q := url.Values{}
-	tr, err := e.timeRange(q)
-	if err != nil {
-		return
-	}
-	sigs, sigErr := e.appSignatures(ctx, tr)
+	q := c.q
+	tr := q.LastHour()
+	sigs, sigErr := q.AppSignatures(ctx, tr)
 	if sigErr != nil {
 		sigs = nil // the work factors then try on their own
 	}
-	if v, err := e.workFactorsWith(ctx, q, tr, sigs); err == nil {
+	if v, err := q.WorkFactors(ctx, tr, "", sigs); err == nil {
 		seen := map[[2]string]bool{}
 		for _, m := range v.Machines {
 			for _, f := range m.Flows {
@@ -200,8 +198,8 @@ func latencySummary(desc *prometheus.Desc, h *model.Hist, labels ...string) (pro
 
 // prometheusHandler serves the model's metrics; a failing part is left out
 // of the scrape and reported in it rather than failing the others.
-func (e *engine) prometheusHandler() http.Handler {
+func (e *server) prometheusHandler() http.Handler {
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(modelCollector{e: e})
+	registry.MustRegister(modelCollector{q: e.q})
 	return promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }

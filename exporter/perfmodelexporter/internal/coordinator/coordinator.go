@@ -1,4 +1,4 @@
-package perfmodelexporter
+package coordinator
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -20,6 +21,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/apierror"
+	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/timegrid"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/leaseapi"
@@ -50,25 +53,96 @@ const (
 	releaseTimeout = 15 * time.Second
 )
 
-// experiments tracks the gradient experiments this instance coordinates.
-type experiments struct {
-	e       *engine
+// Traffic is what the coordinator reads of the ingested traffic (the
+// ingest side implements it; each call takes its lock).
+type Traffic interface {
+	// Links are the addresses caller→callee was called at, the most called
+	// first, and every known link as "caller->callee".
+	Links(caller, callee string) (addresses, known []string)
+	// CallsPerRequest is, per front transaction, the calls per request to
+	// address, else on caller→callee when none went to it.
+	CallsPerRequest(caller, callee, address string) map[string]float64
+	// CPU merges the open windows' readings of a process and of its machine.
+	CPU(machine, process string) (share, host model.CPUStats)
+}
+
+// Settings is what the coordinator needs of the exporter.
+type Settings struct {
+	Experiments Config
+	// TraceWait is the exporter's trace_wait: a sample reaches the
+	// coordinator that long after its request.
+	TraceWait time.Duration
+	// CoreMHz is the default CPU speed f of capacity and frequency elements.
+	CoreMHz float64
+	// Capacity is a machine's Ω in MHz: configured, else measured, else 0.
+	Capacity func(machine string, readings *model.CPUStats) float64
+	// Shard and Window (seconds) key the records the coordinator stores.
+	Shard  string
+	Window int64
+	Logger *zap.Logger
+	// Now is the clock; experiments run on it.
+	Now     func() time.Time
+	Traffic Traffic
+}
+
+// Coordinator runs the gradient experiments this instance coordinates.
+type Coordinator struct {
+	set     Settings
+	st      store.Store // set by Start
 	mu      sync.Mutex
 	running map[string]*runner
-	active  atomic.Int32 // len(running), read without the lock by observe
+	active  atomic.Int32 // len(running), read without the lock by Observe
 	wg      sync.WaitGroup
 
-	// lastSteal is each host's previous steal reading (e.mu held): a
-	// reading is the mean since the one before.
+	injMu   sync.Mutex
+	injHTTP *http.Client // to the injectors: experiments.client
+
+	// lastSteal is each host's previous steal reading (under the ingest
+	// lock, as ObserveSteal is called): a reading is the mean since the one
+	// before.
 	lastSteal map[string]int64
 
 	// shared coordinates with the other analyzers of a shared store
-	// (coordinator_shared.go); nil when this instance coordinates alone.
+	// (shared.go); nil when this instance coordinates alone.
 	shared *sharedCoord
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
 
-func newExperiments(e *engine) *experiments {
-	return &experiments{e: e, running: map[string]*runner{}, lastSteal: map[string]int64{}}
+// New returns a coordinator; Start gives it the store.
+func New(set Settings) *Coordinator {
+	return &Coordinator{set: set, running: map[string]*runner{}, lastSteal: map[string]int64{}}
+}
+
+// SetTraffic gives the coordinator the traffic it plans experiments on,
+// when that is built after it (the ingest side observes for it).
+func (x *Coordinator) SetTraffic(t Traffic) { x.set.Traffic = t }
+
+func (x *Coordinator) now() time.Time { return x.set.Now() }
+
+// Start gives the coordinator the store and the injectors' client (nil: a
+// plain one with request_timeout), and coordinates through the store with
+// the other analyzers when dsn names a shared one.
+func (x *Coordinator) Start(st store.Store, dsn string, injectors *http.Client) {
+	x.st = st
+	if injectors != nil {
+		x.injMu.Lock()
+		x.injHTTP = injectors
+		x.injMu.Unlock()
+	}
+	x.stop = make(chan struct{})
+	x.startShared(dsn)
+}
+
+// Shutdown stops the shared coordination and every running experiment,
+// releasing their leases (bounded).
+func (x *Coordinator) Shutdown() {
+	if x.stop != nil {
+		close(x.stop)
+		x.done.Wait()
+		x.stop = nil
+	}
+	x.abortAll("collector shutting down")
 }
 
 // covariateSample is one exogenous reading for the running experiments.
@@ -81,15 +155,15 @@ type covariateSample struct {
 // maxStealHosts bounds the hosts whose last steal reading is remembered.
 const maxStealHosts = 256
 
-// observeSteal takes a host's CPU steal fraction over the scrape that ended
-// at ts (e.mu held; must be fast) and hands it to each running experiment
+// ObserveSteal takes a host's CPU steal fraction over the scrape that ended
+// at ts (under the ingest lock; must be fast) and hands it to each running experiment
 // without blocking, as observe does with spans.
-func (x *experiments) observeSteal(host string, ts int64, steal float64) {
+func (x *Coordinator) ObserveSteal(host string, ts int64, steal float64) {
 	prev, seen := x.lastSteal[host]
 	if seen || len(x.lastSteal) < maxStealHosts {
 		x.lastSteal[host] = ts
 	}
-	if !seen || ts <= prev || x.active.Load() == 0 || !x.e.cfg.Experiments.StealCovariate {
+	if !seen || ts <= prev || x.active.Load() == 0 || !x.set.Experiments.StealCovariate {
 		return
 	}
 	c := covariateSample{name: "cpu.steal host=" + host, from: float64(prev) / 1e9, to: float64(ts) / 1e9, v: steal}
@@ -98,7 +172,7 @@ func (x *experiments) observeSteal(host string, ts int64, steal float64) {
 
 // fanOut offers v to every running experiment's channel without blocking,
 // counting what a full buffer drops.
-func fanOut[T any](x *experiments, v T, ch func(*runner) chan T) {
+func fanOut[T any](x *Coordinator, v T, ch func(*runner) chan T) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, r := range x.running {
@@ -110,10 +184,10 @@ func fanOut[T any](x *experiments, v T, ch func(*runner) chan T) {
 	}
 }
 
-// isFront reports whether a SERVER span is a front-tier request: of a
+// IsFront reports whether a SERVER span is a front-tier request: of a
 // configured front service, or else the root of its trace.
-func (x *experiments) isFront(s *model.Span) bool {
-	fronts := x.e.cfg.Experiments.FrontServices
+func (x *Coordinator) IsFront(s *model.Span) bool {
+	fronts := x.set.Experiments.FrontServices
 	if len(fronts) == 0 {
 		return s.ParentID == 0
 	}
@@ -133,13 +207,13 @@ type frontSample struct {
 	routed  bool
 }
 
-// observe sees every completed SERVER span, spans[i] of its trace (e.mu
-// held; must be fast): it hands front samples to each running experiment
+// Observe sees every completed SERVER span, spans[i] of its trace (under the
+// ingest lock; must be fast): it hands front samples to each running experiment
 // without blocking, counting what a full buffer drops.
-func (x *experiments) observe(spans []model.Span, i int) {
+func (x *Coordinator) Observe(spans []model.Span, i int) {
 	s := &spans[i]
 	remote := x.shared != nil && x.shared.publishing.Load()
-	if (x.active.Load() == 0 && !remote) || !x.isFront(s) {
+	if (x.active.Load() == 0 && !remote) || !x.IsFront(s) {
 		return
 	}
 	sample := frontSample{Sample: spectral.Sample{Time: float64(s.Start) / 1e9, Transaction: s.Transaction, Ms: float64(s.End-s.Start) / 1e6}}
@@ -216,7 +290,7 @@ func (r *runner) crossings(spans []model.Span) gradient.Crossings {
 // abortAll stops every running experiment and waits (bounded) until each
 // has released its injector lease and stored its final record. Leases that
 // cannot be released expire at the injector by themselves.
-func (x *experiments) abortAll(reason string) {
+func (x *Coordinator) abortAll(reason string) {
 	x.mu.Lock()
 	runners := make([]*runner, 0, len(x.running))
 	for _, r := range x.running {
@@ -231,104 +305,100 @@ func (x *experiments) abortAll(reason string) {
 	select {
 	case <-done:
 	case <-time.After(2 * releaseTimeout):
-		x.e.set.Logger.Warn("perfmodel: experiments still releasing leases at shutdown; the injector's lease expiry ends them")
+		x.set.Logger.Warn("perfmodel: experiments still releasing leases at shutdown; the injector's lease expiry ends them")
 	}
 }
 
-func (x *experiments) get(id string) (*runner, bool) {
+// Running is how many experiments run here now.
+func (x *Coordinator) Running() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.running)
+}
+
+func (x *Coordinator) get(id string) (*runner, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	r, ok := x.running[id]
 	return r, ok
 }
 
-func (x *experiments) remove(id string) {
+func (x *Coordinator) remove(id string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.running, id)
 	x.active.Store(int32(len(x.running)))
 }
 
-// created marks a response answered with 201 Created. It encodes as the
-// value it wraps.
-type created struct{ v any }
-
-func (c created) MarshalJSON() ([]byte, error) { return json.Marshal(c.v) }
-
-func (e *engine) listExperiments(r *http.Request, _ url.Values) (any, error) {
+// List is every experiment: the running ones as they are now, the others
+// as stored.
+func (x *Coordinator) List(ctx context.Context) (api.Experiments, error) {
 	out := api.Experiments{Experiments: []api.Experiment{}}
-	all, err := store.MergeScan(r.Context(), e.st, store.Query{Kind: model.KindExperimnt, From: 0, To: 1 << 40}, model.Merge)
+	all, err := store.MergeScan(ctx, x.st, store.Query{Kind: model.KindExperimnt, From: 0, To: 1 << 40}, model.Merge)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	live := map[string]api.Experiment{}
-	e.experiments.mu.Lock()
-	for id, run := range e.experiments.running {
+	x.mu.Lock()
+	for id, run := range x.running {
 		live[id] = run.snapshot()
 	}
-	e.experiments.mu.Unlock()
+	x.mu.Unlock()
 	for id, ex := range live {
 		b, err := json.Marshal(ex)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		all[id] = b // fresher than the stored record
 	}
-	for _, id := range sortedKeys(all) {
+	for _, id := range slices.Sorted(maps.Keys(all)) {
 		var ex api.Experiment
 		if err := json.Unmarshal(all[id], &ex); err != nil {
-			return nil, err
+			return out, err
 		}
 		out.Experiments = append(out.Experiments, ex)
 	}
 	return out, nil
 }
 
-func (e *engine) getExperiment(r *http.Request, _ url.Values) (any, error) {
-	id := r.PathValue("id")
-	if run, ok := e.experiments.get(id); ok {
+// Get is one experiment, running or stored; 404 when there is none.
+func (x *Coordinator) Get(ctx context.Context, id string) (api.Experiment, error) {
+	if run, ok := x.get(id); ok {
 		return run.snapshot(), nil
 	}
-	all, err := store.MergeScan(r.Context(), e.st, store.Query{Kind: model.KindExperimnt, KeyPrefix: id, From: 0, To: 1 << 40}, model.Merge)
+	all, err := store.MergeScan(ctx, x.st, store.Query{Kind: model.KindExperimnt, KeyPrefix: id, From: 0, To: 1 << 40}, model.Merge)
 	if err != nil {
-		return nil, err
+		return api.Experiment{}, err
 	}
 	b, ok := all[id]
 	if !ok {
-		return nil, statusError{http.StatusNotFound, "no experiment " + id}
+		return api.Experiment{}, apierror.New(http.StatusNotFound, "no experiment %s", id)
 	}
 	var ex api.Experiment
 	return ex, json.Unmarshal(b, &ex)
 }
 
-// startExperiment validates the request, starts the experiment's goroutine
-// and answers 201 with the experiment; 409 when max_concurrent run already.
-func (e *engine) startExperiment(r *http.Request, _ url.Values) (any, error) {
-	var req api.ExperimentRequest
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<16))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, badf("body: %v", err)
-	}
-	run, err := e.newRunner(req)
+// Begin validates the request and starts the experiment's goroutine; 409
+// when max_concurrent run already.
+func (x *Coordinator) Begin(ctx context.Context, req api.ExperimentRequest) (api.Experiment, error) {
+	run, err := x.newRunner(req)
 	if err != nil {
-		return nil, err
+		return api.Experiment{}, err
 	}
-	x := e.experiments
 	x.mu.Lock()
-	if len(x.running) >= e.cfg.Experiments.MaxConcurrent {
+	if len(x.running) >= x.set.Experiments.MaxConcurrent {
 		x.mu.Unlock()
-		return nil, statusError{http.StatusConflict, fmt.Sprintf("%d experiment(s) already running (experiments.max_concurrent)", len(x.running))}
+		return api.Experiment{}, apierror.New(http.StatusConflict, "%d experiment(s) already running (experiments.max_concurrent)", len(x.running))
 	}
 	x.running[run.id] = run
 	x.active.Store(int32(len(x.running)))
 	x.wg.Add(1)
 	x.mu.Unlock()
 	if x.shared != nil {
-		if err := x.shared.acquire(r.Context(), run); err != nil {
+		if err := x.shared.acquire(ctx, run); err != nil {
 			x.remove(run.id)
 			x.wg.Done()
-			return nil, err
+			return api.Experiment{}, err
 		}
 	}
 	go func() {
@@ -339,25 +409,23 @@ func (e *engine) startExperiment(r *http.Request, _ url.Values) (any, error) {
 		}
 		run.run()
 	}()
-	return created{run.snapshot()}, nil
+	return run.snapshot(), nil
 }
 
-// abortExperiment stops a running experiment, releasing its lease before
-// it answers.
-func (e *engine) abortExperiment(r *http.Request, _ url.Values) (any, error) {
-	id := r.PathValue("id")
-	run, ok := e.experiments.get(id)
+// Abort stops a running experiment, releasing its lease before it returns.
+func (x *Coordinator) Abort(ctx context.Context, id string) (api.Experiment, error) {
+	run, ok := x.get(id)
 	if !ok {
-		if _, err := e.getExperiment(r, nil); err != nil {
-			return nil, err
+		if _, err := x.Get(ctx, id); err != nil {
+			return api.Experiment{}, err
 		}
-		return nil, statusError{http.StatusConflict, "experiment " + id + " has already ended"}
+		return api.Experiment{}, apierror.New(http.StatusConflict, "experiment %s has already ended", id)
 	}
 	run.abort("aborted through the API")
 	select {
 	case <-run.done:
 	case <-time.After(2 * releaseTimeout):
-		return nil, statusError{http.StatusGatewayTimeout, "experiment " + id + " is still releasing its lease"}
+		return api.Experiment{}, apierror.New(http.StatusGatewayTimeout, "experiment %s is still releasing its lease", id)
 	}
 	return run.snapshot(), nil
 }
@@ -365,8 +433,8 @@ func (e *engine) abortExperiment(r *http.Request, _ url.Values) (any, error) {
 // capacityBasis is the basis 1/(c·f − α·w) of a capacity element at its
 // configured operating point, with α·w the demand its process's CPU
 // readings show now (processDemand).
-func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
-	f, demand, err := e.cpuNode(cp.ExperimentCPU)
+func (x *Coordinator) capacityBasis(cp Capacity) (gradient.Basis, error) {
+	f, demand, err := x.cpuNode(cp.CPU)
 	if err != nil {
 		return gradient.Basis{}, err
 	}
@@ -378,8 +446,8 @@ func (e *engine) capacityBasis(cp ExperimentCapacity) (gradient.Basis, error) {
 // CPUs' speed now. With n CPUs the queue's speed is n·f, and
 // 1/(n·f − D) = (1/n)·1/(f − D/n): the demand is taken per CPU, which
 // scales the gradient by n and leaves predictions alone.
-func (e *engine) frequencyBasis(fr ExperimentFrequency) (gradient.Basis, error) {
-	f, demand, err := e.cpuNode(fr.ExperimentCPU)
+func (x *Coordinator) frequencyBasis(fr Frequency) (gradient.Basis, error) {
+	f, demand, err := x.cpuNode(fr.CPU)
 	if err != nil {
 		return gradient.Basis{}, err
 	}
@@ -389,38 +457,27 @@ func (e *engine) frequencyBasis(fr ExperimentFrequency) (gradient.Basis, error) 
 
 // cpuNode is a node's CPU speed f (frequency_mhz, else core_mhz) and the
 // demand α·w of its process.
-func (e *engine) cpuNode(n ExperimentCPU) (f, demand float64, err error) {
+func (x *Coordinator) cpuNode(n CPU) (f, demand float64, err error) {
 	f = n.FrequencyMHz
 	if f == 0 {
-		f = e.cfg.CoreMHz
+		f = x.set.CoreMHz
 	}
 	if !(f > 0) {
 		return 0, 0, errors.New("no CPU speed: set frequency_mhz or core_mhz")
 	}
-	demand, err = e.processDemand(n.Machine, n.Process)
+	demand, err = x.processDemand(n.Machine, n.Process)
 	return f, demand, err
 }
 
 // processDemand is α·w in MHz: the mean process.cpu.utilization of a
 // process over the open windows (a share of the machine) times the
 // machine's capacity.
-func (e *engine) processDemand(machineName, process string) (float64, error) {
-	key := model.ProcessKey(machineName, process)
-	var share, machine model.CPUStats
-	e.mu.Lock()
-	for _, w := range e.windows {
-		if c, ok := w.CPU[key]; ok {
-			share.Merge(c)
-		}
-		if c, ok := w.CPU[machineName]; ok {
-			machine.Merge(c)
-		}
-	}
-	e.mu.Unlock()
+func (x *Coordinator) processDemand(machineName, process string) (float64, error) {
+	share, machine := x.set.Traffic.CPU(machineName, process)
 	if share.Samples == 0 {
 		return 0, fmt.Errorf("no process.cpu.utilization readings of %q on %q in the open windows: the demand α·w is unknown", process, machineName)
 	}
-	machineMHz := e.capacity(machineName, &machine)
+	machineMHz := x.set.Capacity(machineName, &machine)
 	if !(machineMHz > 0) {
 		return 0, fmt.Errorf("no capacity for machine %q: set machine_capacity_mhz or capacity_mhz (frequency × logical CPUs)", machineName)
 	}
@@ -441,7 +498,7 @@ const maxExperimentElements = 64
 // measures, and which injector perturbs what for it.
 type elementPlan struct {
 	// elements holds one element, or for a capacity one per side its
-	// waves are measured on (ExperimentCapacity.Sides).
+	// waves are measured on (Capacity.Sides).
 	elements []gradient.Element
 	target   leaseapi.Target
 	inj      *leaseapi.Client
@@ -449,27 +506,27 @@ type elementPlan struct {
 }
 
 // newRunner turns a request into a runner, or a 400.
-func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
-	xc := e.cfg.Experiments
+func (x *Coordinator) newRunner(req api.ExperimentRequest) (*runner, error) {
+	xc := x.set.Experiments
 	names := req.Elements
 	switch {
 	case req.Element != "" && len(names) > 0:
-		return nil, badf("give element or elements, not both")
+		return nil, apierror.Badf("give element or elements, not both")
 	case req.Element != "":
 		names = []string{req.Element}
 	case len(names) == 0:
-		return nil, badf("element: want link:<source>-><target>, frequency:<name> or capacity:<name>")
+		return nil, apierror.Badf("element: want link:<source>-><target>, frequency:<name> or capacity:<name>")
 	case len(names) > maxExperimentElements:
-		return nil, badf("elements: %d, at most %d in one experiment", len(names), maxExperimentElements)
+		return nil, apierror.Badf("elements: %d, at most %d in one experiment", len(names), maxExperimentElements)
 	}
 	plans := make(map[string]elementPlan, len(names))
 	elements := make([]gradient.Element, 0, len(names))
 	routes := make([]elementRoute, 0, len(names))
 	for _, name := range names {
 		if _, dup := plans[name]; dup {
-			return nil, badf("elements: %q is listed twice", name)
+			return nil, apierror.Badf("elements: %q is listed twice", name)
 		}
-		p, err := e.planElement(name, req.Injector)
+		p, err := x.planElement(name, req.Injector)
 		if err != nil {
 			return nil, err
 		}
@@ -491,20 +548,20 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		train.Scale = req.Scale
 	}
 	if err := train.Validate(); err != nil {
-		return nil, badf("%v", err)
+		return nil, apierror.Badf("%v", err)
 	}
 	p99 := xc.MaxP99Ms
 	if req.MaxP99Ms != 0 {
 		p99 = req.MaxP99Ms
 	}
 	if !(p99 >= 0) || math.IsInf(p99, 0) {
-		return nil, badf("max_p99_ms: must be ≥ 0, got %v", req.MaxP99Ms)
+		return nil, apierror.Badf("max_p99_ms: must be ≥ 0, got %v", req.MaxP99Ms)
 	}
 	lateness := xc.Lateness
 	if lateness == 0 {
 		// A sample reaches observe when its trace completes: up to
 		// trace_wait after the request, plus the engine's 1 s expiry tick.
-		lateness = e.cfg.TraceWait + 2*time.Second
+		lateness = x.set.TraceWait + 2*time.Second
 	}
 	id := newExperimentID()
 	gcfg := gradient.Config{
@@ -514,10 +571,10 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 		Lateness: lateness,
 		Guard:    gradient.Guard{P99Ms: p99},
 	}
-	now := time.Now()
+	now := x.now()
 	label := strings.Join(names, ",")
 	run := &runner{
-		x: e.experiments, id: id, element: label, plans: plans, gcfg: gcfg, routes: routes,
+		x: x, id: id, element: label, plans: plans, gcfg: gcfg, routes: routes,
 		samples:    make(chan frontSample, xc.SampleBuffer),
 		covariates: make(chan covariateSample, covariateBuffer),
 		stopCh:     make(chan struct{}),
@@ -532,11 +589,11 @@ func (e *engine) newRunner(req api.ExperimentRequest) (*runner, error) {
 
 // planElement resolves one element of a request: its basis, bounds and
 // injector target, or a 400 (422 when its operating point is unusable).
-func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
-	xc := e.cfg.Experiments
+func (x *Coordinator) planElement(name, reqInjector string) (elementPlan, error) {
+	xc := x.set.Experiments
 	kind, rest, ok := strings.Cut(name, ":")
 	if !ok || rest == "" {
-		return elementPlan{}, badf("element: want link:<source>-><target>, frequency:<name> or capacity:<name>, got %q", name)
+		return elementPlan{}, apierror.Badf("element: want link:<source>-><target>, frequency:<name> or capacity:<name>, got %q", name)
 	}
 	var (
 		p      elementPlan
@@ -546,22 +603,19 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 	case "link":
 		src, dst, ok := strings.Cut(rest, "->")
 		if !ok || src == "" || dst == "" {
-			return p, badf("element: want link:<source>-><target>, got %q", name)
+			return p, apierror.Badf("element: want link:<source>-><target>, got %q", name)
 		}
-		e.mu.Lock()
-		lt, err := xc.linkTarget(rest, dst, e.links.addresses(src, dst), e.links.names())
+		addresses, known := x.set.Traffic.Links(src, dst)
+		lt, err := xc.linkTarget(rest, dst, addresses, known)
 		var calls map[string]float64
 		if err == nil {
 			// The prior gradients: calls per request to the delayed
 			// address, else on the link (spans may name the callee by
 			// host name).
-			if calls = e.links.callsPerRequestTo(net.JoinHostPort(lt.host, strconv.Itoa(int(lt.port)))); len(calls) == 0 {
-				calls = e.links.callsPerRequest(src, dst)
-			}
+			calls = x.set.Traffic.CallsPerRequest(src, dst, net.JoinHostPort(lt.host, strconv.Itoa(int(lt.port))))
 		}
-		e.mu.Unlock()
 		if err != nil {
-			return p, badf("element %q: %v", name, err)
+			return p, apierror.Badf("element %q: %v", name, err)
 		}
 		injURL = firstNonEmpty(reqInjector, lt.injector, xc.Injector)
 		p.target = leaseapi.Target{Link: &leaseapi.Link{Proto: lt.proto, Dst: lt.host, DstPort: lt.port, Direction: "out"}}
@@ -576,11 +630,11 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 	case "capacity":
 		cp, ok := xc.Capacities[rest]
 		if !ok {
-			return p, badf("element %q: no experiments.capacities[%q] names its cgroup and process", name, rest)
+			return p, apierror.Badf("element %q: no experiments.capacities[%q] names its cgroup and process", name, rest)
 		}
-		basis, err := e.capacityBasis(cp)
+		basis, err := x.capacityBasis(cp)
 		if err != nil {
-			return p, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", name, err)}
+			return p, apierror.New(http.StatusUnprocessableEntity, "element %q: %v", name, err)
 		}
 		injURL = firstNonEmpty(reqInjector, cp.Injector, xc.Injector)
 		p.target = leaseapi.Target{Cgroup: cp.Cgroup}
@@ -595,11 +649,11 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 	case "frequency":
 		fr, ok := xc.Frequencies[rest]
 		if !ok {
-			return p, badf("element %q: no experiments.frequencies[%q] names its CPUs and process", name, rest)
+			return p, apierror.Badf("element %q: no experiments.frequencies[%q] names its CPUs and process", name, rest)
 		}
-		basis, err := e.frequencyBasis(fr)
+		basis, err := x.frequencyBasis(fr)
 		if err != nil {
-			return p, statusError{http.StatusUnprocessableEntity, fmt.Sprintf("element %q: %v", name, err)}
+			return p, apierror.New(http.StatusUnprocessableEntity, "element %q: %v", name, err)
 		}
 		injURL = firstNonEmpty(reqInjector, fr.Injector, xc.Injector)
 		p.target = leaseapi.Target{CPUs: fr.CPUs}
@@ -608,25 +662,25 @@ func (e *engine) planElement(name, reqInjector string) (elementPlan, error) {
 		khz := basis.Operating * 1000
 		p.elements = []gradient.Element{{ID: name, Basis: basis, InitialAmplitude: a0 * khz, MinAmplitude: 0.01 * khz, MaxAmplitude: maxA * khz, SeparateAdaptive: true}}
 	default:
-		return p, badf("element: %q: the coordinator measures link:<source>-><target>, frequency:<name> and capacity:<name> elements", name)
+		return p, apierror.Badf("element: %q: the coordinator measures link:<source>-><target>, frequency:<name> and capacity:<name> elements", name)
 	}
 	if injURL == "" {
-		return p, badf("element %q: injector: no injector URL in the request, the element's configuration or experiments.injector", name)
+		return p, apierror.Badf("element %q: injector: no injector URL in the request, the element's configuration or experiments.injector", name)
 	}
 	if err := checkURL(injURL); err != nil {
-		return p, badf("element %q: injector: %v", name, err)
+		return p, apierror.Badf("element %q: injector: %v", name, err)
 	}
 	// The token goes only where the configuration sends it: a request may
 	// pick among the configured injectors, never name its own.
 	injURL = strings.TrimRight(injURL, "/")
-	if !slices.Contains(xc.injectorURLs(), injURL) {
-		return p, statusError{http.StatusForbidden, fmt.Sprintf("element %q: injector %q is not a configured injector (experiments.injector or an element's own)", name, injURL)}
+	if !slices.Contains(xc.InjectorURLs(), injURL) {
+		return p, apierror.New(http.StatusForbidden, "element %q: injector %q is not a configured injector (experiments.injector or an element's own)", name, injURL)
 	}
-	p.inj = leaseapi.NewClient(injURL, string(xc.Token), e.injectorHTTP())
+	p.inj = leaseapi.NewClient(injURL, string(xc.Token), x.injectorHTTP())
 	return p, nil
 }
 
-func (c ExperimentsConfig) linkTarget(link, dst string, discovered, known []string) (linkTarget, error) {
+func (c Config) linkTarget(link, dst string, discovered, known []string) (linkTarget, error) {
 	addr, inj := dst, ""
 	if l, ok := c.Links[link]; ok {
 		addr, inj = l.Address, l.Injector
@@ -704,7 +758,7 @@ type leaseRef struct {
 // runner drives one experiment: its goroutine alone owns the state machine
 // and the leases; the API reads the snapshot.
 type runner struct {
-	x       *experiments
+	x       *Coordinator
 	id      string
 	element string                 // the elements, comma-separated
 	plans   map[string]elementPlan // by element: what its leases perturb, at which injector
@@ -749,7 +803,7 @@ func (r *runner) snapshot() api.Experiment {
 }
 
 func (r *runner) logger() *zap.Logger {
-	return r.x.e.set.Logger.With(zap.String("experiment", r.id), zap.String("element", r.element))
+	return r.x.set.Logger.With(zap.String("experiment", r.id), zap.String("element", r.element))
 }
 
 // run ticks the state machine every second, feeds it the samples and
@@ -769,9 +823,9 @@ func (r *runner) run() {
 			r.observe(s)
 		case c := <-r.covariates:
 			r.observeCovariate(c)
-		case now := <-tick.C:
+		case <-tick.C:
 			r.drain()
-			r.tick(now)
+			r.tick(r.x.now())
 		}
 	}
 	r.end("")
@@ -854,7 +908,7 @@ func (r *runner) discover(now time.Time) bool {
 		counts[s.Transaction]++
 	}
 	best := ""
-	for _, tx := range sortedKeys(counts) {
+	for _, tx := range slices.Sorted(maps.Keys(counts)) {
 		if counts[tx] > counts[best] {
 			best = tx
 		}
@@ -879,7 +933,7 @@ func (r *runner) discover(now time.Time) bool {
 
 func (r *runner) fail(reason string) {
 	r.mu.Lock()
-	r.snap.Phase, r.snap.Reason, r.snap.Finished = "failed", reason, time.Now().Unix()
+	r.snap.Phase, r.snap.Reason, r.snap.Finished = "failed", reason, r.x.now().Unix()
 	r.mu.Unlock()
 	r.abort(reason)
 }
@@ -893,7 +947,7 @@ func (r *runner) execute(acts []gradient.Action) {
 		case gradient.ActionStartLease:
 			if err := r.startLease(a); err != nil {
 				r.logger().Warn("perfmodel: injector lease failed", zap.String("lease", a.Lease), zap.Error(err))
-				acts = append(acts, r.exp.LeaseFailed(a.Lease, time.Now(), err)...)
+				acts = append(acts, r.exp.LeaseFailed(a.Lease, r.x.now(), err)...)
 			}
 		case gradient.ActionStopLease:
 			mean, stdErr, ok, failed := r.stopLease(a.Lease)
@@ -903,7 +957,7 @@ func (r *runner) execute(acts []gradient.Action) {
 				// process deleted the rule): the window did not get the wave
 				// it asked for, so its measurement is discarded.
 				r.logger().Warn("perfmodel: injector lease failed while running; its measurement is discarded", zap.String("lease", a.Lease), zap.Error(failed))
-				acts = append(acts, r.exp.LeaseFailed(a.Lease, time.Now(), failed)...)
+				acts = append(acts, r.exp.LeaseFailed(a.Lease, r.x.now(), failed)...)
 			case ok:
 				r.exp.Injected(a.Lease, mean, stdErr)
 			default:
@@ -927,7 +981,7 @@ func (r *runner) startLease(a gradient.Action) error {
 		Duration: a.Duration.Round(time.Millisecond).String(),
 	}
 	if a.LeaseKind == gradient.KindLink.LeaseKind() {
-		body.Wave.Floor = float64(r.x.e.cfg.Experiments.DelayFloor) / float64(time.Millisecond)
+		body.Wave.Floor = float64(r.x.set.Experiments.DelayFloor) / float64(time.Millisecond)
 	} else {
 		body.Wave.Floor = a.Floor // a centered or above capacity wave's grant
 	}
@@ -1043,7 +1097,7 @@ func injectedDelay(amplitude float64, st leaseapi.Status[*leaseapi.Stats]) (mean
 // end aborts the state machine if it still runs, releases every lease
 // left, and stores the final record and the gradients.
 func (r *runner) end(reason string) {
-	now := time.Now()
+	now := r.x.now()
 	if r.exp != nil && !r.exp.Finished() {
 		r.execute(r.exp.Abort(now, reason))
 	}
@@ -1125,7 +1179,7 @@ func gradientsOf(id string, res gradient.Result) []api.Gradient {
 			basis = &api.Basis{Kind: string(b.Kind), Operating: b.Operating, FrequencyMHz: b.FrequencyMHz, Alpha: b.Alpha, Workload: b.Workload, Side: b.Side()}
 		}
 		interval := el.Interval()
-		for _, tx := range sortedKeys(el.Transactions) {
+		for _, tx := range slices.Sorted(maps.Keys(el.Transactions)) {
 			est := el.Transactions[tx]
 			out = append(out, api.Gradient{
 				Element: el.Element, Transaction: tx, Gradient: est.Gradient, CI95: est.CI95,
@@ -1141,37 +1195,37 @@ func gradientsOf(id string, res gradient.Result) []api.Gradient {
 // persistEvery, or when forced) and, once it is finished, its gradients.
 func (r *runner) persist(force bool) {
 	ex := r.snapshot()
-	now := time.Now()
+	now := r.x.now()
 	if !force && ex.Phase == r.lastPhase && now.Sub(r.lastPersist) < persistEvery {
 		return
 	}
 	r.lastPhase, r.lastPersist = ex.Phase, now
-	e := r.x.e
+	x := r.x
 	var recs []store.Record
 	put := func(kind, key string, at int64, v any) {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return
 		}
-		recs = append(recs, store.Record{Kind: kind, Key: key, Shard: e.shard, WindowStart: alignDown(at, e.window), Resolution: e.window, Payload: b})
+		recs = append(recs, store.Record{Kind: kind, Key: key, Shard: x.set.Shard, WindowStart: timegrid.AlignDown(at, x.set.Window), Resolution: x.set.Window, Payload: b})
 	}
 	put(model.KindExperimnt, ex.ID, ex.Started, ex)
 	if ex.Finished != 0 {
 		for _, g := range ex.Gradients {
-			put(model.KindGradient, gradientKey(g), g.Measured, g)
+			put(model.KindGradient, GradientKey(g), g.Measured, g)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.st.Put(ctx, recs); err != nil {
+	if err := x.st.Put(ctx, recs); err != nil {
 		r.logger().Warn("perfmodel: storing the experiment failed", zap.Error(err))
 	}
 }
 
-// gradientKey keeps the newest gradient per element, transaction and, for a
+// GradientKey keeps the newest gradient per element, transaction and, for a
 // capacity measured on several sides of its operating point, side: those are
 // one set (gradient.Secant). A below wave keeps the key it always had.
-func gradientKey(g api.Gradient) string {
+func GradientKey(g api.Gradient) string {
 	k := g.Element + "\x1f" + g.Transaction
 	if g.Basis != nil && g.Basis.Side != "" && g.Basis.Side != gradient.SideBelow {
 		k += "\x1f" + g.Basis.Side
@@ -1181,11 +1235,11 @@ func gradientKey(g api.Gradient) string {
 
 // injectorHTTP is the client built from experiments.client at Start; before
 // Start (in tests) a plain one with request_timeout.
-func (e *engine) injectorHTTP() *http.Client {
-	e.injMu.Lock()
-	defer e.injMu.Unlock()
-	if e.injHTTP == nil {
-		e.injHTTP = &http.Client{Timeout: e.cfg.Experiments.RequestTimeout}
+func (x *Coordinator) injectorHTTP() *http.Client {
+	x.injMu.Lock()
+	defer x.injMu.Unlock()
+	if x.injHTTP == nil {
+		x.injHTTP = &http.Client{Timeout: x.set.Experiments.RequestTimeout}
 	}
-	return e.injHTTP
+	return x.injHTTP
 }
