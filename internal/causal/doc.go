@@ -191,7 +191,9 @@
 //     (n(d) + 0.01)/(max n + 0.01), unsmoothed (the neighbouring offsets are
 //     the wrong candidates); its confidence is the smaller of the confidences
 //     with and without the order, since an order learned from the assignment
-//     looks stricter than it is.
+//     looks stricter than it is, and at most n(d)/(n(d) + max n) when d is not
+//     the likeliest offset (a chain shifted by one message is sure of each link
+//     given its neighbours).
 //   - Guests. A process that serves nothing (database clients reported under
 //     the back end's service.name) is placed in the process of its host that
 //     encloses ≥ 90% of its spans when no other encloses > 60%; otherwise each

@@ -307,6 +307,9 @@ func (s *spanStitcher) orderedConfidence(a oneToOne, arcBen []float64) {
 	s.oneToOneConfidence(a)
 	for i, c := range a.bidders {
 		s.conf[c] = min(s.conf[c], timing[i])
+		if p := s.parent[c]; p >= 0 {
+			s.conf[c] = min(s.conf[c], float32(s.queueOffsetShare(p, c)))
+		}
 	}
 }
 

@@ -106,18 +106,43 @@ func (s *spanStitcher) queueFactor(p, c int32) float64 {
 	if cs.Kind != span.KindConsumer || q.rank[p] < 0 || q.rank[c] < 0 {
 		return 1
 	}
-	most, ok := q.most[cs.Op]
-	if !ok {
-		for k := range q.n {
-			if k[0] == cs.Op {
-				most = max(most, q.smoothed(cs.Op, k[1]))
-			}
-		}
-		q.most[cs.Op] = most
-	}
+	most := q.mostOf(cs.Op)
 	if most == 0 {
 		return 1
 	}
 	const prior = 0.01
 	return (q.smoothed(cs.Op, q.rank[p]-q.rank[c]) + prior) / (most + prior)
+}
+
+// queueOffsetShare bounds the confidence of consumer c taking producer p when
+// its offset is not the destination's likeliest: n(d)/(n(d) + n(mode)). A
+// chain of consumers shifted by one message is sure of every link given its
+// neighbours, and only the offset it shares with no right chain tells.
+func (s *spanStitcher) queueOffsetShare(p, c int32) float64 {
+	q := s.queues
+	cs := &s.spans[c]
+	if cs.Kind != span.KindConsumer || q.rank[p] < 0 || q.rank[c] < 0 {
+		return 1
+	}
+	most := q.mostOf(cs.Op)
+	n := q.smoothed(cs.Op, q.rank[p]-q.rank[c])
+	if most <= 0 || n >= most {
+		return 1
+	}
+	return n / (n + most)
+}
+
+// mostOf is the largest weight of destination op's offsets, cached until the
+// next fit.
+func (q *queueModels) mostOf(op int32) float64 {
+	most, ok := q.most[op]
+	if !ok {
+		for k := range q.n {
+			if k[0] == op {
+				most = max(most, q.smoothed(op, k[1]))
+			}
+		}
+		q.most[op] = most
+	}
+	return most
 }

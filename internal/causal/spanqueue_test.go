@@ -11,9 +11,9 @@ import (
 // TestQueueOrderResolvesWaits feeds a FIFO queue whose waits spread over
 // several messages' gaps, so that the wait alone swaps neighbours (49% of the
 // best candidates right, 62% of the links written above 0.9 right, before the
-// queue order was learned). The order must resolve more, and what is written
-// must be more often right. A consumer chain shifted by one message stays
-// sure of itself: docs/causal-report.md, "Queues".
+// queue order was learned). The order must resolve nearly all, and what is
+// written must be right: a consumer chain shifted by one message, sure of
+// each link given its neighbours, is capped by the share of its offset.
 func TestQueueOrderResolvesWaits(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	const producer, consumer, publish, process, topic = 0, 1, 2, 3, 4
@@ -61,10 +61,10 @@ func TestQueueOrderResolvesWaits(t *testing.T) {
 	}
 	t.Logf("wrong by producer offset: %v", wrongD)
 	t.Logf("best candidate right %d/%d, written %d (%d right)", right, n, written, writtenRight)
-	if float64(right) < 0.68*float64(n) {
-		t.Errorf("queue order resolved %d of %d messages; want ≥ 68%%", right, n)
+	if float64(right) < 0.9*float64(n) {
+		t.Errorf("queue order resolved %d of %d messages; want ≥ 90%%", right, n)
 	}
-	if float64(writtenRight) < 0.8*float64(written) {
-		t.Errorf("%d of %d links written are wrong; want ≤ 20%%", written-writtenRight, written)
+	if float64(writtenRight) < 0.99*float64(written) {
+		t.Errorf("%d of %d links written are wrong; want ≤ 1%%", written-writtenRight, written)
 	}
 }
