@@ -65,7 +65,7 @@
 //     (testdata/multitier-subms.yaml: per-hop delays of 0.1–1 ms) the paper's
 //     layout misses 2 of the top 10 patterns and 4.23% of instances; the default
 //     misses none and 0.60%, as the ms-scale trace does (0.61%, unchanged). The
-//     pattern histograms (LatencyBins) start at 1 µs already.
+//     pattern histograms use the same edges (stats.LatencyBins).
 //   - Speed. Call pairs are matched while the trace is parsed (msgtrace.
 //     ReadCallPairs, CallPairer), which also gives their order by call time
 //     (NestInCallOrder); bins are found from precomputed edges (stats.

@@ -64,22 +64,17 @@ const (
 // 1 ms.
 func DefaultNestingConfig() NestingConfig {
 	return NestingConfig{
-		Bins: stats.LogBins{
-			Base:  1.05,
-			Min:   float64(time.Millisecond),
-			Count: 340 + ScoreboardBinsBelow1ms,
-			Below: ScoreboardBinsBelow1ms,
-		},
+		Bins:           stats.DurationBins(float64(time.Millisecond)),
 		OverlapPenalty: 2,
 	}
 }
 
 // ScoreboardBinsBelow1ms is the number of scoreboard bins of the default layout
-// under 1 ms: 1.05^−142 ms ≈ 0.98 µs is its floor, the first power of 1.05 under
-// 1 µs; finer delays are below what message timestamps resolve in practice. The
-// edges from 1 ms up are the paper's, so only candidates nested within 1 ms of
-// their parent's call, which the paper scores as one bin, are scored apart.
-const ScoreboardBinsBelow1ms = 142
+// (stats.DurationBins) under 1 ms: 1.05^−142 ms ≈ 0.98 µs is its floor; finer
+// delays are below what message timestamps resolve in practice. The edges from
+// 1 ms up are the paper's, so only candidates nested within 1 ms of their
+// parent's call, which the paper scores as one bin, are scored apart.
+const ScoreboardBinsBelow1ms = stats.BinsBelowMs
 
 // Validate reports settings the algorithm cannot run with.
 func (c NestingConfig) Validate() error {

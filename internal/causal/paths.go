@@ -1,20 +1,14 @@
 package causal
 
 import (
-	"encoding/binary"
 	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
 
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stats"
 )
-
-// LatencyBins is the layout of the per-node latency histograms of a pattern, in
-// milliseconds: base 1.05 like the scoreboard, but from 1 µs so that sub-millisecond
-// tiers keep their resolution (the storage is sparse, so the extra bins cost
-// nothing when unused).
-var LatencyBins = stats.LogBins{Base: 1.05, Min: 0.001, Count: 500}
 
 // PatternNode is one node of a causal path pattern. Latency is the time from the
 // call into the node to its return, including its callees; CallDelay is the time
@@ -52,10 +46,8 @@ func SortPatterns(ps []*Pattern) {
 // are given by label, an index into labelName's table; equal names under different
 // labels still make equal signatures.
 type callTree interface {
-	label(i int32) int32
-	labelName(l int32) string
+	span.Tree
 	interval(i int32) (start, end int64)
-	children(i int32, dst []int32) []int32
 }
 
 // Patterns coalesces the nesting into causal path patterns, step 4 of the
@@ -83,30 +75,21 @@ type nestingTree struct {
 	nodes []string
 }
 
-func (t nestingTree) label(i int32) int32                   { return int32(t.n.Pairs[i].Callee) }
-func (t nestingTree) labelName(l int32) string              { return t.nodes[l] }
+func (t nestingTree) Label(i int32) int32                   { return int32(t.n.Pairs[i].Callee) }
+func (t nestingTree) LabelName(l int32) string              { return t.nodes[l] }
 func (t nestingTree) interval(i int32) (int64, int64)       { return t.n.Pairs[i].Call, t.n.Pairs[i].Return }
-func (t nestingTree) children(i int32, dst []int32) []int32 { return t.n.ChildrenOf(i, dst) }
+func (t nestingTree) Children(i int32, dst []int32) []int32 { return t.n.ChildrenOf(i, dst) }
 
-// patternBuilder aggregates instances into patterns. Every subtree's canonical
-// signature is interned as a small integer (sid), keyed by its node's name and its
-// children's sids in canonical order, so that a signature string is built once per
-// distinct subtree shape rather than once per call, and the pattern of an
-// instance is found by a pair of integers.
+// patternBuilder aggregates instances into patterns. Signatures and the
+// canonical order of children are span.Signer's; the pattern of an instance is
+// found by a pair of integers, its caller's name id and its subtree's sid.
 type patternBuilder struct {
-	t       callTree
-	sids    []int32  // memoised subtree sid per call, -1 unknown
-	sigs    []string // signature by sid
-	canon   []int32  // canonical name id by label, -1 unknown
-	names   map[string]int32
-	sidOf   map[string]int32 // canonical name id and child sids → sid
-	leafSid []int32          // by canonical name id, −1 unknown
-	key     []byte
+	t   callTree
+	sig *span.Signer
 	// Patterns by caller (its canonical name id, or −1) and sid, packed in 64 bits.
 	index   map[uint64]int32
 	entries []patternEntry
-	kids    [][]int32         // per-depth scratch for children
-	bins    *stats.LogIndexer // LatencyBins, shared by every histogram; nil when small
+	bins    *stats.LogIndexer // stats.LatencyBins, shared by every histogram; nil when small
 }
 
 // patternEntry is a pattern and, while its statistics wait to be filled, its
@@ -118,13 +101,9 @@ type patternEntry struct {
 }
 
 func newPatternBuilder(t callTree, size int) *patternBuilder {
-	sids := make([]int32, size)
-	for i := range sids {
-		sids[i] = -1
-	}
-	b := &patternBuilder{t: t, sids: sids, names: make(map[string]int32), sidOf: make(map[string]int32), index: make(map[uint64]int32)}
+	b := &patternBuilder{t: t, sig: span.NewSigner(t, size), index: make(map[uint64]int32)}
 	if size >= largeForest {
-		b.bins = stats.NewLogIndexer(LatencyBins)
+		b.bins = stats.NewLogIndexer(stats.LatencyBins)
 	}
 	return b
 }
@@ -134,30 +113,12 @@ func newPatternBuilder(t callTree, size int) *patternBuilder {
 // such as a collector's batches of spans, are aggregated on the calling goroutine.
 const largeForest = 1 << 12
 
-// newHistogram is a histogram of LatencyBins, indexed when the forest is large.
+// newHistogram is a histogram of stats.LatencyBins, indexed when the forest is large.
 func (b *patternBuilder) newHistogram() *stats.LogHistogram {
 	if b.bins == nil {
-		return stats.NewLogHistogram(LatencyBins)
+		return stats.NewLogHistogram(stats.LatencyBins)
 	}
 	return stats.NewIndexedLogHistogram(b.bins)
-}
-
-// canonical returns the id of label l's name, equal for equal names.
-func (b *patternBuilder) canonical(l int32) int32 {
-	for int(l) >= len(b.canon) {
-		b.canon = append(b.canon, -1)
-	}
-	if c := b.canon[l]; c >= 0 {
-		return c
-	}
-	name := b.t.labelName(l)
-	c, ok := b.names[name]
-	if !ok {
-		c = int32(len(b.names))
-		b.names[name] = c
-	}
-	b.canon[l] = c
-	return c
 }
 
 // addAll records the instances rooted at roots. With callers, the pattern of
@@ -206,17 +167,17 @@ func (b *patternBuilder) addAll(roots, callers []int32) {
 // pattern returns the pattern of the instance rooted at i, creating it when new,
 // and counts the instance and its latency.
 func (b *patternBuilder) pattern(i int32, caller int32) *patternEntry {
-	sid, callerID := b.sid(i, 0), int32(-1)
+	sid, callerID := b.sig.SID(i), int32(-1)
 	if caller >= 0 {
-		callerID = b.canonical(caller)
+		callerID = b.sig.Canonical(caller)
 	}
 	key := uint64(uint32(callerID))<<32 | uint64(uint32(sid))
 	k, ok := b.index[key]
 	if !ok {
-		p := &Pattern{Signature: b.sigs[sid]}
+		p := &Pattern{Signature: b.sig.SignatureOf(sid)}
 		if caller >= 0 {
-			name := b.t.labelName(caller)
-			p.Signature = name + "(" + p.Signature + ")"
+			name := b.t.LabelName(caller)
+			p.Signature = span.Signature(name, []string{p.Signature})
 			p.Root = &PatternNode{Node: name, Children: []*PatternNode{b.newNode(i, 0)}}
 		} else {
 			p.Root = b.newNode(i, 0)
@@ -242,92 +203,15 @@ func (b *patternBuilder) patterns() []*Pattern {
 }
 
 // signature is the canonical signature of i's subtree.
-func (b *patternBuilder) signature(i int32) string { return b.sigs[b.sid(i, 0)] }
-
-// sid computes (and memoises) the sid of i's subtree; depth indexes the scratch.
-func (b *patternBuilder) sid(i int32, depth int) int32 {
-	if s := b.sids[i]; s >= 0 {
-		return s
-	}
-	kids := b.sortedChildren(i, depth)
-	if len(kids) == 0 {
-		// A leaf's sid depends on its name only: most calls are leaves, and this
-		// saves them the map.
-		c := b.canonical(b.t.label(i))
-		for int(c) >= len(b.leafSid) {
-			b.leafSid = append(b.leafSid, -1)
-		}
-		if b.leafSid[c] < 0 {
-			b.leafSid[c] = int32(len(b.sigs))
-			b.sigs = append(b.sigs, b.t.labelName(b.t.label(i)))
-		}
-		b.sids[i] = b.leafSid[c]
-		return b.sids[i]
-	}
-	// The key: the canonical name, then the children's sids in canonical order.
-	// b.key is shared scratch, built only now that the children, and any
-	// recursion, are done.
-	b.key = binary.LittleEndian.AppendUint32(b.key[:0], uint32(b.canonical(b.t.label(i))))
-	for _, c := range kids {
-		b.key = binary.LittleEndian.AppendUint32(b.key, uint32(b.sids[c]))
-	}
-	s, ok := b.sidOf[string(b.key)]
-	if !ok {
-		s = int32(len(b.sigs))
-		b.sidOf[string(b.key)] = s
-		childSigs := make([]string, len(kids))
-		for k, c := range kids {
-			childSigs[k] = b.sigs[b.sids[c]]
-		}
-		b.sigs = append(b.sigs, b.t.labelName(b.t.label(i))+"("+strings.Join(childSigs, ",")+")")
-	}
-	b.sids[i] = s
-	return s
-}
-
-// sortedChildren returns i's children in canonical order: by signature, then in
-// their own order (call time), computing their sids as needed. The slice is
-// scratch owned by depth.
-func (b *patternBuilder) sortedChildren(i int32, depth int) []int32 {
-	for _, c := range b.childrenAt(i, depth, &b.kids) {
-		b.sid(c, depth+1)
-	}
-	return b.sortBySig(b.kids[depth])
-}
-
-// childrenAt lists i's children into the scratch of depth in kids.
-func (b *patternBuilder) childrenAt(i int32, depth int, kids *[][]int32) []int32 {
-	for len(*kids) <= depth {
-		*kids = append(*kids, nil)
-	}
-	(*kids)[depth] = b.t.children(i, (*kids)[depth][:0])
-	return (*kids)[depth]
-}
-
-// sortBySig sorts calls whose sids are known by signature, stably. Insertion
-// sort: nodes have few children, and equal sids compare equal without looking
-// at their strings.
-func (b *patternBuilder) sortBySig(kids []int32) []int32 {
-	for k := 1; k < len(kids); k++ {
-		for j := k; j > 0 && b.lessSig(kids[j], kids[j-1]); j-- {
-			kids[j], kids[j-1] = kids[j-1], kids[j]
-		}
-	}
-	return kids
-}
-
-func (b *patternBuilder) lessSig(x, y int32) bool {
-	sx, sy := b.sids[x], b.sids[y]
-	return sx != sy && b.sigs[sx] < b.sigs[sy]
-}
+func (b *patternBuilder) signature(i int32) string { return b.sig.Signature(i) }
 
 func (b *patternBuilder) newNode(i int32, depth int) *PatternNode {
 	node := &PatternNode{
-		Node:      b.t.labelName(b.t.label(i)),
+		Node:      b.t.LabelName(b.t.Label(i)),
 		Latency:   b.newHistogram(),
 		CallDelay: b.newHistogram(),
 	}
-	for _, c := range b.sortedChildren(i, depth) {
+	for _, c := range b.sig.SortedChildren(i, depth) {
 		node.Children = append(node.Children, b.newNode(c, depth+1))
 	}
 	return node
@@ -341,7 +225,7 @@ func (b *patternBuilder) record(node *PatternNode, i int32, parentStart int64, d
 	start, end := b.t.interval(i)
 	node.Latency.Add(nsToMs(end - start))
 	node.CallDelay.Add(nsToMs(start - parentStart))
-	for k, c := range b.sortBySig(b.childrenAt(i, depth, kids)) {
+	for k, c := range b.sig.SortBySignature(span.ChildrenAt(b.t, i, depth, kids)) {
 		b.record(node.Children[k], c, start, depth+1, kids)
 	}
 }

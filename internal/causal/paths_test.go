@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
@@ -45,10 +46,10 @@ func TestPatternsMatchReference(t *testing.T) {
 		}
 		// The same forest as spans, without callers, and with two labels that
 		// share a name: equal names make equal signatures.
-		spans := make([]Span, len(pairs))
+		spans := make([]span.Span, len(pairs))
 		label := make([]int32, len(pairs))
 		for i, p := range pairs {
-			spans[i] = Span{Start: p.Call, End: p.Return}
+			spans[i] = span.Span{Start: p.Call, End: p.Return}
 			label[i] = int32(p.Callee)
 		}
 		labels := append(slices.Clone(tr.Nodes), tr.Nodes[len(tr.Nodes)-1])
@@ -109,19 +110,19 @@ func randomNestedTrace(rng *rand.Rand, calls int) *Trace {
 	return b.Trace()
 }
 
-var refIndexer = stats.NewLogIndexer(LatencyBins)
+var refIndexer = stats.NewLogIndexer(stats.LatencyBins)
 
 func refHistogram(size int) *stats.LogHistogram {
 	if size >= largeForest {
 		return stats.NewIndexedLogHistogram(refIndexer)
 	}
-	return stats.NewLogHistogram(LatencyBins)
+	return stats.NewLogHistogram(stats.LatencyBins)
 }
 
 // refTree adapts a callTree to the reference builder's interface.
 type refTree struct{ callTree }
 
-func (t refTree) name(i int32) string { return t.labelName(t.label(i)) }
+func (t refTree) name(i int32) string { return t.LabelName(t.Label(i)) }
 
 // refPatternBuilder is the pattern builder as it was before signature ids: a
 // memoised signature string per call, patterns keyed by their signature.
@@ -179,7 +180,7 @@ func (b *refPatternBuilder) signature(i int32) string {
 		return s
 	}
 	name := b.t.name(i)
-	kids := b.t.children(i, nil)
+	kids := b.t.Children(i, nil)
 	if len(kids) == 0 {
 		b.sigs[i] = name
 		return name
@@ -200,7 +201,7 @@ func (b *refPatternBuilder) sortedChildren(i int32, depth int) []int32 {
 	for len(b.kids) <= depth {
 		b.kids = append(b.kids, nil)
 	}
-	kids := b.t.children(i, b.kids[depth][:0])
+	kids := b.t.Children(i, b.kids[depth][:0])
 	slices.SortStableFunc(kids, func(x, y int32) int { return strings.Compare(b.sigs[x], b.sigs[y]) })
 	b.kids[depth] = kids
 	return kids

@@ -4,26 +4,28 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/tierscope/tierscope/internal/span"
 )
 
 // assign gives every orphan a parent under the current models: orphan SERVER
 // spans by a one-to-one assignment to CLIENT spans, every other orphan in start
 // order against what its candidates already hold.
 func (s *spanStitcher) assign(round int) {
-	s.assignOneToOne(round, func(c int32) bool { return s.spans[c].Kind == KindServer })
+	s.assignOneToOne(round, func(c int32) bool { return s.spans[c].Kind == span.KindServer })
 	// A message is consumed once per consuming service: the CONSUMER spans of
 	// each service take PRODUCER spans one to one too (a queue hands messages
 	// out in the order they came, which the request-delay model learns).
 	var services []int32
 	seen := make(map[int32]bool)
 	for _, c := range s.sweepOrder() {
-		if cs := &s.spans[c]; s.remote[c] && cs.Kind == KindConsumer && !seen[cs.Service] {
+		if cs := &s.spans[c]; s.remote[c] && cs.Kind == span.KindConsumer && !seen[cs.Service] {
 			seen[cs.Service] = true
 			services = append(services, cs.Service)
 		}
 	}
 	for _, svc := range services {
-		s.assignOneToOne(round, func(c int32) bool { return s.spans[c].Kind == KindConsumer && s.spans[c].Service == svc })
+		s.assignOneToOne(round, func(c int32) bool { return s.spans[c].Kind == span.KindConsumer && s.spans[c].Service == svc })
 	}
 	s.sweepLocal(round, s.sweepOrder())
 	if round > 0 {
@@ -260,7 +262,7 @@ func (s *spanStitcher) assignOneToOne(round int, bids func(c int32) bool) {
 				v *= f[k]
 				// Queue order ranks a consumer's producers; its confidence
 				// is taken with and without it (orderedConfidence).
-				if s.spans[ci].Kind != KindConsumer {
+				if s.spans[ci].Kind != span.KindConsumer {
 					arcScore[from+int32(k)] = v
 				} else {
 					ordered = true

@@ -1,5 +1,7 @@
 package causal
 
+import "github.com/tierscope/tierscope/internal/span"
+
 // Caller addresses. A SERVER span records where its request came from: the
 // caller's address and port (client.address and client.port, or
 // network.peer.* and the legacy net.sock.peer.*). A connection belongs to one
@@ -31,7 +33,7 @@ type callerModels struct {
 	procs  float64 // M
 }
 
-func newCallerModels(spans []Span, proc []int32) *callerModels {
+func newCallerModels(spans []span.Span, proc []int32) *callerModels {
 	m := &callerModels{n: make(map[[2]int32]float64), total: make(map[int32]float64), most: make(map[int32]float64),
 		vote: make([]int32, len(spans)), weight: make([]float32, len(spans))}
 	callers := make(map[int32]bool)
@@ -54,7 +56,7 @@ func (m *callerModels) reset() {
 // addCaller counts caller p of SERVER span c with weight w.
 func (s *spanStitcher) addCaller(p, c int32, w float64) {
 	cs := &s.spans[c]
-	if cs.Kind != KindServer || (cs.Caller < 0 && cs.CallerAddress < 0) {
+	if cs.Kind != span.KindServer || (cs.Caller < 0 && cs.CallerAddress < 0) {
 		return
 	}
 	m := s.callers
@@ -74,7 +76,7 @@ func (s *spanStitcher) addCaller(p, c int32, w float64) {
 // when c does not say where its request came from.
 func (s *spanStitcher) callerFactor(p, c int32) float64 {
 	cs := &s.spans[c]
-	if cs.Kind != KindServer || (cs.Caller < 0 && cs.CallerAddress < 0) {
+	if cs.Kind != span.KindServer || (cs.Caller < 0 && cs.CallerAddress < 0) {
 		return 1
 	}
 	m := s.callers
@@ -118,7 +120,7 @@ func (s *spanStitcher) indexConnections() {
 	for i := range s.spans {
 		s.connPrev[i], s.connNext[i] = -1, -1
 		sp := &s.spans[i]
-		if sp.Kind == KindServer && sp.Caller >= 0 {
+		if sp.Kind == span.KindServer && sp.Caller >= 0 {
 			k := [2]int32{sp.Instance, sp.Caller}
 			byConn[k] = append(byConn[k], int32(i))
 		}
@@ -163,7 +165,7 @@ func (s *spanStitcher) connectionFactor(p, c int32, theta int64) float64 {
 // may say nothing of theirs). It returns nil when they say nothing.
 func (s *spanStitcher) remoteFactors(c int32, arcObj, objs []int32) []float64 {
 	kind := s.spans[c].Kind
-	if kind != KindServer && kind != KindConsumer {
+	if kind != span.KindServer && kind != span.KindConsumer {
 		return nil
 	}
 	f := s.factorBuf[:0]
@@ -171,7 +173,7 @@ func (s *spanStitcher) remoteFactors(c int32, arcObj, objs []int32) []float64 {
 	for _, o := range arcObj {
 		p := objs[o]
 		var v float64
-		if kind == KindServer {
+		if kind == span.KindServer {
 			v = s.callerFactor(p, c) * s.connectionFactor(p, c, s.offset(p, c).theta)
 		} else {
 			v = s.queueFactor(p, c)

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/tierscope/tierscope/internal/span"
 )
 
 // callerPairs makes pairs of concurrent, identically timed calls from two
@@ -11,15 +13,15 @@ import (
 // apart; when record is set, the server spans say which address and
 // connection each request came from. It returns the spans and the true parent
 // of each.
-func callerPairs(pairs int, record bool, seed uint64) ([]Span, []int32) {
+func callerPairs(pairs int, record bool, seed uint64) ([]span.Span, []int32) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	const callerA, callerB, server, clientName, serverName = 0, 1, 2, 3, 4
 	connA, connB, addrA, addrB := int32(-1), int32(-1), int32(-1), int32(-1)
 	if record {
 		connA, connB, addrA, addrB = 10, 11, 12, 13
 	}
-	blank := Span{Host: -1, Peer: -1, Endpoint: -1, Op: -1, OpClass: -1, Thread: -1, Parent: -1, Caller: -1, CallerAddress: -1}
-	var spans []Span
+	blank := span.Span{Host: -1, Peer: -1, Endpoint: -1, Op: -1, OpClass: -1, Thread: -1, Parent: -1, Caller: -1, CallerAddress: -1}
+	var spans []span.Span
 	var truth []int32
 	ms := func(f float64) int64 { return int64(f * float64(time.Millisecond)) }
 	for k := range pairs {
@@ -35,9 +37,9 @@ func callerPairs(pairs int, record bool, seed uint64) ([]Span, []int32) {
 			}
 			in := t + ms(1+3*r.Float64())
 			cl := blank
-			cl.Start, cl.End, cl.Service, cl.Instance, cl.Name, cl.Kind = clStart+ms(0.3*r.Float64()), clEnd+ms(0.3*r.Float64()), who, who, clientName, KindClient
+			cl.Start, cl.End, cl.Service, cl.Instance, cl.Name, cl.Kind = clStart+ms(0.3*r.Float64()), clEnd+ms(0.3*r.Float64()), who, who, clientName, span.KindClient
 			sv := blank
-			sv.Start, sv.End, sv.Service, sv.Instance, sv.Name, sv.Kind, sv.Orphan = in, in+ms(2+3*r.Float64()), server, server, serverName, KindServer, true
+			sv.Start, sv.End, sv.Service, sv.Instance, sv.Name, sv.Kind, sv.Orphan = in, in+ms(2+3*r.Float64()), server, server, serverName, span.KindServer, true
 			sv.Caller, sv.CallerAddress = []int32{connA, connB}[i], []int32{addrA, addrB}[i]
 			spans = append(spans, cl, sv)
 			truth = append(truth, -1, int32(len(spans)-2))

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
@@ -382,7 +383,7 @@ func (s *spanStitcher) fit(round int) {
 		// a SERVER span's callers in time when any are.
 		lo, hi := s.start[c], s.start[c+1]
 		inTime := 0
-		if spans[c].Kind == KindServer {
+		if spans[c].Kind == span.KindServer {
 			for k := lo; k < hi; k++ {
 				if s.inTime(s.cands[k], ci) {
 					inTime++
@@ -422,7 +423,7 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 	if s.isRemote(p, c) {
 		theta := s.offset(p, c).theta
 		m.add(s.linkKey(modelRequest, p, c), cs.Start-ps.Start-theta, w)
-		if cs.Kind == KindServer {
+		if cs.Kind == span.KindServer {
 			m.add(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, w)
 			s.addConnection(p, c, theta, w)
 		}
@@ -541,7 +542,7 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 	if s.isRemote(p, c) {
 		theta := s.offset(p, c).theta
 		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start-theta, s.tolStart[p]+s.tolStart[c])*per + scoreFloor
-		if cs.Kind == KindServer {
+		if cs.Kind == span.KindServer {
 			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, s.tol[p]+s.tol[c])
 		}
 		return v * s.siteFactor(p, c)

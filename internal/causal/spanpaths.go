@@ -3,6 +3,8 @@ package causal
 import (
 	"cmp"
 	"slices"
+
+	"github.com/tierscope/tierscope/internal/span"
 )
 
 // SpanPaths builds the causal path patterns of stitched spans (docs/formats.md §4: the
@@ -15,18 +17,18 @@ import (
 // of the forest starts one path and should be labelled.
 //
 // It returns the patterns and, for every span, the signature of the path it is on.
-func SpanPaths(spans []Span, parent []int32, label []int32, labels []string) ([]*Pattern, []string) {
+func SpanPaths(spans []span.Span, parent []int32, label []int32, labels []string) ([]*Pattern, []string) {
 	return spanPaths(spans, parent, label, labels, true)
 }
 
 // SpanSignatures is SpanPaths without the patterns' statistics, for callers that
 // only tag spans.
-func SpanSignatures(spans []Span, parent []int32, label []int32, labels []string) []string {
+func SpanSignatures(spans []span.Span, parent []int32, label []int32, labels []string) []string {
 	_, sigs := spanPaths(spans, parent, label, labels, false)
 	return sigs
 }
 
-func spanPaths(spans []Span, parent []int32, label []int32, labels []string, withPatterns bool) ([]*Pattern, []string) {
+func spanPaths(spans []span.Span, parent []int32, label []int32, labels []string, withPatterns bool) ([]*Pattern, []string) {
 	t := newSpanTree(spans, parent, label, labels)
 	b := newPatternBuilder(t, len(spans))
 	if withPatterns {
@@ -49,7 +51,7 @@ func spanPaths(spans []Span, parent []int32, label []int32, labels []string, wit
 // spanTree is the forest of labelled spans, each hung from its nearest labelled
 // ancestor.
 type spanTree struct {
-	spans       []Span
+	spans       []span.Span
 	labelOf     []int32
 	labels      []string
 	first, next []int32 // children lists, in start order
@@ -57,7 +59,7 @@ type spanTree struct {
 	root        []int32 // the root of every span's tree (labelled or not)
 }
 
-func newSpanTree(spans []Span, parent, label []int32, labels []string) *spanTree {
+func newSpanTree(spans []span.Span, parent, label []int32, labels []string) *spanTree {
 	n := len(spans)
 	t := &spanTree{spans: spans, labelOf: label, labels: labels, first: make([]int32, n), next: make([]int32, n), root: make([]int32, n)}
 	for i := range t.first {
@@ -102,10 +104,10 @@ func newSpanTree(spans []Span, parent, label []int32, labels []string) *spanTree
 	return t
 }
 
-func (t *spanTree) label(i int32) int32             { return t.labelOf[i] }
-func (t *spanTree) labelName(l int32) string        { return t.labels[l] }
+func (t *spanTree) Label(i int32) int32             { return t.labelOf[i] }
+func (t *spanTree) LabelName(l int32) string        { return t.labels[l] }
 func (t *spanTree) interval(i int32) (int64, int64) { return t.spans[i].Start, t.spans[i].End }
-func (t *spanTree) children(i int32, dst []int32) []int32 {
+func (t *spanTree) Children(i int32, dst []int32) []int32 {
 	for c := t.first[i]; c >= 0; c = t.next[c] {
 		dst = append(dst, c)
 	}
@@ -114,7 +116,7 @@ func (t *spanTree) children(i int32, dst []int32) []int32 {
 
 // orderSpansByStart is every span's index by start, ties by index: the order
 // of a stable sort, at an unstable sort's cost.
-func orderSpansByStart(spans []Span) []int32 {
+func orderSpansByStart(spans []span.Span) []int32 {
 	order := make([]int32, len(spans))
 	for i := range order {
 		order[i] = int32(i)

@@ -1,5 +1,7 @@
 package causal
 
+import "github.com/tierscope/tierscope/internal/span"
+
 import "slices"
 
 // Queues. A queue hands out messages in about the order they were enqueued,
@@ -41,9 +43,9 @@ func (s *spanStitcher) indexQueues() {
 		sp := &s.spans[i]
 		switch {
 		case sp.Op < 0:
-		case sp.Kind == KindProducer:
+		case sp.Kind == span.KindProducer:
 			producers[sp.Op] = append(producers[sp.Op], int32(i))
-		case sp.Kind == KindConsumer:
+		case sp.Kind == span.KindConsumer:
 			k := [2]int32{sp.Service, sp.Op}
 			consumers[k] = append(consumers[k], int32(i))
 		}
@@ -79,7 +81,7 @@ func (s *spanStitcher) fitQueues() {
 	q.reset()
 	for c := range s.spans {
 		p := s.parent[c]
-		if p < 0 || s.spans[c].Kind != KindConsumer || q.rank[p] < 0 || q.rank[c] < 0 {
+		if p < 0 || s.spans[c].Kind != span.KindConsumer || q.rank[p] < 0 || q.rank[c] < 0 {
 			continue
 		}
 		w := float64(s.conf[c])
@@ -101,7 +103,7 @@ func (q *queueModels) smoothed(op, d int32) float64 {
 func (s *spanStitcher) queueFactor(p, c int32) float64 {
 	q := s.queues
 	cs := &s.spans[c]
-	if cs.Kind != KindConsumer || q.rank[p] < 0 || q.rank[c] < 0 {
+	if cs.Kind != span.KindConsumer || q.rank[p] < 0 || q.rank[c] < 0 {
 		return 1
 	}
 	most := q.mostOf(cs.Op)
@@ -119,7 +121,7 @@ func (s *spanStitcher) queueFactor(p, c int32) float64 {
 func (s *spanStitcher) queueOffsetShare(p, c int32) float64 {
 	q := s.queues
 	cs := &s.spans[c]
-	if cs.Kind != KindConsumer || q.rank[p] < 0 || q.rank[c] < 0 {
+	if cs.Kind != span.KindConsumer || q.rank[p] < 0 || q.rank[c] < 0 {
 		return 1
 	}
 	most := q.mostOf(cs.Op)

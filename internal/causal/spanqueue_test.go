@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/tierscope/tierscope/internal/span"
 )
 
 // TestQueueOrderResolvesWaits feeds a FIFO queue whose waits spread over
@@ -15,18 +17,18 @@ import (
 func TestQueueOrderResolvesWaits(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	const producer, consumer, publish, process, topic = 0, 1, 2, 3, 4
-	blank := Span{Host: -1, Peer: -1, Endpoint: -1, Op: topic, OpClass: -1, Thread: -1, Parent: -1, Caller: -1, CallerAddress: -1}
+	blank := span.Span{Host: -1, Peer: -1, Endpoint: -1, Op: topic, OpClass: -1, Thread: -1, Parent: -1, Caller: -1, CallerAddress: -1}
 	ms := func(f float64) int64 { return int64(f * float64(time.Millisecond)) }
-	var spans []Span
+	var spans []span.Span
 	var truth []int32
 	var at, free int64
 	for range 600 {
 		at += ms(0.2 + 1.6*r.Float64())
 		p := blank
-		p.Start, p.End, p.Service, p.Instance, p.Name, p.Kind = at, at+ms(0.1+0.2*r.Float64()), producer, producer, publish, KindProducer
+		p.Start, p.End, p.Service, p.Instance, p.Name, p.Kind = at, at+ms(0.1+0.2*r.Float64()), producer, producer, publish, span.KindProducer
 		start := max(p.End+ms(0.05+0.3*r.Float64()), free)
 		c := blank
-		c.Start, c.End, c.Service, c.Instance, c.Name, c.Kind, c.Orphan = start, start+ms(0.6+0.6*r.Float64()), consumer, consumer, process, KindConsumer, true
+		c.Start, c.End, c.Service, c.Instance, c.Name, c.Kind, c.Orphan = start, start+ms(0.6+0.6*r.Float64()), consumer, consumer, process, span.KindConsumer, true
 		free = c.End
 		spans = append(spans, p, c)
 		truth = append(truth, -1, int32(len(spans)-2))

@@ -1,5 +1,7 @@
 package causal
 
+import "github.com/tierscope/tierscope/internal/span"
+
 // Call sites. A caller span rarely says whom it calls when context is lost
 // (an HTTP client span is often just "HTTP GET"), but the code that issues
 // the call does: the k-th call a handler makes goes to the same endpoint every
@@ -59,7 +61,7 @@ func (k siteKey) pack() (uint64, bool) {
 }
 
 // calleeBits are the low bits of a packed key for callee c.
-func calleeBits(c *Span) (uint64, bool) {
+func calleeBits(c *span.Span) (uint64, bool) {
 	const limit = 1<<11 - 1
 	if uint32(c.Service+1) > limit || uint32(c.Name+1) > limit {
 		return 0, false
@@ -103,7 +105,7 @@ func (m *siteModels) total(cs *callerSite, l int) float64 {
 	return m.counts[cs.keys[l]]
 }
 
-func (m *siteModels) addPair(cs *callerSite, l int, c *Span, w float64) {
+func (m *siteModels) addPair(cs *callerSite, l int, c *span.Span, w float64) {
 	if cs.packed {
 		m.packed[cs.base[l]] += w
 	} else {
@@ -118,7 +120,7 @@ func (m *siteModels) addPair(cs *callerSite, l int, c *Span, w float64) {
 	m.counts[k] += w
 }
 
-func (m *siteModels) pair(cs *callerSite, l int, c *Span) float64 {
+func (m *siteModels) pair(cs *callerSite, l int, c *span.Span) float64 {
 	if bits, ok := calleeBits(c); ok && cs.packed {
 		return m.packed[cs.base[l]|bits]
 	}

@@ -1,5 +1,7 @@
 package causal
 
+import "github.com/tierscope/tierscope/internal/span"
+
 import "testing"
 
 // The site counts read back what was added, whether the ids pack into 64 bits
@@ -19,7 +21,7 @@ func TestSiteCountsPackedAndUnpacked(t *testing.T) {
 		if cs.packed != (base == 0) {
 			t.Fatalf("base %d: packed %v", base, cs.packed)
 		}
-		a, b := &Span{Service: base + 7, Name: base + 8}, &Span{Service: base + 7, Name: base + 9}
+		a, b := &span.Span{Service: base + 7, Name: base + 8}, &span.Span{Service: base + 7, Name: base + 9}
 		m.addPair(&cs, 0, a, 2)
 		m.addPair(&cs, 0, b, 1)
 		m.addPair(&cs, 2, a, 0.5)
@@ -39,7 +41,7 @@ func TestSiteCountsPackedAndUnpacked(t *testing.T) {
 			t.Errorf("base %d: level 2 total %v, want 0.5", base, got)
 		}
 		// A callee whose ids do not pack, at a site whose do.
-		far := &Span{Service: 9000, Name: 9001}
+		far := &span.Span{Service: 9000, Name: 9001}
 		m.addPair(&cs, 1, far, 4)
 		if got, tot := m.pair(&cs, 1, far), m.total(&cs, 1); got != 4 || tot != 4 {
 			t.Errorf("base %d: unpackable callee: pair %v total %v, want 4 4", base, got, tot)

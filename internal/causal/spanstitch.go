@@ -5,11 +5,13 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/tierscope/tierscope/internal/span"
 )
 
 // spanStitcher holds one Stitch call's state.
 type spanStitcher struct {
-	spans []Span
+	spans []span.Span
 	cfg   StitchConfig
 	// proc is the process a span's local parents are looked for in: its
 	// Instance, or its host process for a guest.
@@ -74,7 +76,7 @@ type spanStitcher struct {
 	servers map[int32][]int32
 }
 
-func newSpanStitcher(spans []Span, cfg StitchConfig) *spanStitcher {
+func newSpanStitcher(spans []span.Span, cfg StitchConfig) *spanStitcher {
 	n := len(spans)
 	s := &spanStitcher{
 		spans: spans, cfg: cfg,
@@ -86,7 +88,7 @@ func newSpanStitcher(spans []Span, cfg StitchConfig) *spanStitcher {
 		s.runner[i] = -1
 		if p := spans[i].Parent; p >= 0 && int(p) < n {
 			s.known[i] = true
-			if spans[i].Kind.RemoteEntry() && spans[p].Kind == KindClient {
+			if spans[i].Kind.RemoteEntry() && spans[p].Kind == span.KindClient {
 				s.hasKnownCallee[p] = true
 			}
 		} else {
@@ -180,7 +182,7 @@ func (s *spanStitcher) learnTolerances() {
 	type res struct{ start, end int64 }
 	type key struct {
 		proc int32
-		kind SpanKind
+		kind span.Kind
 	}
 	byProc := make(map[key]res)
 	coarsest := func(r, t int64) int64 {
@@ -334,7 +336,7 @@ func (s *spanStitcher) enclosures(serves map[int32]bool) enclosureIndex {
 
 // encloses says whether a span of process pid, on c's host when both are
 // known, encloses c.
-func (idx *enclosureIndex) encloses(pid int32, c *Span) bool {
+func (idx *enclosureIndex) encloses(pid int32, c *span.Span) bool {
 	e := idx.procs[pid]
 	if c.Host >= 0 && e.host >= 0 && e.host != c.Host {
 		return false
@@ -375,9 +377,9 @@ func (s *spanStitcher) candidates() {
 		for next < len(byStart) && spans[byStart[next]].Start <= horizon {
 			p := byStart[next]
 			switch spans[p].Kind {
-			case KindClient:
+			case span.KindClient:
 				clients[spans[p].Peer] = append(clients[spans[p].Peer], p)
-			case KindProducer:
+			case span.KindProducer:
 				producers = append(producers, p)
 			default:
 				local[s.proc[p]] = append(local[s.proc[p]], p)
@@ -392,7 +394,7 @@ func (s *spanStitcher) candidates() {
 		}
 		if cs.Kind.RemoteEntry() {
 			s.remote[c] = true
-			if cs.Kind == KindConsumer {
+			if cs.Kind == span.KindConsumer {
 				producers = pruneStarted(spans, producers, cs.Start-aw)
 				lists[c] = s.remoteCandidates(producers, c, w, aw, nil)
 			} else {
@@ -411,7 +413,7 @@ func (s *spanStitcher) candidates() {
 			proc := s.proc[c]
 			act, ended[proc] = pruneInto(spans, local[proc], cs.Start-maxTol, ended[proc])
 			local[proc] = act
-			if cs.Kind == KindProducer || cs.Kind == KindInternal {
+			if cs.Kind == span.KindProducer || cs.Kind == span.KindInternal {
 				ended[proc] = pruneEnded(spans, ended[proc], cs.Start)
 				for _, p := range ended[proc] {
 					if s.startsAfter(p, c) {
@@ -497,11 +499,11 @@ func (s *spanStitcher) remoteCandidates(active []int32, c int32, w, aw int64, ds
 		if p == c || s.proc[p] == s.proc[c] || ps.Start > cs.Start+w || (ps.Peer >= 0 && ps.Peer != cs.Service) || !opsAgree(ps, cs) {
 			continue
 		}
-		if cs.Kind == KindConsumer {
-			if ps.Kind != KindProducer || cs.Start-ps.Start > aw {
+		if cs.Kind == span.KindConsumer {
+			if ps.Kind != span.KindProducer || cs.Start-ps.Start > aw {
 				continue
 			}
-		} else if ps.Kind != KindClient || ps.End < cs.End-w || s.hasKnownCallee[p] {
+		} else if ps.Kind != span.KindClient || ps.End < cs.End-w || s.hasKnownCallee[p] {
 			continue
 		}
 		dst = append(dst, p)
@@ -509,13 +511,13 @@ func (s *spanStitcher) remoteCandidates(active []int32, c int32, w, aw int64, ds
 	return dst
 }
 
-func opsAgree(caller, callee *Span) bool {
+func opsAgree(caller, callee *span.Span) bool {
 	return (caller.Op < 0 || callee.Op < 0 || caller.Op == callee.Op) &&
 		(caller.OpClass < 0 || callee.OpClass < 0 || caller.OpClass == callee.OpClass)
 }
 
 // prune drops spans that ended before horizon, keeping start order.
-func prune(spans []Span, active []int32, horizon int64) []int32 {
+func prune(spans []span.Span, active []int32, horizon int64) []int32 {
 	kept := active[:0]
 	for _, p := range active {
 		if spans[p].End >= horizon {
@@ -526,7 +528,7 @@ func prune(spans []Span, active []int32, horizon int64) []int32 {
 }
 
 // pruneInto is prune that appends the dropped spans to out.
-func pruneInto(spans []Span, active []int32, horizon int64, out []int32) ([]int32, []int32) {
+func pruneInto(spans []span.Span, active []int32, horizon int64, out []int32) ([]int32, []int32) {
 	kept := active[:0]
 	for _, p := range active {
 		if spans[p].End >= horizon {
@@ -540,7 +542,7 @@ func pruneInto(spans []Span, active []int32, horizon int64, out []int32) ([]int3
 
 // pruneEnded drops the ended spans that can no longer be the parent of work
 // starting at t: those that ended longer ago than they ran.
-func pruneEnded(spans []Span, ended []int32, t int64) []int32 {
+func pruneEnded(spans []span.Span, ended []int32, t int64) []int32 {
 	kept := ended[:0]
 	for _, p := range ended {
 		if 2*spans[p].End-spans[p].Start >= t {
@@ -552,7 +554,7 @@ func pruneEnded(spans []Span, ended []int32, t int64) []int32 {
 
 // pruneStarted drops spans that started before horizon: a PRODUCER stays a
 // candidate for the async window after its start, whenever it ended.
-func pruneStarted(spans []Span, active []int32, horizon int64) []int32 {
+func pruneStarted(spans []span.Span, active []int32, horizon int64) []int32 {
 	i := 0
 	for i < len(active) && spans[active[i]].Start < horizon {
 		i++
@@ -615,7 +617,7 @@ func (s *spanStitcher) breakCycles() {
 // rule (innermostCallers).
 func (s *spanStitcher) chainCallers(lists [][]int32) {
 	for c, l := range lists {
-		if !s.remote[c] || s.spans[c].Kind != KindServer || len(l) < 2 {
+		if !s.remote[c] || s.spans[c].Kind != span.KindServer || len(l) < 2 {
 			continue
 		}
 		l = s.sameEndpointFirst(int32(c), l)
@@ -692,11 +694,11 @@ func (s *spanStitcher) fitOffsets(round int) {
 	for c := range s.spans {
 		ci := int32(c)
 		cs := &s.spans[c]
-		if cs.Kind != KindServer {
+		if cs.Kind != span.KindServer {
 			continue
 		}
 		if p := s.parent[c]; p >= 0 && (s.known[c] || round > 0) {
-			if s.spans[p].Kind == KindClient && s.proc[p] != s.proc[c] {
+			if s.spans[p].Kind == span.KindClient && s.proc[p] != s.proc[c] {
 				sample(p, ci)
 			}
 			continue
@@ -826,7 +828,7 @@ func (s *spanStitcher) servedBetween(inner, outer int32) bool {
 	if s.servers == nil {
 		s.servers = make(map[int32][]int32)
 		for _, i := range s.byStart() {
-			if s.spans[i].Kind == KindServer {
+			if s.spans[i].Kind == span.KindServer {
 				s.servers[s.proc[i]] = append(s.servers[s.proc[i]], i)
 			}
 		}

@@ -7,14 +7,12 @@ import (
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
-// Bins is the layout of every histogram of the model: paper 001's 340 bins of
-// log base 1.05 from 1 ms (§5.1.1.2), and 142 more of the same ratio below it
-// down to about 1 µs, so that a quantile is within ±2.5% from microseconds to
-// hours (a database answering in 300 µs reads 300 µs, not "under 1 ms").
-var Bins = stats.LogBins{Base: 1.05, Min: 1, Count: 340 + belowMs, Below: belowMs}
+// Bins is the layout of every histogram of the model, stats.LatencyBins: a
+// database answering in 300 µs reads 300 µs, not "under 1 ms".
+var Bins = stats.LatencyBins
 
 const (
-	belowMs = 142
+	belowMs = stats.BinsBelowMs
 	// layoutMicro marks a histogram binned with Bins. Layout 0 marks one
 	// stored before the bins below 1 ms existed, whose bin 0 held every
 	// duration under 1 ms; it is upgraded when read (upgrade).

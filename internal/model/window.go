@@ -4,18 +4,21 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/tierscope/tierscope/internal/span"
 )
 
-// Kind is a span's role, as OTLP's span kinds.
-type Kind uint8
+// Kind is the span model's kind (internal/span). The names below are kept so
+// that code written against model's own kind still reads; new code uses span's.
+type Kind = span.Kind
 
-// Span kinds.
+// Span kinds, as span's.
 const (
-	KindInternal Kind = iota
-	KindServer
-	KindClient
-	KindProducer
-	KindConsumer
+	KindInternal = span.KindInternal
+	KindServer   = span.KindServer
+	KindClient   = span.KindClient
+	KindProducer = span.KindProducer
+	KindConsumer = span.KindConsumer
 )
 
 // Span is one span of a complete trace, as the engine sees it.
@@ -235,11 +238,20 @@ type treeScratch struct {
 	label    []string // node name, "" for transparent spans
 	up       []int32  // nearest labelled proper ancestor
 	children [][]int32
-	sig      []string
 	order    []int32
 	byID     map[uint64]int32
 	answered map[uint64]bool
-	sb       strings.Builder
+	signer   *span.Signer // keeps the path shapes of earlier traces
+}
+
+// maxShapes bounds the path shapes a window's signer remembers between traces.
+const maxShapes = 1 << 14
+
+// The labelled spans form a span.Tree: each span is its own label.
+func (t *treeScratch) Label(i int32) int32      { return i }
+func (t *treeScratch) LabelName(l int32) string { return t.label[l] }
+func (t *treeScratch) Children(i int32, dst []int32) []int32 {
+	return append(dst, t.children[i]...)
 }
 
 // AddTrace adds one complete trace (its spans in any order) and returns the
@@ -283,7 +295,7 @@ func (t *treeScratch) build(spans []Span) []int32 {
 	// A CLIENT/PRODUCER span is answered when a SERVER/CONSUMER span of the
 	// trace is its child; it is then transparent, else its peer is a node.
 	for i := range spans {
-		if k := spans[i].Kind; k == KindServer || k == KindConsumer {
+		if spans[i].Kind.RemoteEntry() {
 			if p := t.parentOf(spans, i); p >= 0 {
 				t.answered[spans[p].SpanID] = true
 			}
@@ -292,10 +304,10 @@ func (t *treeScratch) build(spans []Span) []int32 {
 	t.label = resize(t.label, n)
 	for i := range spans {
 		s := &spans[i]
-		switch {
-		case s.Kind == KindServer || s.Kind == KindConsumer || t.parentOf(spans, i) < 0:
+		switch span.NodeOf(s.Kind, t.parentOf(spans, i) < 0, t.answered[s.SpanID]) {
+		case span.NodeService:
 			t.label[i] = s.Service
-		case (s.Kind == KindClient || s.Kind == KindProducer) && !t.answered[s.SpanID]:
+		case span.NodeCallee:
 			t.label[i] = cmp.Or(s.Peer, "unknown")
 		default:
 			t.label[i] = ""
@@ -430,7 +442,14 @@ func (w *Window) addOutboundCalls(spans []Span) {
 // statistics.
 func (w *Window) addPatterns(spans []Span, roots []int32, of *Overflow) {
 	t := &w.tree
-	t.sig = resize(t.sig, len(spans))
+	if t.signer == nil {
+		t.signer = span.NewSigner(t, len(spans))
+	} else {
+		if t.signer.Shapes() > maxShapes {
+			t.signer.Forget()
+		}
+		t.signer.Reset(t, len(spans))
+	}
 	for _, r := range roots {
 		w.Traces++
 		sig := t.signature(r)
@@ -479,30 +498,19 @@ func (w *Window) edge(k EdgeKey, of *Overflow) *CallStats {
 	return cs
 }
 
-// signature computes the canonical signatures of i's subtree (docs/formats.md §2) and
-// sorts every children list canonically: by signature, then by start.
+// signature is the canonical signature of i's subtree (docs/formats.md §2); it
+// sorts every children list of the subtree canonically: by signature, then by
+// start.
 func (t *treeScratch) signature(i int32) string {
-	ch := t.children[i]
-	if len(ch) == 0 {
-		t.sig[i] = t.label[i]
-		return t.sig[i]
+	sig := t.signer.Signature(i)
+	t.sortChildren(i)
+	return sig
+}
+
+func (t *treeScratch) sortChildren(i int32) {
+	for _, c := range t.signer.SortBySignature(t.children[i]) {
+		t.sortChildren(c)
 	}
-	for _, c := range ch {
-		t.signature(c)
-	}
-	slices.SortStableFunc(ch, func(a, b int32) int { return strings.Compare(t.sig[a], t.sig[b]) })
-	t.sb.Reset()
-	t.sb.WriteString(t.label[i])
-	t.sb.WriteByte('(')
-	for k, c := range ch {
-		if k > 0 {
-			t.sb.WriteByte(',')
-		}
-		t.sb.WriteString(t.sig[c])
-	}
-	t.sb.WriteByte(')')
-	t.sig[i] = t.sb.String()
-	return t.sig[i]
 }
 
 func (t *treeScratch) appendNodes(dst []PatternNode, i int32, parent int32) []PatternNode {

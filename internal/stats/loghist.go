@@ -31,6 +31,24 @@ type LogBins struct {
 // DefaultLogBins is the paper's layout in milliseconds: base 1.05, 340 bins from 1 ms.
 var DefaultLogBins = LogBins{Base: 1.05, Min: 1, Count: 340}
 
+// BinsBelowMs is the number of bins DurationBins adds under 1 ms: 1.05^−142 ms
+// ≈ 0.98 µs, the first power of 1.05 under 1 µs, is the lowest edge.
+const BinsBelowMs = 142
+
+// DurationBins is the one binning of durations: the paper's 340 bins of base 1.05
+// from 1 ms (§5.1.1.2) and BinsBelowMs more of the same ratio under it, so that a
+// quantile is within ±2.5% from a microsecond to about four hours. ms is one
+// millisecond in the caller's unit (1 for milliseconds, 1e6 for nanoseconds):
+// every layout it returns has the same edges.
+func DurationBins(ms float64) LogBins {
+	return LogBins{Base: 1.05, Min: ms, Count: 340 + BinsBelowMs, Below: BinsBelowMs}
+}
+
+// LatencyBins is DurationBins in milliseconds, the layout of every latency
+// histogram: the exporter's stored statistics (model.Hist), the patterns of
+// `tierscope paths` and `stitch` and the stitcher's service graph.
+var LatencyBins = DurationBins(1)
+
 // Validate reports a layout that cannot index values.
 func (l LogBins) Validate() error {
 	switch {

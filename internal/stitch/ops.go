@@ -3,7 +3,7 @@ package stitch
 import (
 	"strings"
 
-	"github.com/tierscope/tierscope/internal/causal"
+	"github.com/tierscope/tierscope/internal/span"
 )
 
 // operation returns the operation a span calls (CLIENT, PRODUCER) or serves
@@ -19,8 +19,8 @@ import (
 //     server's path comes from url.path or http.target, never from its route
 //     template, whose parameters need not look like identifiers.
 //   - Messaging: "msg <destination>".
-func operation(a *spanAttrs, name string, kind causal.SpanKind, j *joiner) (op, class string) {
-	if kind == causal.KindProducer || kind == causal.KindConsumer {
+func operation(a *spanAttrs, name string, kind span.Kind, j *joiner) (op, class string) {
+	if kind == span.KindProducer || kind == span.KindConsumer {
 		if d := a.get(aMessagingDestinationName, aMessagingDestination); d != "" {
 			return j.concat("msg ", d, ""), ""
 		}
@@ -47,14 +47,14 @@ func operation(a *spanAttrs, name string, kind causal.SpanKind, j *joiner) (op, 
 	}
 	var path string
 	switch kind {
-	case causal.KindClient:
+	case span.KindClient:
 		if u := a.get(aURLFull, aHTTPURL); u != "" {
 			path = urlPath(u)
 		}
 		if path == "" {
 			path = a.get(aURLPath)
 		}
-	case causal.KindServer:
+	case span.KindServer:
 		path = a.get(aURLPath, aHTTPTarget)
 	}
 	if i := strings.IndexAny(path, "?#"); i >= 0 {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tierscope/tierscope/internal/causal"
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
@@ -119,7 +120,7 @@ type Stitcher struct {
 	// third of the bytes it allocated.
 	round     *round
 	refs      []spanRef
-	resources []resourceInfo
+	resources []Resource
 }
 
 // New returns a Stitcher, or an error for unusable options.
@@ -179,10 +180,6 @@ type spanRef struct {
 	span     ptrace.Span
 	resource int32 // index into resources
 	context  bool  // only context: a candidate parent, never an orphan, never written
-}
-
-type resourceInfo struct {
-	service, instance, host string
 }
 
 // Stitch infers missing parents across the batches and writes them back in place.
@@ -251,7 +248,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 // readSpans adds every span of refs to the round, with what its attributes say
 // of its kind, peer, address and operation, and counts the released spans it
 // must skip or cannot read fully.
-func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo, rep *Report) {
+func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep *Report) {
 	var attrs spanAttrs
 	for i, r := range refs {
 		sp := r.span
@@ -266,8 +263,8 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo,
 		if end == start && final {
 			rep.ZeroDuration++
 		}
-		kind := kindOf(sp.Kind())
-		if kind == causal.KindUnspecified && sp.Kind() != ptrace.SpanKindUnspecified && final {
+		kind := KindOf(sp.Kind())
+		if kind == span.KindUnspecified && sp.Kind() != ptrace.SpanKindUnspecified && final {
 			rep.UnknownKind++
 		}
 		var pr peer
@@ -277,16 +274,16 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo,
 			rep.LongAttributes += attrs.tooLong
 		}
 		switch kind {
-		case causal.KindClient, causal.KindProducer:
+		case span.KindClient, span.KindProducer:
 			pr = peerOf(&attrs, &s.join)
-		case causal.KindServer:
+		case span.KindServer:
 			endpoint = ownAddress(&attrs, &s.join)
 			callerAddr, conn = callerAddress(&attrs, &s.join)
 		}
 		op, class := operation(&attrs, sp.Name(), kind, &s.join)
 		res := resources[r.resource]
 		t.add(int32(i), released{
-			start: start, end: end, kind: kind, service: res.service, instance: res.instance, host: res.host,
+			start: start, end: end, kind: kind, service: res.Service, instance: res.Instance, host: res.Host,
 			name: sp.Name(), op: op, class: class, thread: threadOf(&attrs, &s.join), peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
 			caller: conn, callerAddress: callerAddr,
 		}, final && sp.ParentSpanID().IsEmpty())
@@ -296,8 +293,8 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []resourceInfo,
 		// What a server says of itself names the service at its address and
 		// operation, with no context needed.
 		if kind.RemoteEntry() {
-			s.book.Learn(endpoint, res.service)
-			s.book.Learn(s.join.opAddress(op), res.service)
+			s.book.Learn(endpoint, res.Service)
+			s.book.Learn(s.join.opAddress(op), res.Service)
 		}
 	}
 }
@@ -318,7 +315,7 @@ func (s *Stitcher) linkKnownParents(t *round, refs []spanRef) {
 			continue // the parent is elsewhere; the context is intact
 		}
 		t.spans[j].Parent = p
-		if t.spans[p].Kind == causal.KindClient && t.spans[j].Kind == causal.KindServer {
+		if t.spans[p].Kind == span.KindClient && t.spans[j].Kind == span.KindServer {
 			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
 		}
 	}
@@ -330,7 +327,7 @@ func (s *Stitcher) linkKnownParents(t *round, refs []spanRef) {
 func (s *Stitcher) resolvePeers(t *round, refs []spanRef, rep *Report) {
 	for j := range t.spans {
 		k := t.spans[j].Kind
-		if k != causal.KindClient && k != causal.KindProducer {
+		if k != span.KindClient && k != span.KindProducer {
 			continue
 		}
 		p := t.peers[j]
@@ -376,7 +373,7 @@ func (s *Stitcher) writeParents(t *round, refs []spanRef, res *causal.StitchResu
 		s.writeBack(refs[t.ref[j]].span, t.traces[p], t.ids[p], res.Confidence[j], trusted)
 		// Confident inferences teach addresses too, so that the caller's side of a
 		// trace released later, without its callee, still names the callee.
-		if t.spans[p].Kind == causal.KindClient && t.spans[j].Kind == causal.KindServer && res.Confidence[j] >= learnConfidence {
+		if t.spans[p].Kind == span.KindClient && t.spans[j].Kind == span.KindServer && res.Confidence[j] >= learnConfidence {
 			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
 		}
 	}
@@ -433,7 +430,7 @@ func serviceGraph(refs []spanRef, t *round, parent, labelOf []int32, labels []st
 		k := key{labelOf[a], labelOf[j]}
 		e, ok := edges[k]
 		if !ok {
-			e = &Edge{From: labels[k.from], To: labels[k.to], Latency: stats.NewLogHistogram(causal.LatencyBins)}
+			e = &Edge{From: labels[k.from], To: labels[k.to], Latency: stats.NewLogHistogram(stats.LatencyBins)}
 			edges[k] = e
 		}
 		e.Calls++
@@ -458,7 +455,7 @@ func serviceGraph(refs []spanRef, t *round, parent, labelOf []int32, labels []st
 // round holds one stitching round's spans: the live ones (ref ≥ 0, an index into
 // the round's refs) and the released ones recalled from history (ref −1).
 type round struct {
-	spans  []causal.Span
+	spans  []span.Span
 	ref    []int32
 	traces []pcommon.TraceID
 	ids    []pcommon.SpanID
@@ -472,7 +469,7 @@ type round struct {
 
 func newRound(size int) *round {
 	return &round{
-		spans: make([]causal.Span, 0, size), ref: make([]int32, 0, size),
+		spans: make([]span.Span, 0, size), ref: make([]int32, 0, size),
 		traces: make([]pcommon.TraceID, 0, size), ids: make([]pcommon.SpanID, 0, size), peers: make([]peer, 0, size),
 		byID: make(map[pcommon.SpanID]int32, size), names: newInterner(),
 	}
@@ -493,7 +490,7 @@ func (t *round) add(ref int32, f released, orphan bool) {
 	if f.host != "" {
 		host = t.names.id(f.host)
 	}
-	t.spans = append(t.spans, causal.Span{
+	t.spans = append(t.spans, span.Span{
 		Start: f.start, End: f.end,
 		Service: t.names.id(f.service), Instance: t.names.id(f.instance), Host: host, Name: t.names.id(f.name),
 		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.optional(f.op), OpClass: t.names.optional(f.class),
@@ -533,7 +530,7 @@ type released struct {
 	service, instance, host, name string
 	op, class, thread             string
 	caller, callerAddress         string // a SERVER span's caller connection and address
-	kind                          causal.SpanKind
+	kind                          span.Kind
 	peer                          peer
 	trace                         pcommon.TraceID
 	span                          pcommon.SpanID
@@ -574,7 +571,7 @@ func (h *history) since(endAfter, producedAfter int64) []released {
 	}
 	var out []released
 	for _, r := range h.recs {
-		if r.end >= endAfter || (r.kind == causal.KindProducer && r.start >= producedAfter) {
+		if r.end >= endAfter || (r.kind == span.KindProducer && r.start >= producedAfter) {
 			out = append(out, r)
 		}
 	}
@@ -701,10 +698,10 @@ func pathLabels(t *round, parent []int32, book *AddressBook) ([]string, []int32)
 	for j := range spans {
 		sp := &spans[j]
 		labelOf[j] = -1
-		switch {
-		case sp.Kind.RemoteEntry() || parent[j] < 0:
+		switch span.NodeOf(sp.Kind, parent[j] < 0, hasRemoteChild[j]) {
+		case span.NodeService:
 			labelOf[j] = labelID(t.names.name(sp.Service))
-		case sp.Kind.RemoteCaller() && !hasRemoteChild[j]:
+		case span.NodeCallee:
 			p := t.peers[j]
 			l := p.label
 			switch {
@@ -720,22 +717,6 @@ func pathLabels(t *round, parent []int32, book *AddressBook) ([]string, []int32)
 		}
 	}
 	return labels, labelOf
-}
-
-func kindOf(k ptrace.SpanKind) causal.SpanKind {
-	switch k {
-	case ptrace.SpanKindInternal:
-		return causal.KindInternal
-	case ptrace.SpanKindServer:
-		return causal.KindServer
-	case ptrace.SpanKindClient:
-		return causal.KindClient
-	case ptrace.SpanKindProducer:
-		return causal.KindProducer
-	case ptrace.SpanKindConsumer:
-		return causal.KindConsumer
-	}
-	return causal.KindUnspecified
 }
 
 // ForEachSpan calls f for every span of td.
@@ -754,12 +735,12 @@ func ForEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
 
 // collect appends every span of the batches, with its resource's identity; for
 // context, only spans that start no later than horizon.
-func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []resourceInfo, horizon int64) ([]spanRef, []resourceInfo) {
+func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []Resource, horizon int64) ([]spanRef, []Resource) {
 	for _, td := range batches {
 		rss := td.ResourceSpans()
 		for i := 0; i < rss.Len(); i++ {
 			rs := rss.At(i)
-			resources = append(resources, identity(rs.Resource().Attributes()))
+			resources = append(resources, ResourceOf(rs.Resource().Attributes()))
 			r := int32(len(resources) - 1)
 			sss := rs.ScopeSpans()
 			for j := 0; j < sss.Len(); j++ {
@@ -775,49 +756,6 @@ func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []
 		}
 	}
 	return refs, resources
-}
-
-// identity names a resource's service, process and host. A process is known by
-// the attributes that name it whatever its service.name: the pid on its host or
-// container, else its container; then its service instance, pod or host, each
-// with the service; the service alone only when nothing else is given.
-func identity(attrs pcommon.Map) resourceInfo {
-	str := func(k string) string {
-		if v, ok := attrs.Get(k); ok {
-			if s := v.AsString(); len(s) <= maxAttrLen {
-				return s
-			}
-		}
-		return ""
-	}
-	info := resourceInfo{service: str("service.name")}
-	if info.service == "" {
-		info.service = "unknown_service"
-	}
-	info.host = str("host.name")
-	if info.host == "" {
-		info.host = str("host.id")
-	}
-	container, pid := str("container.id"), str("process.pid")
-	pod := str("k8s.pod.uid")
-	if pod == "" {
-		pod = str("k8s.pod.name")
-	}
-	switch instance := str("service.instance.id"); {
-	case pid != "" && (info.host != "" || container != "" || pod != ""):
-		info.instance = "pid:" + info.host + "/" + container + "/" + pod + "/" + pid
-	case container != "":
-		info.instance = "container:" + container
-	case instance != "":
-		info.instance = "instance:" + info.service + "/" + instance
-	case pod != "":
-		info.instance = "pod:" + pod + "/" + info.service
-	case info.host != "":
-		info.instance = "host:" + info.host + "/" + info.service
-	default:
-		info.instance = "service:" + info.service
-	}
-	return info
 }
 
 // interner maps strings to small ids and back.

@@ -3,14 +3,15 @@ package ingest
 import (
 	"context"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stitch"
 )
 
-// The pdata → span conversion of the traces pipeline.
+// The pdata → span conversion of the traces pipeline, through internal/stitch's
+// adapter (the one the causalpath processor and the CLI read spans with).
 
 // ConsumeTraces adds spans to the traces being assembled.
 func (e *Engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
@@ -20,11 +21,8 @@ func (e *Engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		res := rs.Resource().Attributes()
-		service := attrString(res, "service.name")
-		version := attrString(res, "service.version")
-		machine := e.machineOf(res)
-		process := attrString(res, "process.executable.name")
+		res := stitch.ResourceOf(rs.Resource().Attributes())
+		machine := e.machineOf(rs.Resource().Attributes())
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
@@ -34,37 +32,33 @@ func (e *Engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 					continue
 				}
 				n++
+				kind := stitch.KindOf(sp.Kind())
 				ms := model.Span{
-					SpanID:   spanID(sp.SpanID()),
-					ParentID: spanID(sp.ParentSpanID()),
-					Service:  service,
-					Kind:     kindOf(sp.Kind()),
-					Start:    int64(sp.StartTimestamp()),
-					End:      int64(sp.EndTimestamp()),
-					Error:    sp.Status().Code() == ptrace.StatusCodeError,
-					Version:  version,
-					Machine:  machine,
-					Process:  process,
+					SpanID:      stitch.SpanID(sp.SpanID()),
+					ParentID:    stitch.SpanID(sp.ParentSpanID()),
+					Service:     res.Service,
+					Kind:        kind,
+					Start:       int64(sp.StartTimestamp()),
+					End:         int64(sp.EndTimestamp()),
+					Error:       sp.Status().Code() == ptrace.StatusCodeError,
+					Version:     res.Version,
+					Machine:     machine,
+					Process:     res.Process,
+					Transaction: stitch.Transaction(sp, kind),
 				}
 				attrs := sp.Attributes()
-				switch ms.Kind {
-				case model.KindProducer:
+				switch kind {
+				case span.KindProducer:
 					ms.Peer, ms.Database = stitch.PeerNode(attrs)
-					e.addOneWay(ms.Start, service, ms.Peer)
-				case model.KindConsumer:
+					e.addOneWay(ms.Start, ms.Service, ms.Peer)
+				case span.KindConsumer:
 					if sp.ParentSpanID().IsEmpty() {
 						if dest, _ := stitch.PeerNode(attrs); dest != "" {
-							e.addOneWay(ms.Start, dest, service)
+							e.addOneWay(ms.Start, dest, ms.Service)
 						}
 					}
-					ms.Transaction = sp.Name()
-				case model.KindClient:
+				case span.KindClient:
 					ms.Peer, ms.PeerAddress, ms.Database = stitch.PeerOf(attrs)
-				case model.KindServer:
-					ms.Transaction = attrString(attrs, "http.route")
-					if ms.Transaction == "" {
-						ms.Transaction = sp.Name()
-					}
 				}
 				if ms.End < ms.Start {
 					ms.End = ms.Start
@@ -77,26 +71,4 @@ func (e *Engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	e.mu.Unlock()
 	e.tel.ExporterPerfmodelSpansReceived.Add(ctx, int64(n))
 	return nil
-}
-
-func spanID(id pcommon.SpanID) uint64 {
-	var v uint64
-	for _, b := range id {
-		v = v<<8 | uint64(b)
-	}
-	return v
-}
-
-func kindOf(k ptrace.SpanKind) model.Kind {
-	switch k {
-	case ptrace.SpanKindServer:
-		return model.KindServer
-	case ptrace.SpanKindClient:
-		return model.KindClient
-	case ptrace.SpanKindProducer:
-		return model.KindProducer
-	case ptrace.SpanKindConsumer:
-		return model.KindConsumer
-	}
-	return model.KindInternal
 }
