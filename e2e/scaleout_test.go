@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -848,7 +849,7 @@ func compareSignatures(t *testing.T, refURL, mergedURL, q string, sameCounts boo
 	}
 	ok, equal, worst := 0, 0, 0.0
 	var lines []string
-	for _, k := range sortedKeys(fr) {
+	for _, k := range slices.Sorted(maps.Keys(fr)) {
 		a := fr[k]
 		b, found := fm[k]
 		var same bool
@@ -878,15 +879,6 @@ func compareSignatures(t *testing.T, refURL, mergedURL, q string, sameCounts boo
 	t.Logf("signatures %s: %d transactions within half the interquartile range (the largest difference %.0f%% of it), %d equal to float rounding, %d with a service time (reference/merged ms): %s",
 		q, len(fr), 100*worst, equal, ok, strings.Join(lines, "; "))
 	return ok
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // compareWorkFactors compares every flow's work factor with the reference's:
@@ -935,7 +927,7 @@ func compareWorkFactors(t *testing.T, refURL, mergedURL, q string, assert bool) 
 	}
 	var lines []string
 	worst, ok, equal := 0.0, true, 0
-	for _, k := range sortedKeys(fr) {
+	for _, k := range slices.Sorted(maps.Keys(fr)) {
 		a := fr[k]
 		b, found := fm[k]
 		// A series that stands still (a flow the regression holds in a
@@ -982,12 +974,12 @@ func diffWorkFactorInputs(t *testing.T, refURL, mergedURL, q string) {
 	}
 	r, m := rows(refURL), rows(mergedURL)
 	var diffs []string
-	for _, k := range sortedKeys(r) {
+	for _, k := range slices.Sorted(maps.Keys(r)) {
 		if m[k] != r[k] {
 			diffs = append(diffs, fmt.Sprintf("%s: reference %s, merged %s", k, r[k], m[k]))
 		}
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if _, ok := r[k]; !ok {
 			diffs = append(diffs, fmt.Sprintf("%s: reference -, merged %s", k, m[k]))
 		}
@@ -1063,7 +1055,7 @@ func checkExperiment(t *testing.T, ex api.Experiment, a1URL, a2URL string) bool 
 	// significant: an interval that excludes 0.
 	var misses []string
 	target := experimentTarget(ex)
-	for _, tx := range sortedKeys(soLinkTruth) {
+	for _, tx := range slices.Sorted(maps.Keys(soLinkTruth)) {
 		want := soLinkTruth[tx]
 		i := slices.IndexFunc(ex.Gradients, func(g api.Gradient) bool { return g.Transaction == tx })
 		if i < 0 {

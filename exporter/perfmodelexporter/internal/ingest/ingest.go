@@ -321,11 +321,7 @@ func (e *Engine) addOneWay(ts int64, from, to string) {
 	if start < e.closedBefore {
 		return
 	}
-	w, ok := e.windows[start]
-	if !ok {
-		w = model.NewWindow(start, e.limits())
-		e.windows[start] = w
-	}
+	w := e.windowAt(start)
 	if len(w.OneWay) >= e.set.MaxMessages {
 		w.OneWayDropped++
 		return
@@ -404,11 +400,7 @@ func (e *Engine) emit(spans []model.Span) {
 		e.tel.ExporterPerfmodelLateSpans.Add(ctx, int64(len(spans)))
 		return
 	}
-	w, ok := e.windows[start]
-	if !ok {
-		w = model.NewWindow(start, e.limits())
-		e.windows[start] = w
-	}
+	w := e.windowAt(start)
 	e.resolvePeers(spans)
 	if e.countCalls {
 		e.countLinkCalls(spans)
@@ -530,4 +522,15 @@ func attrString(m pcommon.Map, key string) string {
 		return v.AsString()
 	}
 	return ""
+}
+
+// windowAt is the open window that starts at start, made when absent (e.mu
+// held).
+func (e *Engine) windowAt(start int64) *model.Window {
+	w, ok := e.windows[start]
+	if !ok {
+		w = model.NewWindow(start, e.limits())
+		e.windows[start] = w
+	}
+	return w
 }

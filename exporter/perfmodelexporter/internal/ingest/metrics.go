@@ -122,11 +122,7 @@ func (e *Engine) addCPU(ts int64, machine string, u, capacity float64, logicalCP
 	if start < e.closedBefore {
 		return
 	}
-	w, ok := e.windows[start]
-	if !ok {
-		w = model.NewWindow(start, e.limits())
-		e.windows[start] = w
-	}
+	w := e.windowAt(start)
 	w.AddCPU(machine, u, capacity, logicalCPUs)
 }
 
