@@ -740,8 +740,8 @@ func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []
 		rss := td.ResourceSpans()
 		for i := 0; i < rss.Len(); i++ {
 			rs := rss.At(i)
-			resources = append(resources, ResourceOf(rs.Resource().Attributes()))
-			r := int32(len(resources) - 1)
+			// A context resource none of whose spans start in time is never read.
+			r := int32(-1)
 			sss := rs.ScopeSpans()
 			for j := 0; j < sss.Len(); j++ {
 				ss := sss.At(j).Spans()
@@ -749,6 +749,10 @@ func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []
 					sp := ss.At(k)
 					if context && int64(sp.StartTimestamp()) > horizon {
 						continue
+					}
+					if r < 0 {
+						resources = append(resources, ResourceOf(rs.Resource().Attributes()))
+						r = int32(len(resources) - 1)
 					}
 					refs = append(refs, spanRef{sp, r, context})
 				}
