@@ -56,6 +56,7 @@ const scoreFloor = 1e-7
 
 type delayModels struct {
 	bins  stats.LogBins
+	idx   *stats.LogIndexer // bins, found without a logarithm
 	width int
 	// packed indexes the keys whose ids fit in 15 bits each (nearly all: a
 	// 64-bit key hashes several times faster), index the others.
@@ -76,7 +77,7 @@ type delayModels struct {
 }
 
 func newDelayModels(bins stats.LogBins) *delayModels {
-	return &delayModels{bins: bins, width: 2*bins.Count - 1, packed: make(map[uint64]int32), index: make(map[modelKey]int32),
+	return &delayModels{bins: bins, idx: stats.NewLogIndexer(bins), width: 2*bins.Count - 1, packed: make(map[uint64]int32), index: make(map[modelKey]int32),
 		outlive: make(map[modelKey][2]float64)}
 }
 
@@ -132,7 +133,7 @@ func (m *delayModels) id(k modelKey, create bool) int32 {
 
 func (m *delayModels) add(k modelKey, delay int64, w float64) {
 	h := m.id(k, true)
-	b := signedBin(m.bins, delay)
+	b := indexedSignedBin(m.idx, delay)
 	m.hist[int(h)*m.width+b] += float32(w)
 	m.total[h] += w
 	m.sumBin[h] += w * float64(b)
@@ -185,7 +186,7 @@ func (m *delayModels) count(k modelKey, delay, res int64) float64 {
 		return 0
 	}
 	row := m.hist[int(h)*m.width : int(h+1)*m.width]
-	lo, hi := signedBin(m.bins, delay-res), signedBin(m.bins, delay+res)
+	lo, hi := indexedSignedBin(m.idx, delay-res), indexedSignedBin(m.idx, delay+res)
 	var v float64
 	for b := lo; b <= hi; b++ {
 		v += float64(row[b])
@@ -218,7 +219,7 @@ func (m *delayModels) rawCount(k modelKey, delay int64) float64 {
 	if h < 0 {
 		return 0
 	}
-	return m.rawCountAt(h, signedBin(m.bins, delay))
+	return m.rawCountAt(h, indexedSignedBin(m.idx, delay))
 }
 
 // rawCountAt is rawCount at bin b of model h.
