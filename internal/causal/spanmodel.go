@@ -71,6 +71,9 @@ type delayModels struct {
 	bandwidth       []int8
 	// peak caches each model's largest smoothed count (0: not yet computed).
 	peak []float64
+	// lowest and highest are the first and last bins each model was added to:
+	// every bin outside them is zero, so sums over bins can skip them exactly.
+	lowest, highest []int32
 	// outlive counts, per (parent, child) local key, the children seen ending
 	// after their parent and all children seen.
 	outlive map[modelKey][2]float64
@@ -89,6 +92,7 @@ func (m *delayModels) reset() {
 	m.total = m.total[:0]
 	m.sumBin, m.sumBin2, m.bandwidth = m.sumBin[:0], m.sumBin2[:0], m.bandwidth[:0]
 	m.peak = m.peak[:0]
+	m.lowest, m.highest = m.lowest[:0], m.highest[:0]
 }
 
 // pack folds a key into 64 bits when every id fits in 15 bits.
@@ -128,6 +132,7 @@ func (m *delayModels) id(k modelKey, create bool) int32 {
 	m.total = append(m.total, 0)
 	m.sumBin, m.sumBin2, m.bandwidth = append(m.sumBin, 0), append(m.sumBin2, 0), append(m.bandwidth, 0)
 	m.peak = append(m.peak, 0)
+	m.lowest, m.highest = append(m.lowest, int32(m.width)), append(m.highest, -1)
 	return h
 }
 
@@ -135,6 +140,7 @@ func (m *delayModels) add(k modelKey, delay int64, w float64) {
 	h := m.id(k, true)
 	b := indexedSignedBin(m.idx, delay)
 	m.hist[int(h)*m.width+b] += float32(w)
+	m.lowest[h], m.highest[h] = min(m.lowest[h], int32(b)), max(m.highest[h], int32(b))
 	m.total[h] += w
 	m.sumBin[h] += w * float64(b)
 	m.sumBin2[h] += w * float64(b) * float64(b)
@@ -187,6 +193,7 @@ func (m *delayModels) count(k modelKey, delay, res int64) float64 {
 	}
 	row := m.hist[int(h)*m.width : int(h+1)*m.width]
 	lo, hi := indexedSignedBin(m.idx, delay-res), indexedSignedBin(m.idx, delay+res)
+	lo, hi = max(lo, int(m.lowest[h])), min(hi, int(m.highest[h]))
 	var v float64
 	for b := lo; b <= hi; b++ {
 		v += float64(row[b])
