@@ -80,10 +80,15 @@ type callerSite struct {
 
 // callerSiteOf returns caller p's site for this round.
 func (s *spanStitcher) callerSiteOf(p int32) *callerSite {
-	if s.siteCache == nil {
-		s.siteCache = make([]callerSite, len(s.spans))
+	if s.siteSlot == nil {
+		s.siteSlot = make([]int32, len(s.spans))
 	}
-	cs := &s.siteCache[p]
+	// Only callers have sites: a slot per span, a site per caller.
+	if s.siteSlot[p] == 0 {
+		s.siteCache = append(s.siteCache, callerSite{})
+		s.siteSlot[p] = int32(len(s.siteCache))
+	}
+	cs := &s.siteCache[s.siteSlot[p]-1]
 	if cs.round == s.roundStamp {
 		return cs
 	}

@@ -30,9 +30,11 @@ type spanStitcher struct {
 	known  []bool
 	conf   []float32
 	runner []int32
-	// roundStamp counts the model fits; siteCache holds callers' sites per fit.
+	// roundStamp counts the model fits; siteCache holds callers' sites per
+	// fit, siteSlot each span's index in it plus one (0: none yet).
 	roundStamp uint32
 	siteCache  []callerSite
+	siteSlot   []int32
 	// kids lists every span's current local children, by start.
 	kids [][]int32
 	// hasKnownCallee marks callers whose SERVER child is known from context.
