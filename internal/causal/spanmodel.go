@@ -77,17 +77,20 @@ type delayModels struct {
 	// outlive counts, per (parent, child) local key, the children seen ending
 	// after their parent and all children seen.
 	outlive map[modelKey][2]float64
+	// outlivePacked holds the keys that pack (as packed does).
+	outlivePacked map[uint64][2]float64
 }
 
 func newDelayModels(bins stats.LogBins) *delayModels {
 	return &delayModels{bins: bins, idx: stats.NewLogIndexer(bins), width: 2*bins.Count - 1, packed: make(map[uint64]int32), index: make(map[modelKey]int32),
-		outlive: make(map[modelKey][2]float64)}
+		outlive: make(map[modelKey][2]float64), outlivePacked: make(map[uint64][2]float64)}
 }
 
 func (m *delayModels) reset() {
 	clear(m.packed)
 	clear(m.index)
 	clear(m.outlive)
+	clear(m.outlivePacked)
 	m.hist = m.hist[:0]
 	m.total = m.total[:0]
 	m.sumBin, m.sumBin2, m.bandwidth = m.sumBin[:0], m.sumBin2[:0], m.bandwidth[:0]
@@ -297,18 +300,33 @@ func (m *delayModels) binDelay(b int) int64 {
 }
 
 func (m *delayModels) addOutlive(k modelKey, outlived bool, w float64) {
-	v := m.outlive[k]
+	pk, packed := k.pack()
+	var v [2]float64
+	if packed {
+		v = m.outlivePacked[pk]
+	} else {
+		v = m.outlive[k]
+	}
 	if outlived {
 		v[0] += w
 	}
 	v[1] += w
-	m.outlive[k] = v
+	if packed {
+		m.outlivePacked[pk] = v
+	} else {
+		m.outlive[k] = v
+	}
 }
 
 // outliveFactor is the probability that a child of key k does (or does not)
 // outlive its parent, with a prior that makes outliving rare until seen.
 func (m *delayModels) outliveFactor(k modelKey, outlives bool) float64 {
-	v := m.outlive[k]
+	var v [2]float64
+	if pk, packed := k.pack(); packed {
+		v = m.outlivePacked[pk]
+	} else {
+		v = m.outlive[k]
+	}
 	p := (v[0] + 0.01) / (v[1] + 1)
 	if outlives {
 		return p
