@@ -82,6 +82,13 @@ type callerSite struct {
 func (s *spanStitcher) callerSiteOf(p int32) *callerSite {
 	if s.siteSlot == nil {
 		s.siteSlot = make([]int32, len(s.spans))
+		callers := 0
+		for i := range s.spans {
+			if s.spans[i].Kind.RemoteCaller() {
+				callers++
+			}
+		}
+		s.siteCache = make([]callerSite, 0, callers)
 	}
 	// Only callers have sites: a slot per span, a site per caller.
 	if s.siteSlot[p] == 0 {
