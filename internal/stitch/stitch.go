@@ -627,9 +627,12 @@ func (s *Stitcher) moveSubtrees(refs []spanRef, t *round, parent []int32) {
 // movedTraces remembers, boundedly, which traces reparenting merged into which, so
 // that spans of a moved trace released later, or arriving late, follow it.
 type movedTraces struct {
-	max   int
-	to    map[pcommon.TraceID]pcommon.TraceID
+	max int
+	to  map[pcommon.TraceID]pcommon.TraceID
+	// order holds the recorded traces by first record: a ring once full, its
+	// oldest at next, so that evicting allocates nothing.
 	order []pcommon.TraceID
+	next  int
 }
 
 func newMovedTraces(max int) *movedTraces {
@@ -641,11 +644,13 @@ func (m *movedTraces) record(from, to pcommon.TraceID) {
 		return
 	}
 	if _, ok := m.to[from]; !ok {
-		if len(m.to) >= m.max {
-			delete(m.to, m.order[0])
-			m.order = m.order[1:]
+		if len(m.order) < m.max {
+			m.order = append(m.order, from)
+		} else {
+			delete(m.to, m.order[m.next])
+			m.order[m.next] = from
+			m.next = (m.next + 1) % m.max
 		}
-		m.order = append(m.order, from)
 	}
 	m.to[from] = to
 }
