@@ -58,8 +58,8 @@ func TestPatternsMatchReference(t *testing.T) {
 				label[i] = int32(len(labels) - 1)
 			}
 		}
-		gotPatterns, gotSigs := SpanPaths(spans, n.Parent, label, labels)
-		st := newSpanTree(spans, n.Parent, label, labels)
+		gotPatterns, gotSigs := SpanPaths(spans, n.Parent, label, labels, nil)
+		st := newSpanTree(spans, n.Parent, label, labels, nil)
 		ref = newRefPatternBuilder(refTree{st}, len(spans))
 		wantSigs := make([]string, len(spans))
 		sigOfRoot := map[int32]string{}
@@ -72,7 +72,7 @@ func TestPatternsMatchReference(t *testing.T) {
 		if wantPatterns := ref.patterns(); !reflect.DeepEqual(gotPatterns, wantPatterns) || !slices.Equal(gotSigs, wantSigs) {
 			t.Fatalf("trial %d: span paths differ from the reference's", trial)
 		}
-		if sigs := SpanSignatures(spans, n.Parent, label, labels); !slices.Equal(sigs, wantSigs) {
+		if sigs := SpanSignatures(spans, n.Parent, label, labels, nil); !slices.Equal(sigs, wantSigs) {
 			t.Fatalf("trial %d: span signatures differ from the reference's", trial)
 		}
 	}

@@ -12,19 +12,21 @@ import "github.com/tierscope/tierscope/internal/span"
 // of the forest starts one path and should be labelled.
 //
 // It returns the patterns and, for every span, the signature of the path it is on.
-func SpanPaths(spans []span.Span, parent []int32, label []int32, labels []string) ([]*Pattern, []string) {
-	return spanPaths(spans, parent, label, labels, true)
+// byStart is the spans' order by start, ties by index (StitchResult.ByStart);
+// nil sorts them here.
+func SpanPaths(spans []span.Span, parent []int32, label []int32, labels []string, byStart []int32) ([]*Pattern, []string) {
+	return spanPaths(spans, parent, label, labels, byStart, true)
 }
 
 // SpanSignatures is SpanPaths without the patterns' statistics, for callers that
 // only tag spans.
-func SpanSignatures(spans []span.Span, parent []int32, label []int32, labels []string) []string {
-	_, sigs := spanPaths(spans, parent, label, labels, false)
+func SpanSignatures(spans []span.Span, parent []int32, label []int32, labels []string, byStart []int32) []string {
+	_, sigs := spanPaths(spans, parent, label, labels, byStart, false)
 	return sigs
 }
 
-func spanPaths(spans []span.Span, parent []int32, label []int32, labels []string, withPatterns bool) ([]*Pattern, []string) {
-	t := newSpanTree(spans, parent, label, labels)
+func spanPaths(spans []span.Span, parent []int32, label []int32, labels []string, byStart []int32, withPatterns bool) ([]*Pattern, []string) {
+	t := newSpanTree(spans, parent, label, labels, byStart)
 	b := newPatternBuilder(t, len(spans))
 	if withPatterns {
 		b.addAll(t.roots, nil)
@@ -54,7 +56,7 @@ type spanTree struct {
 	root        []int32 // the root of every span's tree (labelled or not)
 }
 
-func newSpanTree(spans []span.Span, parent, label []int32, labels []string) *spanTree {
+func newSpanTree(spans []span.Span, parent, label []int32, labels []string, order []int32) *spanTree {
 	n := len(spans)
 	t := &spanTree{spans: spans, labelOf: label, labels: labels, first: make([]int32, n), next: make([]int32, n), root: make([]int32, n)}
 	for i := range t.first {
@@ -75,7 +77,9 @@ func newSpanTree(spans []span.Span, parent, label []int32, labels []string) *spa
 		}
 		t.root[i] = r
 	}
-	order := orderSpansByStart(spans)
+	if order == nil {
+		order = orderSpansByStart(spans)
+	}
 	last := make([]int32, n)
 	for i := range last {
 		last[i] = -1

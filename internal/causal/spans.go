@@ -80,6 +80,9 @@ type StitchResult struct {
 	// Guests counts the client-only processes placed in a host process;
 	// Capped the orphans whose candidates were cut to MaxCandidates.
 	Guests, Capped int
+	// ByStart is every span's index by start, ties by index: SpanPaths of
+	// the same spans can take it instead of sorting again.
+	ByStart []int32
 }
 
 // Stitch infers the parents of orphan spans. It carries the nesting algorithm of

@@ -146,6 +146,7 @@ func (s *spanStitcher) run() *StitchResult {
 		last = append(last[:0], s.parent...)
 	}
 	s.breakCycles()
+	res.ByStart = s.byStart()
 	for i := range s.spans {
 		if s.known[i] {
 			continue

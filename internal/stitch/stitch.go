@@ -240,7 +240,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	if s.opt.Mode == ModeReparent {
 		s.moveSubtrees(refs, t, written)
 	}
-	s.tagPaths(t, refs, written, &rep)
+	s.tagPaths(t, refs, written, res.ByStart, &rep)
 	rep.Truth = scoreTruth(refs, t, res, written)
 	return rep
 }
@@ -383,14 +383,14 @@ func (s *Stitcher) writeParents(t *round, refs []spanRef, res *causal.StitchResu
 // tagPaths gives every released span its path signature (and the report its
 // patterns and service graph when asked), and remembers the released callers
 // for the rounds to come.
-func (s *Stitcher) tagPaths(t *round, refs []spanRef, written []int32, rep *Report) {
+func (s *Stitcher) tagPaths(t *round, refs []spanRef, written, byStart []int32, rep *Report) {
 	labels, labelOf := pathLabels(t, written, s.book)
 	var sigs []string
 	if s.opt.Patterns {
-		rep.Patterns, sigs = causal.SpanPaths(t.spans, written, labelOf, labels)
+		rep.Patterns, sigs = causal.SpanPaths(t.spans, written, labelOf, labels, byStart)
 		rep.Edges = serviceGraph(refs, t, written, labelOf, labels)
 	} else if s.opt.TagPaths {
-		sigs = causal.SpanSignatures(t.spans, written, labelOf, labels)
+		sigs = causal.SpanSignatures(t.spans, written, labelOf, labels, byStart)
 	}
 	for j := range t.spans {
 		r := t.ref[j]
