@@ -660,8 +660,18 @@ func (m *movedTraces) apply(refs []spanRef) {
 	if len(m.to) == 0 {
 		return
 	}
+	// The spans of a trace mostly come in a row: the last answer is kept.
+	var last, lastTo pcommon.TraceID
+	var lastMoved, hasLast bool
 	for _, r := range refs {
-		t := r.span.TraceID()
+		from := r.span.TraceID()
+		if hasLast && from == last {
+			if lastMoved {
+				r.span.SetTraceID(lastTo)
+			}
+			continue
+		}
+		t := from
 		moved := false
 		for steps := 0; steps < 8; steps++ {
 			next, ok := m.to[t]
@@ -673,6 +683,7 @@ func (m *movedTraces) apply(refs []spanRef) {
 		if moved {
 			r.span.SetTraceID(t)
 		}
+		last, lastTo, lastMoved, hasLast = from, t, moved, true
 	}
 }
 
