@@ -551,17 +551,10 @@ func (sb *scoreboard) newHist(key triple, width int) int32 {
 	return h
 }
 
-// signedBin places a nesting delay on a symmetric log axis: bin Count−1 holds
-// |delay| < Min, higher bins positive delays and lower bins negative ones, so that
-// neighbouring bins hold neighbouring delays and smoothing can cross zero.
-func signedBin(bins stats.LogBins, delay int64) int {
-	if delay < 0 {
-		return bins.Count - 1 - bins.Index(-float64(delay))
-	}
-	return bins.Count - 1 + bins.Index(float64(delay))
-}
-
-// indexedSignedBin is signedBin with the bins found by a LogIndexer.
+// indexedSignedBin places a nesting delay on a symmetric log axis, its bins
+// found by a LogIndexer: bin Count−1 holds |delay| < Min, higher bins positive
+// delays and lower bins negative ones, so that neighbouring bins hold
+// neighbouring delays and smoothing can cross zero.
 func indexedSignedBin(x *stats.LogIndexer, delay int64) int {
 	count := x.Bins().Count
 	if delay < 0 {
