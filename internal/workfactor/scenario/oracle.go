@@ -140,24 +140,8 @@ func solveNormal(a [][]float64, b []float64) []float64 {
 // drawing at least SignificantShare of the CPU since the release (the whole
 // run without one), as ScoreAt scores an estimate.
 func oracleWorst(run *Run, units []oracleUnit, cols []oracleColumn, coef []float64) float64 {
-	from := max(run.Release, 1)
-	power := map[string]float64{}
-	total := 0.0
-	for _, p := range run.Periods[from-1:] {
-		for _, f := range run.Flows {
-			w := p.Rates[f.Name] * run.AlphaAt(f, p.Index)
-			power[f.Name] += w
-			total += w
-		}
-		for _, capacity := range run.CapacityMHz {
-			total += run.Config.Background * capacity
-		}
-	}
-	truth := map[string]Flow{}
-	for _, f := range run.Flows {
-		truth[f.Name] = f
-	}
 	last := run.Periods[len(run.Periods)-1]
+	power, total, truth := flowPower(run, int64(max(run.Release, 1)), last.Index)
 	worst := 0.0
 	for ci, cl := range cols {
 		if cl.unit < 0 || cl.regime == 1 {

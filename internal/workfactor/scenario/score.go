@@ -23,14 +23,10 @@ type Error struct {
 // SignificantShare is the CPU share from which a flow is scored (issue 37).
 const SignificantShare = 0.05
 
-// ScoreAt scores the estimate of one period: the power error of every unit
-// drawing at least SignificantShare of the CPU over the periods [from, to]
-// (1-based, inclusive). A group the estimator reports (FlowEstimate.Group)
-// counts as one unit only if all its members are truly collinear (the same
-// Flow.Group); otherwise each member is scored on its own estimate.
-func ScoreAt(run *Run, est *workfactor.Estimate, from, to int64) []Error {
-	power := map[string]float64{}
-	total := 0.0
+// flowPower is every flow's true CPU power summed over the periods [from, to]
+// (1-based, inclusive), the total with the background, and the flows by name.
+func flowPower(run *Run, from, to int64) (power map[string]float64, total float64, truth map[string]Flow) {
+	power = map[string]float64{}
 	for _, p := range run.Periods {
 		if p.Index < from || p.Index > to {
 			continue
@@ -44,10 +40,20 @@ func ScoreAt(run *Run, est *workfactor.Estimate, from, to int64) []Error {
 			total += run.Config.Background * c
 		}
 	}
-	truth := map[string]Flow{}
+	truth = map[string]Flow{}
 	for _, f := range run.Flows {
 		truth[f.Name] = f
 	}
+	return power, total, truth
+}
+
+// ScoreAt scores the estimate of one period: the power error of every unit
+// drawing at least SignificantShare of the CPU over the periods [from, to]
+// (1-based, inclusive). A group the estimator reports (FlowEstimate.Group)
+// counts as one unit only if all its members are truly collinear (the same
+// Flow.Group); otherwise each member is scored on its own estimate.
+func ScoreAt(run *Run, est *workfactor.Estimate, from, to int64) []Error {
+	power, total, truth := flowPower(run, from, to)
 	per := run.Periods[est.Period-1]
 	// Units: estimator groups whose members are truly collinear, else single flows.
 	groups := map[string][]string{}
