@@ -189,39 +189,50 @@ func StartCollectorExtended(t *testing.T, procs []Processor, extend func(cfg map
 		}
 	})
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitListening(t, "collector", c.Endpoint, c.exited, func() string { return c.logTail(40) })
+	return c
+}
+
+// waitListening waits up to 30 s for a started process to accept TCP on addr,
+// failing the test if it exits first or never listens.
+func waitListening(t *testing.T, name, addr string, exited <-chan struct{}, logTail func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		select {
-		case <-c.exited:
-			t.Fatalf("collector exited before it was ready (%v); log:\n%s", c.waitErr, c.logTail(40))
+		case <-exited:
+			t.Fatalf("%s exited before it was ready; log:\n%s", name, logTail())
 		default:
 		}
-		conn, err := net.DialTimeout("tcp", c.Endpoint, 200*time.Millisecond)
-		if err == nil {
+		if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			conn.Close()
-			return c
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("collector did not open %s within 30s; log:\n%s", c.Endpoint, c.logTail(40))
+			t.Fatalf("%s did not open %s within 30 s; log:\n%s", name, addr, logTail())
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
 // Stop asks the collector to shut down (flushing its pipeline) and waits.
 func (c *Collector) Stop(t *testing.T) {
+	stopProcess(t, "collector", c.cmd, c.exited)
+}
+
+// stopProcess asks a started process to shut down with SIGINT (flushing its
+// pipelines) and waits; after 30 s it kills it and fails the test.
+func stopProcess(t *testing.T, name string, cmd *exec.Cmd, exited <-chan struct{}) {
 	select {
-	case <-c.exited:
+	case <-exited:
 		return
 	default:
 	}
-	_ = c.cmd.Process.Signal(os.Interrupt)
+	_ = cmd.Process.Signal(os.Interrupt)
 	select {
-	case <-c.exited:
+	case <-exited:
 	case <-time.After(30 * time.Second):
-		t.Errorf("collector did not stop within 30s of SIGINT; killing it")
-		_ = c.cmd.Process.Kill()
-		<-c.exited
+		t.Errorf("%s did not stop within 30 s of SIGINT; killing it", name)
+		_ = cmd.Process.Kill()
+		<-exited
 	}
 }
 

@@ -89,20 +89,7 @@ func (c *otelcol) start() {
 		logf.Close()
 		close(exited)
 	}()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		select {
-		case <-exited:
-			c.t.Fatalf("%s exited before it was ready:\n%s", c.name, tailFile(c.logFile, 30))
-		default:
-		}
-		if conn, err := net.DialTimeout("tcp", c.wait, 200*time.Millisecond); err == nil {
-			conn.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s did not open %s within 30 s:\n%s", c.name, c.wait, tailFile(c.logFile, 30))
-		}
-	}
+	waitListening(c.t, c.name, c.wait, exited, func() string { return tailFile(c.logFile, 30) })
 }
 
 // kill ends the process with SIGKILL: nothing is flushed.
@@ -113,18 +100,7 @@ func (c *otelcol) kill() {
 
 // stop asks the process to shut down, flushing its pipelines.
 func (c *otelcol) stop() {
-	select {
-	case <-c.exited:
-		return
-	default:
-	}
-	_ = c.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-c.exited:
-	case <-time.After(30 * time.Second):
-		c.t.Errorf("%s did not stop within 30 s of SIGINT; killing it", c.name)
-		c.kill()
-	}
+	stopProcess(c.t, c.name, c.cmd, c.exited)
 }
 
 func tailFile(path string, n int) string {
