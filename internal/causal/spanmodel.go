@@ -278,11 +278,7 @@ func (m *delayModels) relative(k modelKey, delay int64) float64 {
 		return 1
 	}
 	if m.peak[h] == 0 {
-		row := m.hist[int(h)*m.width : int(h+1)*m.width]
-		for b := range row {
-			if row[b] == 0 && (b == 0 || row[b-1] == 0) && (b+1 == len(row) || row[b+1] == 0) && m.kernelWidth(h) == 1 {
-				continue
-			}
+		for b := range m.width {
 			m.peak[h] = max(m.peak[h], m.rawCountAt(h, b)/m.binWidth(m.binDelay(b)))
 		}
 	}

@@ -1,8 +1,11 @@
 package causal
 
-import "github.com/tierscope/tierscope/internal/span"
+import (
+	"cmp"
+	"slices"
 
-import "slices"
+	"github.com/tierscope/tierscope/internal/span"
+)
 
 // Queues. A queue hands out messages in about the order they were enqueued,
 // whatever the delay they waited: under load the wait spreads over more than
@@ -25,7 +28,7 @@ import "slices"
 
 type queueModels struct {
 	n    map[[2]int32]float64 // (destination, offset) → weight
-	most map[int32]float64    // destination → largest smoothed weight (cached)
+	most map[int32]float64    // destination → largest weight of an offset (cached)
 	// rank is each PRODUCER span's rank among its destination's producers by
 	// end, and each CONSUMER span's among its service's consumers of its
 	// destination by start (-1: no destination).
@@ -52,10 +55,7 @@ func (s *spanStitcher) indexQueues() {
 	}
 	for _, l := range producers {
 		slices.SortFunc(l, func(a, b int32) int {
-			if d := s.spans[a].End - s.spans[b].End; d != 0 {
-				return int(min(max(d, -1), 1))
-			}
-			return int(a - b)
+			return cmp.Or(cmp.Compare(s.spans[a].End, s.spans[b].End), cmp.Compare(a, b))
 		})
 		for r, p := range l {
 			q.rank[p] = int32(r)
@@ -92,9 +92,9 @@ func (s *spanStitcher) fitQueues() {
 	}
 }
 
-// smoothed is the weight at offset d. Not spread to the neighbours: the
+// weight is the weight at offset d, not smoothed over its neighbours: the
 // neighbouring offsets are exactly the wrong candidates.
-func (q *queueModels) smoothed(op, d int32) float64 {
+func (q *queueModels) weight(op, d int32) float64 {
 	return q.n[[2]int32{op, d}]
 }
 
@@ -111,7 +111,7 @@ func (s *spanStitcher) queueFactor(p, c int32) float64 {
 		return 1
 	}
 	const prior = 0.01
-	return (q.smoothed(cs.Op, q.rank[p]-q.rank[c]) + prior) / (most + prior)
+	return (q.weight(cs.Op, q.rank[p]-q.rank[c]) + prior) / (most + prior)
 }
 
 // queueOffsetShare bounds the confidence of consumer c taking producer p when
@@ -125,7 +125,7 @@ func (s *spanStitcher) queueOffsetShare(p, c int32) float64 {
 		return 1
 	}
 	most := q.mostOf(cs.Op)
-	n := q.smoothed(cs.Op, q.rank[p]-q.rank[c])
+	n := q.weight(cs.Op, q.rank[p]-q.rank[c])
 	if most <= 0 || n >= most {
 		return 1
 	}
@@ -139,7 +139,7 @@ func (q *queueModels) mostOf(op int32) float64 {
 	if !ok {
 		for k := range q.n {
 			if k[0] == op {
-				most = max(most, q.smoothed(op, k[1]))
+				most = max(most, q.weight(op, k[1]))
 			}
 		}
 		q.most[op] = most
