@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,35 @@ func freeTCPPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// freeTCPRange returns a port p such that p … p+n−1 are all free and none of
+// them is in taken: the testbed listens on a run of ports from its base, and
+// the kernel hands out ephemeral ports in sequence, so base+1 is often the
+// next port another of the test's listeners was given.
+func freeTCPRange(t *testing.T, n int, taken ...int) int {
+	t.Helper()
+	for range 100 {
+		base := freeTCPPort(t)
+		var held []net.Listener
+		ok := base+n <= 65535
+		for p := base; ok && p < base+n; p++ {
+			ok = !slices.Contains(taken, p)
+			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); ok && err == nil {
+				held = append(held, l)
+			} else {
+				ok = false
+			}
+		}
+		for _, l := range held {
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("no run of %d free ports", n)
+	return 0
 }
 
 // startProcess runs name with args and env, its output in dir/log, and stops
@@ -104,8 +134,9 @@ func TestDashboardOnTheTestbedCollector(t *testing.T) {
 		t.Fatalf("building the testbed: %v\n%s", err, out)
 	}
 
-	otlp, base := freeTCPPort(t), freeTCPPort(t)
-	apiAddr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	otlp, apiPort, prom, inj := freeTCPPort(t), freeTCPPort(t), freeTCPPort(t), freeTCPPort(t)
+	base := freeTCPRange(t, 10, otlp, apiPort, prom, inj)
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", apiPort)
 	token := make([]byte, 16)
 	_, _ = rand.Read(token)
 	env := []string{
@@ -113,8 +144,8 @@ func TestDashboardOnTheTestbedCollector(t *testing.T) {
 		"TIERSCOPE_SPANS_FILE=" + filepath.Join(dir, "spans.jsonl"),
 		"TIERSCOPE_API=" + apiAddr,
 		"TIERSCOPE_DB=" + filepath.Join(dir, "perfmodel.db"),
-		fmt.Sprintf("TIERSCOPE_PROMETHEUS=127.0.0.1:%d", freeTCPPort(t)),
-		fmt.Sprintf("TIERSCOPE_INJECTOR=127.0.0.1:%d", freeTCPPort(t)),
+		fmt.Sprintf("TIERSCOPE_PROMETHEUS=127.0.0.1:%d", prom),
+		fmt.Sprintf("TIERSCOPE_INJECTOR=127.0.0.1:%d", inj),
 		"TIERSCOPE_INJECTOR_STATE=" + filepath.Join(dir, "injector"),
 		"INJECTOR_TOKEN=" + hex.EncodeToString(token),
 	}
