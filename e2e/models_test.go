@@ -220,7 +220,7 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startModelsCollector(t, bin, map[string]any{
+	collectorCfg := map[string]any{
 		"receivers": map[string]any{
 			"otlp": otlpReceiver(otlpPort),
 			"hostmetrics/proc": map[string]any{"collection_interval": "1s", "scrapers": map[string]any{"process": map[string]any{
@@ -244,7 +244,18 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 				"metrics/machine": map[string]any{"receivers": []string{"hostmetrics/machine"}, "exporters": []string{"perfmodel/machine"}},
 			},
 		},
-	}, procAPI)
+	}
+	// The raw inputs too (every span, every per-second process reading), to
+	// re-window offline: the samples CSV holds only the exporter's windows.
+	if out := os.Getenv("WORKFACTOR_SAMPLES_DIR"); out != "" {
+		exporters := collectorCfg["exporters"].(map[string]any)
+		exporters["file/spans"] = map[string]any{"path": filepath.Join(out, "spans.jsonl")}
+		exporters["file/cpu"] = map[string]any{"path": filepath.Join(out, "process-cpu.jsonl")}
+		pipelines := collectorCfg["service"].(map[string]any)["pipelines"].(map[string]any)
+		pipelines["traces"].(map[string]any)["exporters"] = []string{"perfmodel/proc", "perfmodel/machine", "file/spans"}
+		pipelines["metrics/proc"].(map[string]any)["exporters"] = []string{"perfmodel/proc", "file/cpu"}
+	}
+	startModelsCollector(t, bin, collectorCfg, procAPI)
 
 	// One process per tier; its executable name is its CPU reading's key.
 	otlp := fmt.Sprintf("127.0.0.1:%d", otlpPort)

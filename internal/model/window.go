@@ -382,8 +382,25 @@ func (w *Window) addGraph(spans []Span, of *Overflow) {
 	}
 }
 
+// CountFlow counts a SERVER span as one request of its work-factor flow on
+// its machine (and process). AddTrace does not: the work-factor regression
+// pairs a process's requests with its CPU readings of the same window, so a
+// span counts in the window it started in, which for a span deep in a trace
+// can be a later one than its root's.
+func (w *Window) CountFlow(s *Span) {
+	if s.Kind != KindServer || s.Machine == "" {
+		return
+	}
+	flow := FlowName(s.Service, cmp.Or(s.Transaction, "unknown"))
+	w.countFlow(s.Machine, flow)
+	if s.Process != "" {
+		w.countFlow(ProcessKey(s.Machine, s.Process), flow)
+	}
+	w.Dirty = true
+}
+
 // addFlowsAndSignatures counts every SERVER span as a request of its
-// work-factor flow on its machine (and process) and of its signature window.
+// signature window.
 func (w *Window) addFlowsAndSignatures(spans []Span, of *Overflow) {
 	for i := range spans {
 		s := &spans[i]
@@ -391,12 +408,6 @@ func (w *Window) addFlowsAndSignatures(spans []Span, of *Overflow) {
 			continue
 		}
 		tx := cmp.Or(s.Transaction, "unknown")
-		if s.Machine != "" {
-			w.countFlow(s.Machine, FlowName(s.Service, tx))
-			if s.Process != "" {
-				w.countFlow(ProcessKey(s.Machine, s.Process), FlowName(s.Service, tx))
-			}
-		}
 		key := SignatureKey(s.Service, s.Version, tx)
 		sw, ok := w.Sigs[key]
 		if !ok {

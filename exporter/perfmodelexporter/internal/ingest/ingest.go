@@ -411,9 +411,26 @@ func (e *Engine) emit(spans []model.Span) {
 		}
 	}
 	of := w.AddTrace(spans)
+	e.countFlows(spans, w)
 	e.tel.ExporterPerfmodelTracesCompleted.Add(ctx, 1)
 	if n := of.Services + of.Edges + of.Patterns + of.Signatures + e.links.takeOverflow(); n > 0 {
 		e.tel.ExporterPerfmodelOverflow.Add(ctx, n)
+	}
+}
+
+// countFlows counts each SERVER span's request in the window its span started
+// in, not its root's (e.mu held): a process's CPU reading of a window pairs
+// with the requests it served then, and a deep or queued span starts seconds
+// after its root under load. A span that starts before its root's window
+// (clock skew) or after the current one counts in the root's.
+func (e *Engine) countFlows(spans []model.Span, root *model.Window) {
+	now := alignDown(e.now().Unix(), e.window)
+	for i := range spans {
+		w := root
+		if start := alignDown(spans[i].Start/1e9, e.window); start > root.Start && start <= now {
+			w = e.windowAt(start)
+		}
+		w.CountFlow(&spans[i])
 	}
 }
 
