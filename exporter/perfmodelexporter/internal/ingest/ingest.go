@@ -108,6 +108,8 @@ type Engine struct {
 	observer Observer
 	// openWindows is how many recent windows stay open.
 	openWindows int64
+	// lastReading is each machine's and process's last CPU reading time (unix ns).
+	lastReading map[string]int64
 }
 
 // New returns an engine; Open gives it the store.
