@@ -6,7 +6,9 @@
 #
 #   scripts/e2e-models.sh                 # both
 #   RUN=TestWorkFactorsOnTestbed scripts/e2e-models.sh
-#   WORKFACTOR_SAMPLES_DIR=/tmp/wf scripts/e2e-models.sh   # also saves the regression's inputs (CSV)
+#   WORKFACTOR_SAMPLES_DIR=/tmp/wf scripts/e2e-models.sh   # also saves the regression's inputs (CSV), every
+#       span and every 1 s process CPU reading (OTLP JSON lines; docs/workfactor/rewindow.py re-windows them)
+#   RUN=TestWorkFactorTruthIsAdditive scripts/e2e-models.sh # the truth's premise: costs alone = costs together (4 min)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"

@@ -1,0 +1,147 @@
+//go:build long
+
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tierscope/tierscope/testbed/config"
+)
+
+const additivityTolerance = 0.10
+
+// The work factors' truth (calibrateFlows) measures each transaction alone and
+// assumes a request costs the same beside others. This checks that premise
+// where the testbed's misses were (the db's replicated writes): phases of
+// StoreBid alone, PutBid alone and both together, each process's CPU from
+// /proc; the together phases must cost what the alone phases' per-transaction
+// costs predict, within additivityTolerance. Measured on a quiet host: 0 to
+// 3.5% cheaper together (docs/workfactor-report.md, "The testbed").
+func TestWorkFactorTruthIsAdditive(t *testing.T) {
+	bin := modelsCollectorBinary(t)
+	cfgPath, err := filepath.Abs("testdata/testbed-workfactors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mhz := cfg.MHz()
+	omega := float64(runtime.NumCPU()) * mhz
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	otlpPort := freePort(t)
+	procAPI := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	for _, d := range []string{"proc", "data"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startModelsCollector(t, bin, map[string]any{
+		"receivers": map[string]any{"otlp": otlpReceiver(otlpPort)},
+		"exporters": map[string]any{"perfmodel/proc": perfmodelExporter(procAPI, filepath.Join(dir, "proc"), host, modelWindow, omega)},
+		"service": map[string]any{
+			"telemetry": map[string]any{"metrics": map[string]any{"level": "none"}},
+			"pipelines": map[string]any{"traces": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel/proc"}}},
+		},
+	}, procAPI)
+	otlp := fmt.Sprintf("127.0.0.1:%d", otlpPort)
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+	web, app1, app2, db1, db2, queue := addr(), addr(), addr(), addr(), addr(), addr()
+	u := func(a string) string { return "http://" + a }
+	common := func(exe string) []string { return []string{"--otlp", otlp, "--config", cfgPath, "--instance", exe} }
+	pid := map[string]int{}
+	pid["backup"] = tierProcess(t, dir, "tbdb2", u(db2), append([]string{"db", "--listen", db2, "--data", filepath.Join(dir, "data")}, common("tbdb2")...)...)
+	pid["primary"] = tierProcess(t, dir, "tbdb1", u(db1), append([]string{"db", "--listen", db1, "--data", filepath.Join(dir, "data"), "--backup", u(db2)}, common("tbdb1")...)...)
+	pid["app1"] = tierProcess(t, dir, "tbapp1", u(app1), append([]string{"app", "--listen", app1, "--db", u(db1)}, common("tbapp1")...)...)
+	pid["app2"] = tierProcess(t, dir, "tbapp2", u(app2), append([]string{"app", "--listen", app2, "--db", u(db1)}, common("tbapp2")...)...)
+	tierProcess(t, dir, "tbqueue", u(queue), "queue", "--listen", queue)
+	pid["web"] = tierProcess(t, dir, "tbweb", u(web), append([]string{"web", "--listen", web, "--app", u(app1) + "," + u(app2), "--queue", u(queue)}, common("tbweb")...)...)
+	pid["worker"] = tierProcess(t, dir, "tbworker", "", append([]string{"worker", "--queue", u(queue), "--db", u(db1)}, common("tbworker")...)...)
+	procs := []string{"web", "app1", "app2", "primary", "backup", "worker"}
+	cpuOf := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, p := range procs {
+			out[p] = processCPU(t, pid[p])
+		}
+		return out
+	}
+	for i, tx := range []string{"PutBid", "StoreBid"} {
+		driveClosedLoop(t, u(web)+"/txn/"+tx, 2, calibrationThink/4, 3*time.Second, uint64(1000+i))
+	}
+	phase := 20 * time.Second
+	users := 6
+	type ph struct {
+		s, p   int   // users
+		ns, np int64 // transactions
+		mc     map[string]float64
+	}
+	plan := []ph{{s: users}, {p: users}, {s: users, p: users}, {p: users}, {s: users}, {s: users, p: users}, {s: 2 * users}, {s: 2 * users, p: users}, {s: users}}
+	for k := range plan {
+		pl := &plan[k]
+		c0, t0 := cpuOf(), time.Now()
+		var wg sync.WaitGroup
+		var ns, np int64
+		if pl.s > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ns = driveClosedLoop(t, u(web)+"/txn/StoreBid", pl.s, calibrationThink, phase, uint64(10*k))
+			}()
+		}
+		if pl.p > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				np = driveClosedLoop(t, u(web)+"/txn/PutBid", pl.p, calibrationThink, phase, uint64(10*k+1))
+			}()
+		}
+		wg.Wait()
+		pl.ns, pl.np = ns, np
+		drainQueue(t, u(queue))
+		time.Sleep(time.Second)
+		c1, el := cpuOf(), time.Since(t0).Seconds()
+		pl.mc = map[string]float64{}
+		line := fmt.Sprintf("phase %d: StoreBid %2d users %4d tx, PutBid %2d users %4d tx, %.1f s; Mc:", k, pl.s, ns, pl.p, np, el)
+		for _, p := range procs {
+			pl.mc[p] = (c1[p] - c0[p]) * mhz
+			line += fmt.Sprintf(" %s %.0f", p, pl.mc[p])
+		}
+		t.Log(line)
+	}
+	for _, p := range procs[:5] { // the worker serves no flow of its own
+		var storeMc, putMc float64
+		var stores, puts int64
+		for _, pl := range plan {
+			switch {
+			case pl.p == 0:
+				storeMc, stores = storeMc+pl.mc[p], stores+pl.ns
+			case pl.s == 0:
+				putMc, puts = putMc+pl.mc[p], puts+pl.np
+			}
+		}
+		store, put := storeMc/float64(stores), putMc/float64(puts)
+		for k, pl := range plan {
+			if pl.s == 0 || pl.p == 0 {
+				continue
+			}
+			want := store*float64(pl.ns) + put*float64(pl.np)
+			dev := (pl.mc[p] - want) / want
+			t.Logf("%-7s phase %d: %.0f Mc, the alone costs (StoreBid %.1f, PutBid %.1f Mc) predict %.0f (%+.1f%%)", p, k, pl.mc[p], store, put, want, 100*dev)
+			if math.Abs(dev) > additivityTolerance {
+				t.Errorf("%s phase %d: together %+.1f%% from the alone costs, want within ±%.0f%%", p, k, 100*dev, 100*additivityTolerance)
+			}
+		}
+	}
+}
