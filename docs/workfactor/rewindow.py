@@ -6,7 +6,11 @@ from its log. For each way of placing requests and readings in 5 s windows it
 fits plain least squares per process group (web; app1+app2; primary+backup;
 the backup alone) and prints the residual sigma (MHz) and each flow's error.
 
-  python3 docs/workfactor/rewindow.py DIR test.log
+  python3 docs/workfactor/rewindow.py DIR test.log [samples.csv]
+
+With a third argument it also writes the samples CSV (docs/formats.md §5) of
+requests by span start and readings by the middle of their second, for
+`tierscope workfactor --in` (the exporter's windows after this change).
 
 Requests by: root (the window of the trace's root start: the exporter before
 this change), start (the span's own start). Readings by: time (the reading's
@@ -37,7 +41,7 @@ def lsq(cols, y):
     return x, math.sqrt(sum(r * r for r in res) / (n - k))
 
 
-def main(d, log):
+def main(d, log, csv_out=None):
     spans, cpu = [], collections.defaultdict(list)
     for line in open(d + '/spans.jsonl'):
         for rs in json.loads(line).get('resourceSpans', []):
@@ -45,7 +49,7 @@ def main(d, log):
             for ss in rs.get('scopeSpans', []):
                 for s in ss.get('spans', []):
                     spans.append((s['traceId'], s.get('kind', 0), ra.get('service.name'), ra.get('process.executable.name'),
-                                  s['name'].rsplit('/', 1)[-1], int(s['startTimeUnixNano'])))
+                                  s['name'].rsplit('/', 1)[-1], int(s['startTimeUnixNano']), s['name'].split(' ', 1)[-1]))
     for line in open(d + '/process-cpu.jsonl'):
         for rm in json.loads(line).get('resourceMetrics', []):
             proc = attrs(rm['resource'].get('attributes')).get('process.executable.name')
@@ -106,7 +110,19 @@ def main(d, log):
                             worst = max(worst, abs(e))
                         errs.append(f"{'*' if asserted and abs(e) > 0.15 else ''}{f}{' (backup)' if group == ['tbdb2'] else ''} {100 * e:+.0f}%")
             print(f"requests by {by:5}, readings by {at:6}: sigma {'/'.join(sigmas)} MHz, worst {100 * worst:.0f}% | {', '.join(errs)}")
+            if csv_out and by == 'start' and at == 'middle':
+                routes = collections.defaultdict(lambda: collections.defaultdict(float))
+                for s in servers:
+                    routes[(s[3], s[5] // 10**9 // W * W)][s[2] + ' ' + s[6]] += 1 / W
+                with open(csv_out, 'w') as f:
+                    f.write('period,machine,capacity_mhz,cpu_utilization,flow,rate,process\n')
+                    for i, w in enumerate(wins):
+                        for p in sorted({p for p, _ in read}):
+                            if (p, w) in read and routes[(p, w)]:
+                                u = sum(read[(p, w)]) / len(read[(p, w)])
+                                for flow, rate in sorted(routes[(p, w)].items()):
+                                    f.write(f'{i + 1},vm,{omega},{u},{flow},{rate:g},{p}\n')
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])
