@@ -22,8 +22,8 @@ const additivityTolerance = 0.10
 // where the testbed's misses were (the db's replicated writes): phases of
 // StoreBid alone, PutBid alone and both together, each process's CPU from
 // /proc; the together phases must cost what the alone phases' per-transaction
-// costs predict, within additivityTolerance. Measured on a quiet host: 0 to
-// 3.5% cheaper together (docs/workfactor-report.md, "The testbed").
+// costs predict, within additivityTolerance. Measured: −4.8% to +3.2%
+// (docs/workfactor-report.md, "The testbed").
 func TestWorkFactorTruthIsAdditive(t *testing.T) {
 	bin := modelsCollectorBinary(t)
 	cfgPath, err := filepath.Abs("testdata/testbed-workfactors.yaml")
