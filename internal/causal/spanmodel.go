@@ -603,6 +603,7 @@ func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
 		kind, delay = s.siblingDelay(prev, c)
 	}
 	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*per + scoreFloor
+	v *= s.threadFactor(p, c)
 	v *= m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
 	v *= m.outliveFactor(s.localKey(modelAfter, p, c), false)
 	if round > 0 {
