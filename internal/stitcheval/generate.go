@@ -29,7 +29,7 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	// style) keeps the rest of the application and its requests as they were.
 	stream := func(n uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e4e_7a7e_0000+n)) }
 	g.rng, g.proc, g.req, g.time, g.skew, g.lost, g.arrive, g.idr = stream(1), stream(2), stream(3), stream(4), stream(5), stream(6), stream(7), stream(8)
-	g.sock, g.thread = stream(9), stream(10)
+	g.sock, g.thread, g.kinds = stream(9), stream(10), stream(11)
 	g.topology()
 	for r := range p.Requests {
 		g.request(int32(r))
@@ -38,6 +38,9 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	g.placeRequests()
 	g.callerSockets()
 	g.threads()
+	for i := 1; i < len(g.svcs); i++ {
+		g.svcs[i].unkinded = chance(g.kinds, p.Unkinded)
+	}
 	return g.emit(), nil
 }
 
@@ -76,6 +79,7 @@ type service struct {
 	ops                        []operation
 	procs                      []int
 	uninstrumented             bool
+	unkinded                   bool // every span INTERNAL, as a manual tracer's default
 }
 
 type process struct {
@@ -111,7 +115,7 @@ type generator struct {
 	// path, time every duration, skew the clocks, lost the dropped spans, arrive
 	// the arrivals and idr the ids.
 	rng, proc, req, time, skew, lost, arrive, idr *rand.Rand
-	sock, thread                                  *rand.Rand
+	sock, thread, kinds                           *rand.Rand
 	hop                                           float64
 	svcs                                          []service
 	procs                                         []process
@@ -759,7 +763,11 @@ func (g *generator) emit() ptrace.Traces {
 		}
 		out := resSpans[sp.res].AppendEmpty()
 		out.SetName(sp.name)
-		out.SetKind(sp.kind)
+		if g.svcs[res.svc].unkinded {
+			out.SetKind(ptrace.SpanKindInternal)
+		} else {
+			out.SetKind(sp.kind)
+		}
 		out.SetTraceID(g.traces[sp.req])
 		out.SetSpanID(sp.id)
 		if parent >= 0 {
