@@ -41,6 +41,9 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	for i := 1; i < len(g.svcs); i++ {
 		g.svcs[i].unkinded = chance(g.kinds, p.Unkinded)
 	}
+	for i := range g.svcs {
+		g.svcs[i].coarse = chance(g.kinds, p.CoarseClock)
+	}
 	return g.emit(), nil
 }
 
@@ -80,6 +83,7 @@ type service struct {
 	procs                      []int
 	uninstrumented             bool
 	unkinded                   bool // every span INTERNAL, as a manual tracer's default
+	coarse                     bool // every timestamp on a whole millisecond
 }
 
 type process struct {
@@ -760,6 +764,10 @@ func (g *generator) emit() ptrace.Traces {
 		start, end := sp.start+shift, sp.end+shift
 		if sp.kind == ptrace.SpanKindServer && g.svcs[res.svc].roundStart {
 			start -= start % int64(time.Millisecond)
+		}
+		if g.svcs[res.svc].coarse {
+			start -= start % int64(time.Millisecond)
+			end -= end % int64(time.Millisecond)
 		}
 		out := resSpans[sp.res].AppendEmpty()
 		out.SetName(sp.name)
