@@ -172,6 +172,10 @@ func (a *spanAttrs) get(keys ...attrKey) string {
 type joiner struct {
 	m    map[[3]string]string
 	ints map[int64]string
+	// masked holds the HTTP operations of masked paths by themselves; buf
+	// is where httpOp builds its key.
+	masked map[string]string
+	buf    []byte
 }
 
 const maxJoined = 1 << 14
