@@ -215,7 +215,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		latest = max(latest, int64(r.span.StartTimestamp()))
 	}
 	cfg := s.opt.Config
-	window := int64(max(cfg.SkewWindow, cfg.LocalWindow))
+	window := s.ContextReach()
 	refs, resources = collect(context, true, refs, resources, latest+window)
 
 	if s.round == nil {
@@ -245,6 +245,14 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		rep.Truth = scoreTruth(refs, t, res, written)
 	}
 	return rep
+}
+
+// ContextReach is how far (ns) past the latest start among the released spans a
+// context span may start and still be read: a caller that keeps batches can
+// leave out of the context those whose every span starts later, which would
+// only be looked at and passed over.
+func (s *Stitcher) ContextReach() int64 {
+	return int64(max(s.opt.Config.SkewWindow, s.opt.Config.LocalWindow))
 }
 
 // readSpans adds every span of refs to the round, with what its attributes say
