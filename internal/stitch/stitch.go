@@ -285,6 +285,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 			rep.LongAttributes += attrs.tooLong
 			truth = truth || attrs.truth
 		}
+		kind = roleOf(kind, &attrs)
 		switch kind {
 		case span.KindClient, span.KindProducer:
 			pr = peerOf(&attrs, &s.join)
