@@ -136,7 +136,6 @@ type Window struct {
 
 	limits Limits
 	tree   treeScratch
-	names  *span.Names // the names of the trace being added
 }
 
 // NewWindow returns an empty window starting at start (unix seconds).
@@ -237,12 +236,10 @@ func (w *Window) AddTrace(spans []span.Span, names *span.Names) Overflow {
 	if len(spans) == 0 {
 		return of
 	}
-	w.names = names
-	defer func() { w.names = nil }()
 	roots := w.tree.build(spans, names)
 	w.addGraph(spans, &of)
-	w.addFlowsAndSignatures(spans, &of)
-	w.addOutboundCalls(spans)
+	w.addFlowsAndSignatures(spans, names, &of)
+	w.addOutboundCalls(spans, names)
 	w.addPatterns(spans, roots, &of)
 	w.Dirty = true
 	return of
@@ -362,13 +359,12 @@ func (w *Window) addGraph(spans []span.Span, of *Overflow) {
 
 // addFlowsAndSignatures counts every SERVER span as a request of its
 // work-factor flow on its machine (and process) and of its signature window.
-func (w *Window) addFlowsAndSignatures(spans []span.Span, of *Overflow) {
+func (w *Window) addFlowsAndSignatures(spans []span.Span, names *span.Names, of *Overflow) {
 	for i := range spans {
 		s := &spans[i]
 		if s.Kind != KindServer {
 			continue
 		}
-		names := w.names
 		service, machine := names.Name(s.Service), names.Name(s.Machine)
 		tx := cmp.Or(names.Name(s.Transaction), "unknown")
 		if machine != "" {
@@ -394,7 +390,7 @@ func (w *Window) addFlowsAndSignatures(spans []span.Span, of *Overflow) {
 
 // addOutboundCalls adds each database CLIENT span to the signature window of
 // its nearest SERVER ancestor when that is of the same service.
-func (w *Window) addOutboundCalls(spans []span.Span) {
+func (w *Window) addOutboundCalls(spans []span.Span, names *span.Names) {
 	t := &w.tree
 	n := len(spans)
 	for i := range spans {
@@ -408,7 +404,6 @@ func (w *Window) addOutboundCalls(spans []span.Span) {
 				continue
 			}
 			if a.Service == s.Service {
-				names := w.names
 				if sw := w.Sigs[SignatureKey(names.Name(a.Service), names.Name(a.Version), cmp.Or(names.Name(a.Transaction), "unknown"))]; sw != nil {
 					sw.OutboundCalls++
 					sw.SumOutboundNs += s.End - s.Start
