@@ -516,6 +516,9 @@ func (t *round) facts(j int32, trace pcommon.TraceID) released {
 }
 
 // released is what history keeps of a span after it left: enough to be a parent.
+// It is a record of history, not a second span model: its names are strings
+// because each round's table is reset, and round.add makes it a span.Span of
+// the round that recalls it.
 type released struct {
 	start, end                    int64
 	service, instance, host, name string
