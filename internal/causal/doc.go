@@ -194,6 +194,14 @@
 //     looks stricter than it is, and at most n(d)/(n(d) + max n) when d is not
 //     the likeliest offset (a chain shifted by one message is sure of each link
 //     given its neighbours).
+//   - Threads (spanthread.go). A span's thread.id tells a synchronous child's
+//     parent in a thread-per-request server and nearly nothing in a reactive
+//     one. EM over the orphans' candidates, before any assignment, estimates
+//     per process r, the chance that a non-parent candidate shares the child's
+//     thread, and per kind of child q₁, the chance that its parent does, from
+//     π_c = m·q₁/r / (m·q₁/r + (n − m)(1 − q₁)/(1 − r)) with m of the n
+//     candidates on c's thread. Candidates are weighed by q₁/r on the thread
+//     and (1 − q₁)/(1 − r) off it, and dropped off it when that is below 0.02.
 //   - Guests. A process that serves nothing (database clients reported under
 //     the back end's service.name) is placed in the process of its host that
 //     encloses ≥ 90% of its spans when no other encloses > 60%; otherwise each

@@ -487,6 +487,19 @@ func (s *spanStitcher) startsAfter(p, c int32) bool {
 	return s.spans[p].End+s.tolEnd[p]+s.tolStart[c] < s.spans[c].Start
 }
 
+// refTolerance is the resolution of the timestamp a local delay of this kind
+// is measured from: the parent's start, the previous sibling's end or its
+// start. Some SDKs round only the start of a server span.
+func (s *spanStitcher) refTolerance(kind modelKind, p, prev int32) int64 {
+	switch kind {
+	case modelSequential:
+		return s.tolEnd[prev]
+	case modelParallel:
+		return s.tolStart[prev]
+	}
+	return s.tolStart[p]
+}
+
 // siblingDelay is the gap after a finished previous sibling, or the start
 // offset from a running one.
 func (s *spanStitcher) siblingDelay(prev, c int32) (modelKind, int64) {
@@ -565,7 +578,7 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 		theta := s.offset(p, c).theta
 		v := m.count(s.linkKey(modelRequest, p, c), cs.Start-ps.Start-theta, s.tolStart[p]+s.tolStart[c])*per + scoreFloor
 		if cs.Kind == span.KindServer {
-			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, s.tol[p]+s.tol[c])
+			v *= m.share(s.linkKey(modelResponse, p, c), ps.End-cs.End+theta, s.tolEnd[p]+s.tolEnd[c])
 		}
 		return v * s.siteFactor(p, c)
 	}
@@ -602,7 +615,8 @@ func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
 	if prev >= 0 {
 		kind, delay = s.siblingDelay(prev, c)
 	}
-	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*per + scoreFloor
+	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.refTolerance(kind, p, prev))*per + scoreFloor
+	v *= s.threadFactor(p, c)
 	v *= m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
 	v *= m.outliveFactor(s.localKey(modelAfter, p, c), false)
 	if round > 0 {

@@ -76,6 +76,9 @@ type spanStitcher struct {
 	serves  map[int32]bool
 	// servers lists every process's SERVER spans by start, for the chain rule.
 	servers map[int32][]int32
+	// threads holds each process's thread factors (fitThreads), empty when no
+	// span records its thread.
+	threads map[threadKey]threadStats
 }
 
 func newSpanStitcher(spans []span.Span, cfg StitchConfig) *spanStitcher {
@@ -114,6 +117,8 @@ func (s *spanStitcher) run() *StitchResult {
 	s.candidates()
 	res.Capped = s.capped
 	s.indexProcesses()
+	s.fitThreads()
+	s.pruneByThread()
 	s.models = newDelayModels(s.cfg.Bins)
 	s.site = newSiteModels()
 	s.counts = newCountModels()
@@ -440,30 +445,16 @@ func (s *spanStitcher) candidates() {
 }
 
 // enclosing appends to dst the spans of act that enclose c's start within the
-// timestamps' resolution. A synchronous child runs on its parent's thread;
-// asynchronous work (another thread) only when no candidate shares the
-// child's, so when some do, only those stay.
+// timestamps' resolution. What their threads say is a factor of the scores
+// (spanthread.go).
 func (s *spanStitcher) enclosing(act []int32, c int32, dst []int32) []int32 {
 	spans := s.spans
 	cs := &spans[c]
-	sameThread := 0
 	for _, p := range act {
 		ps := &spans[p]
 		if p != c && ps.Start <= cs.Start+s.tolStart[c]+s.tolStart[p] && ps.End >= cs.Start-s.tolStart[c]-s.tolEnd[p] {
 			dst = append(dst, p)
-			if cs.Thread >= 0 && ps.Thread == cs.Thread {
-				sameThread++
-			}
 		}
-	}
-	if sameThread > 0 && sameThread < len(dst) {
-		kept := dst[:0]
-		for _, p := range dst {
-			if spans[p].Thread == cs.Thread {
-				kept = append(kept, p)
-			}
-		}
-		dst = kept
 	}
 	return dst
 }

@@ -72,7 +72,7 @@ func (s *spanStitcher) followFit(p, prev, c int32) float64 {
 	if prev >= 0 {
 		kind, delay = s.siblingDelay(prev, c)
 	}
-	v := s.models.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.tol[p])*s.perParent[p] + scoreFloor
+	v := s.models.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.refTolerance(kind, p, prev))*s.perParent[p] + scoreFloor
 	return v * s.seqFactor(p, prev, c)
 }
 

@@ -29,7 +29,7 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	// style) keeps the rest of the application and its requests as they were.
 	stream := func(n uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e4e_7a7e_0000+n)) }
 	g.rng, g.proc, g.req, g.time, g.skew, g.lost, g.arrive, g.idr = stream(1), stream(2), stream(3), stream(4), stream(5), stream(6), stream(7), stream(8)
-	g.sock = stream(9)
+	g.sock, g.thread = stream(9), stream(10)
 	g.topology()
 	for r := range p.Requests {
 		g.request(int32(r))
@@ -37,6 +37,7 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	g.drop()
 	g.placeRequests()
 	g.callerSockets()
+	g.threads()
 	return g.emit(), nil
 }
 
@@ -100,6 +101,7 @@ type gspan struct {
 	attrs       []kv
 	async       bool // may outlive its parent
 	dropped     bool
+	ownThread   bool // starts on a thread of its own (a parallel call, @Async work)
 	id          pcommon.SpanID
 }
 
@@ -109,7 +111,7 @@ type generator struct {
 	// path, time every duration, skew the clocks, lost the dropped spans, arrive
 	// the arrivals and idr the ids.
 	rng, proc, req, time, skew, lost, arrive, idr *rand.Rand
-	sock                                          *rand.Rand
+	sock, thread                                  *rand.Rand
 	hop                                           float64
 	svcs                                          []service
 	procs                                         []process
@@ -461,7 +463,9 @@ func (g *generator) calls(req, parent int32, pi int, o *operation, t int64) int6
 	if rest := o.calls[o.split:]; len(rest) > 0 {
 		end, at := t, t
 		for _, c := range rest {
+			cl := int32(len(g.spans))
 			end = max(end, g.call(req, parent, pi, c, at))
+			g.spans[cl].ownThread = true
 			at += g.dur(0.01, 0.1) // a thread pool starts them one after the other
 		}
 		t = end + g.dur(0.05, 0.2)
@@ -512,7 +516,7 @@ func (g *generator) async(req, parent int32, pi int, kind int, start, parentEnd 
 	s := &g.svcs[g.procs[pi].svc]
 	if kind == 1 {
 		sp := g.add(req, parent, res, ptrace.SpanKindInternal, s.rpcService[:len(s.rpcService)-7]+"Notifier.sendAsync", start, nil)
-		g.spans[sp].end, g.spans[sp].async = end, true
+		g.spans[sp].end, g.spans[sp].async, g.spans[sp].ownThread = end, true, true
 		return
 	}
 	topic := "events." + s.name

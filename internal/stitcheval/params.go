@@ -134,6 +134,13 @@ type Params struct {
 	// CallerSocket is the share of services whose SERVER spans record the
 	// caller's address and port (sockets.go). Default 0.5.
 	CallerSocket float64
+	// ThreadIDs is the share of services whose spans record the thread that
+	// started them (thread.id, thread.name), as the Java agent does (threads.go).
+	// Default 0.
+	ThreadIDs float64
+	// EventLoop is the share of services that are reactive: their spans start
+	// on any of a few event-loop threads. Default 0.
+	EventLoop float64
 	// HopDelay is the mean one-way network delay; every duration scales with it
 	// (work in an operation is 1–10 hops, a database statement 1–5), so one knob
 	// goes from microsecond hops to second-long calls. Default 500 µs, a hop
@@ -235,7 +242,7 @@ func (p Params) Validate() error {
 		name string
 		v    float64
 	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"GRPC", p.GRPC},
-		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"CallerSocket", p.CallerSocket}, {"RoundServerStart", p.RoundServerStart}} {
+		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"CallerSocket", p.CallerSocket}, {"ThreadIDs", p.ThreadIDs}, {"EventLoop", p.EventLoop}, {"RoundServerStart", p.RoundServerStart}} {
 		if err := prob(f.name, f.v); err != nil {
 			return err
 		}

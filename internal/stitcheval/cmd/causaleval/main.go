@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,7 @@ type config struct {
 	spans                           string
 	seeds, workers                  int
 	quick                           bool
+	only                            string
 }
 
 func run(args []string, stderr io.Writer) int {
@@ -68,6 +70,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.seeds, "seeds", 3, "seeds per point (1, 2, …)")
 	fs.IntVar(&cfg.workers, "workers", runtime.GOMAXPROCS(0), "scenarios run in parallel")
 	fs.BoolVar(&cfg.quick, "quick", false, "a smoke run: two concurrency points, one capture, small applications")
+	fs.StringVar(&cfg.only, "only", "", "run only these figures (comma-separated ids: concurrency, fanout, threads, …)")
 	fs.StringVar(&cfg.spans, "spans", "", "score this recording of spans with full context (OTLP/JSON lines) instead, on standard output")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -203,8 +206,35 @@ func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
 			func(p *se.Params, x float64) {
 				p.Semconv = []se.Semconv{se.SemconvCurrent, se.SemconvLegacy, se.SemconvMixed}[int(x)]
 			}),
+		synthetic("threads", "Parent links vs thread ids, overlap 8", "share of services recording thread.id (thread per request)",
+			[]string{"0", "25%", "50%", "75%", "100%"}, []float64{0, 0.25, 0.5, 0.75, 1},
+			func(p *se.Params, x float64) { p.Concurrency, p.ThreadIDs = 8, x },
+			struct {
+				suffix string
+				set    func(*se.Params)
+			}{", half of them reactive", func(p *se.Params) { p.EventLoop = 0.5 }},
+			struct {
+				suffix string
+				set    func(*se.Params)
+			}{", all reactive", func(p *se.Params) { p.EventLoop = 1 }}),
 	)
 	return out
+}
+
+// only keeps the curves whose ids are listed ("" keeps all).
+func only(cs []*curve, ids string) ([]*curve, error) {
+	if ids == "" {
+		return cs, nil
+	}
+	var out []*curve
+	for _, id := range strings.Split(ids, ",") {
+		i := slices.IndexFunc(cs, func(c *curve) bool { return c.ID == strings.TrimSpace(id) })
+		if i < 0 {
+			return nil, fmt.Errorf("-only: no figure %q", id)
+		}
+		out = append(out, cs[i])
+	}
+	return out, nil
 }
 
 func evaluate(cfg config, stderr io.Writer) error {
@@ -221,7 +251,10 @@ func evaluate(cfg config, stderr io.Writer) error {
 		}
 		tt[name] = td
 	}
-	cs := curves(cfg, tt)
+	cs, err := only(curves(cfg, tt), cfg.only)
+	if err != nil {
+		return err
+	}
 	var all []se.Scenario
 	curveOf := map[string]*curve{}
 	for _, c := range cs {

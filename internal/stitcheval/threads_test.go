@@ -1,0 +1,31 @@
+package stitcheval
+
+import (
+	"testing"
+
+	"github.com/tierscope/tierscope/internal/stitch"
+)
+
+// Thread ids tell concurrent requests apart in a thread-per-request server,
+// and must not mislead in a reactive one, where a child starts on whichever
+// event-loop thread is free.
+func TestThreadIDsAtOverlap8(t *testing.T) {
+	score := func(threads, loop float64) Scores {
+		p := DefaultParams()
+		p.Concurrency, p.ThreadIDs, p.EventLoop = 8, threads, loop
+		runs, err := RunOne(SyntheticScenario("threads", "s", 8, p, StripAll), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runs[0].Scores
+	}
+	none, perRequest, reactive := score(0, 0), score(1, 0), score(1, 1)
+	t.Logf("no thread ids %.3f / %.4f; thread per request %.3f / %.4f; reactive %.3f / %.4f (accuracy / precision)",
+		none.Accuracy, none.Precision, perRequest.Accuracy, perRequest.Precision, reactive.Accuracy, reactive.Precision)
+	if perRequest.Accuracy < 0.93 || perRequest.Precision < 0.99 {
+		t.Errorf("thread per request: %.3f right, %.4f precise; want ≥ 0.93 and ≥ 0.99", perRequest.Accuracy, perRequest.Precision)
+	}
+	if reactive.Accuracy < none.Accuracy-0.04 || reactive.Precision < 0.98 {
+		t.Errorf("reactive: %.3f right, %.4f precise; want ≥ %.3f (no thread ids less 4 points) and ≥ 0.98", reactive.Accuracy, reactive.Precision, none.Accuracy-0.04)
+	}
+}
