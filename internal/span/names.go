@@ -29,6 +29,14 @@ func (n *Names) Optional(s string) int32 {
 	return n.ID(s)
 }
 
+// Lookup is s's id, -1 when s is not interned.
+func (n *Names) Lookup(s string) int32 {
+	if id, ok := n.ids[s]; ok {
+		return id
+	}
+	return -1
+}
+
 // Name is the string of id, "" for -1.
 func (n *Names) Name(id int32) string {
 	if id < 0 {

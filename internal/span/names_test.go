@@ -11,6 +11,9 @@ func TestNames(t *testing.T) {
 	if n.ID("web") != web || web == app || n.Len() != 2 {
 		t.Fatalf("ids web %d app %d, %d names", web, app, n.Len())
 	}
+	if n.Lookup("app") != app || n.Lookup("db") != -1 || n.Len() != 2 {
+		t.Fatal("lookup interns nothing")
+	}
 	if n.Optional("") != -1 || n.Name(-1) != "" || n.Name(app) != "app" {
 		t.Fatal("unknown names are -1 and \"\"")
 	}

@@ -245,6 +245,19 @@ type elementRoute struct {
 	// spans may name it otherwise (a host name for the configured IP), and
 	// no request can be said not to have crossed.
 	seen bool
+	// callerID and addressID are caller's and address's ids in names, -1
+	// while not interned there: a trace's spans are compared as integers.
+	names               *span.Names
+	callerID, addressID int32
+}
+
+// lookUp finds the route's ids in the trace's names table. Ids once found
+// stay valid as long as the table does.
+func (er *elementRoute) lookUp(names *span.Names) {
+	if er.names == names && er.callerID >= 0 && er.addressID >= 0 {
+		return
+	}
+	er.names, er.callerID, er.addressID = names, names.Lookup(er.caller), names.Lookup(er.address)
 }
 
 // crossedBy reports whether a trace's request crossed the element, or may
@@ -257,17 +270,18 @@ func (er *elementRoute) crossedBy(spans []span.Span, names *span.Names) bool {
 	if er.address == "" {
 		return true
 	}
+	er.lookUp(names)
 	calledElsewhere := false
 	for i := range spans {
 		s := &spans[i]
 		if s.Kind != span.KindClient {
 			continue
 		}
-		if names.Name(s.Endpoint) == er.address {
+		if s.Endpoint == er.addressID && s.Endpoint >= 0 {
 			er.seen = true
 			return true
 		}
-		if names.Name(s.Service) == er.caller {
+		if s.Service == er.callerID && s.Service >= 0 {
 			if s.Endpoint < 0 {
 				return true
 			}
