@@ -194,6 +194,11 @@
 //     looks stricter than it is, and at most n(d)/(n(d) + max n) when d is not
 //     the likeliest offset (a chain shifted by one message is sure of each link
 //     given its neighbours).
+//   - Exchanges (spanexchange.go). A local child's confidence also counts, as
+//     alternatives, exchanging it with a child of its key held by another
+//     candidate: r = s(p, c)·s(q, d) / (s(q, c)·s(p, d)) with the children
+//     moved, conf′ = 1/(1/conf + Σ r). Concurrent handlers of one operation
+//     each holding one child of a key no longer make a wrong one sure.
 //   - Threads (spanthread.go). A span's thread.id tells a synchronous child's
 //     parent in a thread-per-request server and nearly nothing in a reactive
 //     one. EM over the orphans' candidates, before any assignment, estimates

@@ -150,6 +150,7 @@ func (s *spanStitcher) run() *StitchResult {
 		}
 		last = append(last[:0], s.parent...)
 	}
+	s.exchangeConfidence(s.cfg.Rounds)
 	s.breakCycles()
 	res.ByStart = s.byStart()
 	for i := range s.spans {
