@@ -26,15 +26,12 @@ func (k Kind) RemoteCaller() bool { return k == KindClient || k == KindProducer 
 // tags, `tierscope stitch`, and the perfmodel exporter's windows
 // (internal/model). Its names are int32 ids into a Names table owned by
 // whoever built it (internal/stitch from OTLP spans, the exporter's
-// assembler); -1 is an unknown name. Fields are ordered so that the struct
-// has no padding but its last bytes: stitching reads them by the million.
+// assembler); -1 is an unknown name. Stitching reads spans by the million:
+// what it reads comes first, in the struct's first 68 bytes, and the fields
+// only the exporter reads follow; the struct pads 4 bytes before the ids.
 type Span struct {
 	Start, End int64 // nanoseconds
-	// ID and ParentID are the span's and its parent's span ids as integers
-	// (internal/stitch.SpanID), 0 when absent. Stitching keeps the OTLP ids
-	// beside its spans and leaves these 0.
-	ID, ParentID uint64
-	Service      int32 // the service the span belongs to (service.name)
+	Service    int32 // the service the span belongs to (service.name)
 	// Instance is the process the span ran in: local parents share it. Spans of
 	// different services may share a process (an SDK that reports in-process
 	// database clients under the database's name).
@@ -68,6 +65,13 @@ type Span struct {
 	// A synchronous child starts on its parent's thread.
 	Thread int32
 	Parent int32 // index of the parent known from context, else -1
+	Kind   Kind
+	// Orphan marks a span whose context was lost, so its parent is inferred. A
+	// span with no parent that is not marked stays a root.
+	Orphan bool
+	Error  bool // the span's status is an error
+	// Database marks a call to a database (db.system.name / db.system).
+	Database bool
 	// Transaction names what a SERVER span serves (http.route, else the span
 	// name) or a CONSUMER span consumes, -1 for other kinds. Version is
 	// service.version, Machine the machine the exporter counts the span's
@@ -75,13 +79,10 @@ type Span struct {
 	// Process process.executable.name; -1 when unknown. They key the
 	// exporter's work-factor flows and transaction signatures.
 	Transaction, Version, Machine, Process int32
-	Kind                                   Kind
-	// Orphan marks a span whose context was lost, so its parent is inferred. A
-	// span with no parent that is not marked stays a root.
-	Orphan bool
-	Error  bool // the span's status is an error
-	// Database marks a call to a database (db.system.name / db.system).
-	Database bool
+	// ID and ParentID are the span's and its parent's span ids as integers
+	// (internal/stitch.SpanID), 0 when absent. Stitching keeps the OTLP ids
+	// beside its spans and leaves these 0.
+	ID, ParentID uint64
 }
 
 // Reintern moves s's names from the table from into the table to, so that a
