@@ -273,6 +273,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 		if final {
 			rep.LongAttributes += attrs.tooLong
 		}
+		kind = roleOf(kind, &attrs)
 		switch kind {
 		case span.KindClient, span.KindProducer:
 			pr = peerOf(&attrs, &s.join)

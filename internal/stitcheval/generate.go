@@ -29,7 +29,7 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	// style) keeps the rest of the application and its requests as they were.
 	stream := func(n uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e4e_7a7e_0000+n)) }
 	g.rng, g.proc, g.req, g.time, g.skew, g.lost, g.arrive, g.idr = stream(1), stream(2), stream(3), stream(4), stream(5), stream(6), stream(7), stream(8)
-	g.sock, g.thread = stream(9), stream(10)
+	g.sock, g.thread, g.kinds = stream(9), stream(10), stream(11)
 	g.topology()
 	for r := range p.Requests {
 		g.request(int32(r))
@@ -38,6 +38,12 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	g.placeRequests()
 	g.callerSockets()
 	g.threads()
+	for i := 1; i < len(g.svcs); i++ {
+		g.svcs[i].unkinded = chance(g.kinds, p.Unkinded)
+	}
+	for i := range g.svcs {
+		g.svcs[i].coarse = chance(g.kinds, p.CoarseClock)
+	}
 	return g.emit(), nil
 }
 
@@ -76,6 +82,8 @@ type service struct {
 	ops                        []operation
 	procs                      []int
 	uninstrumented             bool
+	unkinded                   bool // every span INTERNAL, as a manual tracer's default
+	coarse                     bool // every timestamp on a whole millisecond
 }
 
 type process struct {
@@ -111,7 +119,7 @@ type generator struct {
 	// path, time every duration, skew the clocks, lost the dropped spans, arrive
 	// the arrivals and idr the ids.
 	rng, proc, req, time, skew, lost, arrive, idr *rand.Rand
-	sock, thread                                  *rand.Rand
+	sock, thread, kinds                           *rand.Rand
 	hop                                           float64
 	svcs                                          []service
 	procs                                         []process
@@ -757,9 +765,17 @@ func (g *generator) emit() ptrace.Traces {
 		if sp.kind == ptrace.SpanKindServer && g.svcs[res.svc].roundStart {
 			start -= start % int64(time.Millisecond)
 		}
+		if g.svcs[res.svc].coarse {
+			start -= start % int64(time.Millisecond)
+			end -= end % int64(time.Millisecond)
+		}
 		out := resSpans[sp.res].AppendEmpty()
 		out.SetName(sp.name)
-		out.SetKind(sp.kind)
+		if g.svcs[res.svc].unkinded {
+			out.SetKind(ptrace.SpanKindInternal)
+		} else {
+			out.SetKind(sp.kind)
+		}
 		out.SetTraceID(g.traces[sp.req])
 		out.SetSpanID(sp.id)
 		if parent >= 0 {

@@ -138,6 +138,12 @@ type Params struct {
 	// started them (thread.id, thread.name), as the Java agent does (threads.go).
 	// Default 0.
 	ThreadIDs float64
+	// Unkinded is the share of services (the entry excepted) whose spans are
+	// all INTERNAL, the default kind of a manual tracer. Default 0.
+	Unkinded float64
+	// CoarseClock is the share of services whose clocks stamp every span on a
+	// whole millisecond. Default 0.
+	CoarseClock float64
 	// EventLoop is the share of services that are reactive: their spans start
 	// on any of a few event-loop threads. Default 0.
 	EventLoop float64
@@ -242,7 +248,7 @@ func (p Params) Validate() error {
 		name string
 		v    float64
 	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"GRPC", p.GRPC},
-		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"CallerSocket", p.CallerSocket}, {"ThreadIDs", p.ThreadIDs}, {"EventLoop", p.EventLoop}, {"RoundServerStart", p.RoundServerStart}} {
+		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"CallerSocket", p.CallerSocket}, {"ThreadIDs", p.ThreadIDs}, {"EventLoop", p.EventLoop}, {"Unkinded", p.Unkinded}, {"CoarseClock", p.CoarseClock}, {"RoundServerStart", p.RoundServerStart}} {
 		if err := prob(f.name, f.v); err != nil {
 			return err
 		}

@@ -329,6 +329,10 @@ func (s *blockSolve) moveFailing(f fit) bool {
 			continue
 		}
 		moved = true
+		// A moved column is nobody's partner afterwards: its flows are in a
+		// group or in the combined column already, and must not be counted
+		// twice.
+		joined[c] = true
 		if e.cfg.Combining == CombineCollinear {
 			if p, r := e.partner(&s.b, s.ind, c, joined); p >= 0 {
 				joined[p] = true

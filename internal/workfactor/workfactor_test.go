@@ -853,3 +853,43 @@ func TestCUSUMFindsSmallChange(t *testing.T) {
 	}
 	t.Logf("α̃_b 120 periods after 3 → 5: %.2f with the CUSUM (%d shifts), %.2f without", wf, shifts, wf0)
 }
+
+// Columns that fail alone are grouped with their most collinear partner, round
+// after round; a flow is never in two groups, nor twice in one (a column that
+// has moved was once taken again as another's partner, and its rate counted
+// twice in the group's column).
+func TestGroupsHoldEachFlowOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const n = 9
+	e := mustNew(t, workfactor.DefaultConfig())
+	var est *workfactor.Estimate
+	for p := int64(1); p <= 60; p++ {
+		// Three drivers move the flows' rates: the flows of one driver are
+		// nearly collinear, and at this noise the small ones fail alone.
+		d := [3]float64{1 + 0.8*rng.Float64(), 1 + 0.8*rng.Float64(), 1 + 0.8*rng.Float64()}
+		rates := map[string]float64{}
+		y := 0.0
+		for i := range n {
+			x := d[i%3] * float64(1+i%4) * (1 + 0.03*rng.NormFloat64())
+			rates[string(rune('a'+i))] = x
+			y += x * float64(2+3*i)
+		}
+		y += 23 * rng.NormFloat64()
+		var err error
+		if est, err = e.AddPeriod(p, []workfactor.Observation{{Machine: "m", CapacityMHz: 4000, Utilization: y / 4000, Rates: rates}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(est.Groups) < 2 {
+		t.Fatalf("groups %v: the test needs collinear flows that fail alone", est.Groups)
+	}
+	seen := map[string]string{}
+	for _, g := range est.Groups {
+		for _, f := range g.Flows {
+			if other, ok := seen[f]; ok {
+				t.Errorf("flow %s in group %s and in group %s", f, other, g.Name)
+			}
+			seen[f] = g.Name
+		}
+	}
+}

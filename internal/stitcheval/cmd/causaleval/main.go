@@ -206,6 +206,12 @@ func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
 			func(p *se.Params, x float64) {
 				p.Semconv = []se.Semconv{se.SemconvCurrent, se.SemconvLegacy, se.SemconvMixed}[int(x)]
 			}),
+		synthetic("kinds", "Parent links vs spans without a kind", "share of services whose spans are all INTERNAL (a manual tracer's default)",
+			[]string{"0", "25%", "50%", "100%"}, []float64{0, 0.25, 0.5, 1},
+			func(p *se.Params, x float64) { p.Unkinded = x }),
+		synthetic("resolution", "Parent links vs millisecond clocks", "share of services that stamp spans on a whole millisecond (hops of 0.5 ms)",
+			[]string{"0", "25%", "50%", "100%"}, []float64{0, 0.25, 0.5, 1},
+			func(p *se.Params, x float64) { p.CoarseClock = x }),
 		synthetic("threads", "Parent links vs thread ids, overlap 8", "share of services recording thread.id (thread per request)",
 			[]string{"0", "25%", "50%", "75%", "100%"}, []float64{0, 0.25, 0.5, 0.75, 1},
 			func(p *se.Params, x float64) { p.Concurrency, p.ThreadIDs = 8, x },
