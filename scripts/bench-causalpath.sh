@@ -35,6 +35,12 @@ CAUSALPATH_WAIT=${CAUSALPATH_WAIT:-2s}
 # Large enough that at a few hundred thousand spans/s nothing leaves the buffer
 # early; set 100000 (the examples' value) to see the overflow behaviour.
 CAUSALPATH_MAX_SPANS=${CAUSALPATH_MAX_SPANS:-1000000}
+# The same for the connector: edges wait up to the store's ttl (2s) for their
+# other side, and a full store drops the spans that would add edges, which
+# spares the connector their work. At 150,000 spans/s some 200,000 edges wait
+# (the unanswered calls of the dropped hops and the database calls); at 100,000
+# the connector dropped more than half of the spans.
+SERVICEGRAPH_MAX_ITEMS=${SERVICEGRAPH_MAX_ITEMS:-1000000}
 OUT_DIR=${OUT_DIR:-build/bench}
 
 log() { printf '[bench-causalpath %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -131,7 +137,7 @@ connectors:
     latency_histogram_buckets: [2ms, 5ms, 10ms, 25ms, 50ms, 100ms, 250ms, 500ms, 1s]
     store:
       ttl: 2s
-      max_items: 100000
+      max_items: $SERVICEGRAPH_MAX_ITEMS
     virtual_node_peer_attributes: [service.peer.name, peer.service, db.system.name, db.system, server.address]
     metrics_flush_interval: 5s
 EOF
@@ -212,6 +218,13 @@ for p in $PIPELINES; do
       extra+=",\"causalpath_$c\":$(( $(metric "$work/after.prom" "$n" "") - $(metric "$work/before.prom" "$n" "") ))"
     done
   fi
+  if [ "$p" = servicegraph ]; then
+    # The connector's own counters: spans it dropped (store full) and edges expired.
+    for c in dropped_spans expired_edges total_edges; do
+      n=otelcol_connector_servicegraph_${c}_total
+      extra+=",\"servicegraph_$c\":$(( $(metric "$work/after.prom" "$n" "") - $(metric "$work/before.prom" "$n" "") ))"
+    done
+  fi
   results+=("${lg%\}},$extra}")
   log "$p: $(printf '%.0f' "$(field "${results[-1]}" spans_per_sec)") spans/s accepted"
 done
@@ -219,6 +232,7 @@ done
 {
   printf '{"duration":"%s","concurrency":%s,"drop_fraction":%s,' "$DURATION" "$CONCURRENCY" "$DROP_FRACTION"
   printf '"causalpath":{"mode":"%s","wait":"%s","max_spans":%s},' "$CAUSALPATH_MODE" "$CAUSALPATH_WAIT" "$CAUSALPATH_MAX_SPANS"
+  printf '"servicegraph":{"max_items":%s},' "$SERVICEGRAPH_MAX_ITEMS"
   printf '"host_cores":%s,"load_average":"%s","runs":[' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
   (IFS=,; printf '%s' "${results[*]}")
   printf ']}\n'
@@ -237,6 +251,9 @@ for r in "${results[@]}"; do
   fi
   printf '%-13s %11.0f %11.0f %11s %9.1f %12.0f %10.1f %8.0f\n' "$name" "${rate[$name]}" "$(calc "$exp / $secs")" "$through" "$cpu" \
     "$(calc "($cpu > 0) ? $acc / $cpu : 0")" "$(field "$r" loadgen_cpu_seconds)" "$(calc "$rss / 1024")"
+  if [ "$name" = servicegraph ]; then
+    sg_dropped=$(field "$r" servicegraph_dropped_spans); sg_expired=$(field "$r" servicegraph_expired_edges)
+  fi
   if [ "$name" = causalpath ]; then
     cp_early=$(field "$r" causalpath_dropped); cp_orph=$(field "$r" causalpath_orphans)
     cp_inf=$(field "$r" causalpath_inferred); cp_left=$(field "$r" causalpath_left_orphan)
@@ -245,6 +262,9 @@ done
 if [ -n "${cp_orph:-}" ]; then
   printf '\ncausalpath: %s spans released early (buffer full, max_spans %s), %s orphans looked at, %s given a parent, %s left orphan (true roots among them)\n' \
     "$cp_early" "$CAUSALPATH_MAX_SPANS" "$cp_orph" "$cp_inf" "$cp_left"
+fi
+if [ -n "${sg_dropped:-}" ]; then
+  printf 'servicegraph: %s spans dropped (store full, max_items %s), %s edges expired\n' "$sg_dropped" "$SERVICEGRAPH_MAX_ITEMS" "$sg_expired"
 fi
 if [ -n "${rate[causalpath]:-}" ] && [ -n "${rate[servicegraph]:-}" ]; then
   printf 'ratio causalpath/servicegraph, accepted spans/s: %.3f\n' "$(calc "${rate[causalpath]} / ${rate[servicegraph]}")"

@@ -77,13 +77,15 @@ type delayModels struct {
 	// outlive counts, per (parent, child) local key, the children seen ending
 	// after their parent and all children seen.
 	outlive map[modelKey][2]float64
-	// outlivePacked holds the keys that pack (as packed does).
-	outlivePacked map[uint64][2]float64
+	// outlivePacked indexes into outliveRows the keys that pack (as packed
+	// does): a row is found with one lookup, and counted in place.
+	outlivePacked map[uint64]int32
+	outliveRows   [][2]float64
 }
 
 func newDelayModels(bins stats.LogBins) *delayModels {
 	return &delayModels{bins: bins, idx: stats.NewLogIndexer(bins), width: 2*bins.Count - 1, packed: make(map[uint64]int32), index: make(map[modelKey]int32),
-		outlive: make(map[modelKey][2]float64), outlivePacked: make(map[uint64][2]float64)}
+		outlive: make(map[modelKey][2]float64), outlivePacked: make(map[uint64]int32)}
 }
 
 func (m *delayModels) reset() {
@@ -91,6 +93,7 @@ func (m *delayModels) reset() {
 	clear(m.index)
 	clear(m.outlive)
 	clear(m.outlivePacked)
+	m.outliveRows = m.outliveRows[:0]
 	m.hist = m.hist[:0]
 	m.total = m.total[:0]
 	m.sumBin, m.sumBin2, m.bandwidth = m.sumBin[:0], m.sumBin2[:0], m.bandwidth[:0]
@@ -297,21 +300,26 @@ func (m *delayModels) binDelay(b int) int64 {
 
 func (m *delayModels) addOutlive(k modelKey, outlived bool, w float64) {
 	pk, packed := k.pack()
-	var v [2]float64
-	if packed {
-		v = m.outlivePacked[pk]
-	} else {
-		v = m.outlive[k]
+	if !packed {
+		v := m.outlive[k]
+		countOutlive(&v, outlived, w)
+		m.outlive[k] = v
+		return
 	}
+	row, ok := m.outlivePacked[pk]
+	if !ok {
+		row = int32(len(m.outliveRows))
+		m.outlivePacked[pk] = row
+		m.outliveRows = append(m.outliveRows, [2]float64{})
+	}
+	countOutlive(&m.outliveRows[row], outlived, w)
+}
+
+func countOutlive(v *[2]float64, outlived bool, w float64) {
 	if outlived {
 		v[0] += w
 	}
 	v[1] += w
-	if packed {
-		m.outlivePacked[pk] = v
-	} else {
-		m.outlive[k] = v
-	}
 }
 
 // outliveFactor is the probability that a child of key k does (or does not)
@@ -319,7 +327,9 @@ func (m *delayModels) addOutlive(k modelKey, outlived bool, w float64) {
 func (m *delayModels) outliveFactor(k modelKey, outlives bool) float64 {
 	var v [2]float64
 	if pk, packed := k.pack(); packed {
-		v = m.outlivePacked[pk]
+		if row, ok := m.outlivePacked[pk]; ok {
+			v = m.outliveRows[row]
+		}
 	} else {
 		v = m.outlive[k]
 	}

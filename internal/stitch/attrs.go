@@ -44,6 +44,7 @@ const (
 	aClientAddress
 	aClientPort
 	aNetPeerIP
+	aTruthParent
 	attrKeys
 )
 
@@ -115,6 +116,8 @@ func keyOf(k string) (attrKey, bool) {
 		return aClientPort, true
 	case "net.peer.ip":
 		return aNetPeerIP, true
+	case AttrTruthParent:
+		return aTruthParent, true
 	}
 	return 0, false
 }
@@ -127,6 +130,9 @@ type spanAttrs struct {
 	// tooLong counts values longer than maxAttrLen, which are ignored so that
 	// one huge attribute cannot bloat the address book.
 	tooLong int
+	// truth says the span carries AttrTruthParent (test data), so that the
+	// truth is looked up only in rounds that have some.
+	truth bool
 }
 
 func readAttrs(m pcommon.Map, a *spanAttrs, j *joiner) {
@@ -134,6 +140,10 @@ func readAttrs(m pcommon.Map, a *spanAttrs, j *joiner) {
 	m.Range(func(k string, v pcommon.Value) bool {
 		key, ok := keyOf(k)
 		if !ok {
+			return true
+		}
+		if key == aTruthParent {
+			a.truth = true
 			return true
 		}
 		var s string
@@ -172,6 +182,10 @@ func (a *spanAttrs) get(keys ...attrKey) string {
 type joiner struct {
 	m    map[[3]string]string
 	ints map[int64]string
+	// masked holds the HTTP operations of masked paths by themselves; buf
+	// is where httpOp builds its key.
+	masked map[string]string
+	buf    []byte
 }
 
 const maxJoined = 1 << 14

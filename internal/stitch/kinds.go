@@ -1,6 +1,10 @@
 package stitch
 
-import "github.com/tierscope/tierscope/internal/span"
+import (
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tierscope/tierscope/internal/span"
+)
 
 // roleOf is the role a span plays in a call when its kind does not say
 // (INTERNAL, the default of a manual tracer, or UNSPECIFIED, as spans without
@@ -32,4 +36,23 @@ func roleOf(kind span.Kind, a *spanAttrs) span.Kind {
 		}
 	}
 	return kind
+}
+
+// RoleOf is the kind a span plays in its call, as stitching sees it: its own
+// kind, or for a span without a call kind the side its attributes show
+// (roleOf). The exporter reads spans with it too, so that the path the
+// processor tags and the pattern the exporter stores name the same nodes.
+func RoleOf(sp ptrace.Span) span.Kind {
+	kind := KindOf(sp.Kind())
+	if kind != span.KindInternal && kind != span.KindUnspecified {
+		return kind
+	}
+	attrs := sp.Attributes()
+	set := func(k string) bool { v, ok := attrs.Get(k); return ok && v.AsString() != "" }
+	if !set("http.request.method") && !set("http.method") && !set("rpc.system") {
+		return kind // most INTERNAL spans: two or three lookups, nothing read
+	}
+	var a spanAttrs
+	readAttrs(attrs, &a, nil)
+	return roleOf(kind, &a)
 }

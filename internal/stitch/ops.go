@@ -65,7 +65,7 @@ func operation(a *spanAttrs, name string, kind span.Kind, j *joiner) (op, class 
 		return rpcKeys(svc, m, j)
 	}
 	if path != "" {
-		op = j.concat("http ", maskPath(path), "")
+		op = j.httpOp(path)
 	}
 	if m := a.get(aHTTPRequestMethod, aHTTPMethod); m != "" {
 		if class, ok = j.lookup([3]string{"http method", m}); !ok {
@@ -154,6 +154,45 @@ func maskPath(path string) string {
 		b.WriteString(seg)
 	}
 	return b.String()
+}
+
+// appendMasked appends path to b masked as maskPath masks it, in one pass.
+func appendMasked(b []byte, path string) []byte {
+	for {
+		seg, rest, more := strings.Cut(path, "/")
+		if len(seg) > 24 || strings.ContainsAny(seg, "0123456789") {
+			b = append(b, '*')
+		} else {
+			b = append(b, seg...)
+		}
+		if !more {
+			return b
+		}
+		b = append(b, '/')
+		path = rest
+	}
+}
+
+// httpOp is "http " + maskPath(path). Paths that carry ids differ from span to
+// span while their masked forms repeat, so the key is masked into a reused
+// buffer and looked up without building a string.
+func (j *joiner) httpOp(path string) string {
+	if j == nil {
+		return "http " + maskPath(path)
+	}
+	if !needsMask(path) {
+		return j.concat("http ", path, "")
+	}
+	j.buf = appendMasked(append(j.buf[:0], "http "...), path)
+	if op, ok := j.masked[string(j.buf)]; ok {
+		return op
+	}
+	if j.masked == nil || len(j.masked) >= maxJoined {
+		j.masked = make(map[string]string)
+	}
+	op := string(j.buf)
+	j.masked[op] = op
+	return op
 }
 
 // ownAddress is the address a SERVER span answered on (server.address and

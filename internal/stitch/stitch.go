@@ -215,7 +215,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		latest = max(latest, int64(r.span.StartTimestamp()))
 	}
 	cfg := s.opt.Config
-	window := int64(max(cfg.SkewWindow, cfg.LocalWindow))
+	window := s.ContextReach()
 	refs, resources = collect(context, true, refs, resources, latest+window)
 
 	if s.round == nil {
@@ -223,7 +223,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 	}
 	t := s.round
 	t.reset()
-	s.readSpans(t, refs, resources, &rep)
+	truth := s.readSpans(t, refs, resources, &rep)
 	// Spans released in earlier rounds that may still be a parent here.
 	for _, h := range s.history.since(earliest-window, earliest-int64(cfg.AsyncWindow)) {
 		t.add(-1, h, false)
@@ -241,14 +241,25 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 		s.moveSubtrees(refs, t, written)
 	}
 	s.tagPaths(t, refs, written, res.ByStart, &rep)
-	rep.Truth = scoreTruth(refs, t, res, written)
+	if truth {
+		rep.Truth = scoreTruth(refs, t, res, written)
+	}
 	return rep
+}
+
+// ContextReach is how far (ns) past the latest start among the released spans a
+// context span may start and still be read: a caller that keeps batches can
+// leave out of the context those whose every span starts later, which would
+// only be looked at and passed over.
+func (s *Stitcher) ContextReach() int64 {
+	return int64(max(s.opt.Config.SkewWindow, s.opt.Config.LocalWindow))
 }
 
 // readSpans adds every span of refs to the round, with what its attributes say
 // of its kind, peer, address and operation, and counts the released spans it
-// must skip or cannot read fully.
-func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep *Report) {
+// must skip or cannot read fully. It reports whether a released span carries
+// AttrTruthParent.
+func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep *Report) (truth bool) {
 	var attrs spanAttrs
 	for i, r := range refs {
 		sp := r.span
@@ -272,6 +283,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 		readAttrs(sp.Attributes(), &attrs, &s.join)
 		if final {
 			rep.LongAttributes += attrs.tooLong
+			truth = truth || attrs.truth
 		}
 		kind = roleOf(kind, &attrs)
 		switch kind {
@@ -298,6 +310,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 			s.book.Learn(s.join.opAddress(op), res.Service)
 		}
 	}
+	return truth
 }
 
 // linkKnownParents sets the parents that context gives within the round, and

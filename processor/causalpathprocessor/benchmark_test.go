@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/tierscope/tierscope/internal/sim/loadgen"
 	"github.com/tierscope/tierscope/processor/causalpathprocessor/internal/metadata"
 )
 
@@ -64,4 +65,60 @@ func BenchmarkProcessor(b *testing.B) {
 	spans := float64(b.N * spansPerBatch)
 	b.ReportMetric(spans/b.Elapsed().Seconds(), "spans/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/spans, "ns/span")
+}
+
+// BenchmarkProcessorLoad runs the cycle of BenchmarkProcessor on the spans that
+// `make bench-causalpath` sends (internal/sim/loadgen: web → app → database
+// with the attributes of current semantic conventions, half of the web → app
+// hops without context), in requests of 64 traces: the attribute reading and
+// writing that the collector does per span weigh here as they do there. A round
+// releases 50 requests with 50 younger ones as context.
+func BenchmarkProcessorLoad(b *testing.B) {
+	cfg := testConfig(time.Second, 1_000_000)
+	proc, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := proc.(*causalPathProcessor)
+	clock := time.Unix(1800000000, 0)
+	p.now = func() time.Time { return clock }
+	lcfg := loadgen.DefaultConfig()
+	lcfg.DropFraction = 0.5
+	gen, err := loadgen.NewGenerator(lcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := loadgen.NewIDs(1)
+	const tracesPerRequest = 64
+	batches := make([]ptrace.Traces, 200)
+	spans := 0
+	fill := func() {
+		for i := range batches {
+			batches[i] = ptrace.NewTraces()
+			loadgen.AppendOTLP(batches[i], gen.Next(tracesPerRequest), ids)
+		}
+	}
+	fill()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%len(batches) == 0 && i > 0 {
+			b.StopTimer()
+			fill()
+			b.StartTimer()
+		}
+		spans += batches[i%len(batches)].SpanCount()
+		if err := p.ConsumeTraces(context.Background(), batches[i%len(batches)]); err != nil {
+			b.Fatal(err)
+		}
+		clock = clock.Add(20 * time.Millisecond)
+		if i%50 == 49 {
+			if err := p.release(context.Background(), false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "ns/span")
 }

@@ -3,6 +3,7 @@ package causalpathprocessor
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -25,6 +26,25 @@ type batch struct {
 	spans   int
 	bytes   int64 // OTLP size
 	arrived time.Time
+	// earliest and latest are the first and last span starts (ns).
+	earliest, latest int64
+}
+
+// startRange returns the earliest and latest span start in td.
+func startRange(td ptrace.Traces) (earliest, latest int64) {
+	earliest, latest = math.MaxInt64, math.MinInt64
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				t := int64(spans.At(k).StartTimestamp())
+				earliest, latest = min(earliest, t), max(latest, t)
+			}
+		}
+	}
+	return earliest, latest
 }
 
 type causalPathProcessor struct {
@@ -124,8 +144,9 @@ func (p *causalPathProcessor) ConsumeTraces(ctx context.Context, td ptrace.Trace
 		p.telemetry.ProcessorCausalpathReleasedUnstitched.Add(ctx, int64(n))
 		return p.forward(ctx, []batch{{td: td, spans: n, bytes: size}})
 	}
+	earliest, latest := startRange(td)
 	p.mu.Lock()
-	p.buffer = append(p.buffer, batch{td: td, spans: n, bytes: size, arrived: p.now()})
+	p.buffer = append(p.buffer, batch{td: td, spans: n, bytes: size, arrived: p.now(), earliest: earliest, latest: latest})
 	p.buffered += n
 	p.bytes += size
 	full := p.buffered > p.cfg.MaxSpans || p.bytes > p.cfg.MaxBytes
@@ -191,13 +212,20 @@ func (p *causalPathProcessor) stitchRound(cut func() int) ([]batch, stitch.Repor
 	copy(ready, p.buffer[:n])
 	clear(p.buffer[:n])
 	p.buffer = p.buffer[n:]
-	waiting := make([]ptrace.Traces, len(p.buffer))
-	for i, b := range p.buffer {
-		waiting[i] = b.td
-	}
+	latest := int64(math.MinInt64)
 	for _, b := range ready {
 		p.buffered -= b.spans
 		p.bytes -= b.bytes
+		latest = max(latest, b.latest)
+	}
+	// Batches whose every span starts past the stitcher's reach would only be
+	// scanned and passed over.
+	horizon := latest + p.stitcher.ContextReach()
+	var waiting []ptrace.Traces
+	for _, b := range p.buffer {
+		if b.earliest <= horizon {
+			waiting = append(waiting, b.td)
+		}
 	}
 	p.mu.Unlock()
 	release := make([]ptrace.Traces, n)

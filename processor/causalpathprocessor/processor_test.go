@@ -2,6 +2,7 @@ package causalpathprocessor
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -343,4 +344,90 @@ func TestSameOutputAsCLI(t *testing.T) {
 		})
 	}
 	assert.Equal(t, len(want), got)
+}
+
+// A round leaves out of the context the waiting batches that start past the
+// stitcher's reach: the output is the one of a round given every waiting batch.
+func TestContextBeyondReachLeftOut(t *testing.T) {
+	requests := func() []ptrace.Traces {
+		cfg := loadgen.DefaultConfig()
+		cfg.DropFraction = 0.5
+		gen, err := loadgen.NewGenerator(cfg)
+		require.NoError(t, err)
+		ids := loadgen.NewIDs(3)
+		// The app's exporter is faster: each request's app spans come a batch
+		// before the web spans that hold their parents.
+		var out []ptrace.Traces
+		for range 30 {
+			td, web, app := ptrace.NewTraces(), ptrace.NewTraces(), ptrace.NewTraces()
+			loadgen.AppendOTLP(td, gen.Next(8), ids)
+			td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+				to := app
+				if v, _ := rs.Resource().Attributes().Get("service.name"); v.Str() == "web" {
+					to = web
+				}
+				rs.MoveTo(to.ResourceSpans().AppendEmpty())
+				return true
+			})
+			out = append(out, app, web)
+		}
+		return out
+	}
+	cfg := testConfig(time.Second, 1_000_000)
+	sink := new(consumertest.TracesSink)
+	proc, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	require.NoError(t, err)
+	p := proc.(*causalPathProcessor)
+	clock := time.Unix(1800000000, 0)
+	p.now = func() time.Time { return clock }
+
+	ref, err := stitch.New(cfg.stitchOptions())
+	require.NoError(t, err)
+	var want [][]byte
+	var pending []ptrace.Traces
+	marshal := func(batches []ptrace.Traces) []byte {
+		out := ptrace.NewTraces()
+		for _, b := range batches {
+			b.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+		}
+		data, err := (&ptrace.JSONMarshaler{}).MarshalTraces(out)
+		require.NoError(t, err)
+		return data
+	}
+	mine, theirs := requests(), requests()
+	leftOut, kept := 0, 0
+	for i := range mine {
+		require.NoError(t, p.ConsumeTraces(context.Background(), mine[i]))
+		pending = append(pending, theirs[i])
+		if i%5 == 4 && i >= 10 {
+			// The processor releases what arrived a wait (10 batches) ago.
+			n := len(pending) - 10
+			latest := int64(math.MinInt64)
+			for _, b := range p.buffer[:n] {
+				latest = max(latest, b.latest)
+			}
+			for _, b := range p.buffer[n:] {
+				if b.earliest > latest+p.stitcher.ContextReach() {
+					leftOut++
+				} else {
+					kept++
+				}
+			}
+			require.NoError(t, p.release(context.Background(), false))
+			require.Len(t, p.buffer, 10)
+			ref.StitchWithContext(pending[:n], pending[n:])
+			want = append(want, marshal(pending[:n]))
+			pending = pending[n:]
+		}
+		clock = clock.Add(100 * time.Millisecond)
+	}
+	require.Len(t, sink.AllTraces(), len(want))
+	for r, td := range sink.AllTraces() {
+		got, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+		require.NoError(t, err)
+		require.Equal(t, string(want[r]), string(got), "round %d", r)
+	}
+	// Both cases came up: batches left out, and batches near enough to be read.
+	require.Positive(t, leftOut)
+	require.Positive(t, kept)
 }
