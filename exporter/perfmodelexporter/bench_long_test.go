@@ -19,6 +19,8 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/query"
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/span"
+	"github.com/tierscope/tierscope/internal/span/spantest"
 	"github.com/tierscope/tierscope/internal/store"
 )
 
@@ -28,21 +30,22 @@ func synthWindows(t testing.TB, st store.Store, end int64) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	const services = 100
 	var out []store.Record
+	names := span.NewNames()
 	for w := end - 24*3600; w < end; w += 60 {
 		win := model.NewWindow(w, model.Limits{MaxServices: 1000, MaxEdges: 10000, MaxPatterns: 1000})
 		for p := range 50 {
 			// A chain of 3-5 services per pattern, 20 traces each.
 			hops := 3 + p%3
 			for range 20 {
-				var spans []model.Span
+				var spans []spantest.Named
 				start := w*1e9 + rng.Int64N(50e9)
 				for h := range hops {
 					svc := fmt.Sprintf("svc-%02d", (p*7+h*13)%services)
 					d := int64(hops-h) * (5e6 + rng.Int64N(5e6))
-					spans = append(spans, model.Span{SpanID: uint64(h + 1), ParentID: uint64(h), Service: svc, Kind: model.KindServer,
+					spans = append(spans, spantest.Named{ID: uint64(h + 1), ParentID: uint64(h), Service: svc, Kind: span.KindServer,
 						Start: start + int64(h)*1e6, End: start + int64(h)*1e6 + d, Transaction: "GET /x", Machine: svc})
 				}
-				win.AddTrace(spans)
+				win.AddTrace(spantest.Spans(names, spans...), names)
 			}
 		}
 		recs, err := win.Records()

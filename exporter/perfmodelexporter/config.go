@@ -119,6 +119,10 @@ type LimitsConfig struct {
 	// MaxVersionChanges bounds the changed transactions of new versions
 	// remembered as logged, so that each is logged once.
 	MaxVersionChanges int `mapstructure:"max_version_changes"`
+	// MaxNames bounds the names (services, addresses, transactions) of the
+	// spans being assembled; past it, the names of completed traces are
+	// dropped.
+	MaxNames int `mapstructure:"max_names"`
 }
 
 // AsyncConfig configures the convolution algorithm (paper 001 §5.2) that finds
@@ -158,6 +162,9 @@ func (c WorkFactorsConfig) Validate() error {
 func (c LimitsConfig) Validate() error {
 	if c.MaxServices < 1 || c.MaxEdges < 1 || c.MaxPatterns < 1 || c.MaxAddresses < 1 || c.MaxVersionChanges < 1 {
 		return fmt.Errorf("max_services, max_edges, max_patterns, max_addresses and max_version_changes must be ≥ 1, got %+v", c)
+	}
+	if c.MaxNames < 1 {
+		return fmt.Errorf("max_names: must be ≥ 1, got %d", c.MaxNames)
 	}
 	return nil
 }

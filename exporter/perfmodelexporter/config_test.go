@@ -82,4 +82,7 @@ func TestValidateNamesField(t *testing.T) {
 		mutate(&cfg.Limits)
 		require.ErrorContains(t, xconfmap.Validate(cfg), "limits: max_services, max_edges, max_patterns, max_addresses and max_version_changes must be ≥ 1")
 	}
+	cfg := createDefaultConfig().(*Config)
+	cfg.Limits.MaxNames = 0
+	require.ErrorContains(t, xconfmap.Validate(cfg), "limits: max_names: must be ≥")
 }

@@ -96,7 +96,7 @@ func newEngine(set exporter.Settings, cfg *Config) (*engine, error) {
 		Window: e.window, OpenWindows: openWindowsOf(cfg),
 		TraceWait: cfg.TraceWait, MaxOpenTraces: cfg.MaxOpenTraces, MaxSpansPerTrace: cfg.MaxSpansPerTrace,
 		Limits:       model.Limits{MaxServices: cfg.Limits.MaxServices, MaxEdges: cfg.Limits.MaxEdges, MaxPatterns: cfg.Limits.MaxPatterns},
-		MaxAddresses: cfg.Limits.MaxAddresses,
+		MaxAddresses: cfg.Limits.MaxAddresses, MaxNames: cfg.Limits.MaxNames,
 		AsyncQuantum: cfg.Async.Quantum, MaxMessages: cfg.Async.MaxMessages,
 		Shard: shard, HostName: cfg.HostName, LocalHost: host,
 		// A request may name its injector, but without one configured

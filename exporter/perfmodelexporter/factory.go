@@ -45,7 +45,7 @@ func createDefaultConfig() component.Config {
 		MaxSpansPerTrace: 1000,
 		Async:            AsyncConfig{Quantum: 10 * time.Millisecond, MaxMessages: 200000},
 		Limits: LimitsConfig{MaxServices: lim.MaxServices, MaxEdges: lim.MaxEdges, MaxPatterns: lim.MaxPatterns,
-			MaxAddresses: 10000, MaxVersionChanges: 1000},
+			MaxAddresses: 10000, MaxVersionChanges: 1000, MaxNames: 1 << 16},
 		Storage: StorageConfig{
 			DSN:             "sqlite://perfmodel.db",
 			Retention:       7 * 24 * time.Hour,

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tierscope/tierscope/internal/span"
 )
 
 // ConvPattern is a causal path pattern of the convolution algorithm: a chain of
@@ -79,17 +81,17 @@ func (t *seqTrie) sequence(id int32) []NodeID {
 	return out
 }
 
-// chainSignature is the canonical signature of a chain: A(B(C)).
+// chainSignature is the canonical signature of a chain, A(B(C)), by the one
+// signature function (span.Signature).
 func chainSignature(names []string) string {
-	var b strings.Builder
-	for i, n := range names {
-		if i > 0 {
-			b.WriteByte('(')
-		}
-		b.WriteString(n)
+	if len(names) == 0 {
+		return ""
 	}
-	b.WriteString(strings.Repeat(")", max(0, len(names)-1)))
-	return b.String()
+	sig := names[len(names)-1]
+	for i := len(names) - 2; i >= 0; i-- {
+		sig = span.Signature(names[i], []string{sig})
+	}
+	return sig
 }
 
 // vertexSeqs interns the chain of every vertex (root to vertex) in t; add=false

@@ -1,5 +1,7 @@
 package model
 
+import "github.com/tierscope/tierscope/internal/span"
+
 // TraceID is a trace's 16-byte id.
 type TraceID [16]byte
 
@@ -16,7 +18,7 @@ type Assembler struct {
 	open  map[TraceID]*openTrace
 	fifo  []TraceID // by first arrival; ids of completed traces are skipped
 	head  int
-	spare [][]Span
+	spare [][]span.Span
 
 	// Counters.
 	CompletedEarly int64 // traces completed before Wait because MaxTraces were open
@@ -25,7 +27,7 @@ type Assembler struct {
 
 type openTrace struct {
 	first int64
-	spans []Span
+	spans []span.Span
 }
 
 // emit functions receive a trace's spans and must not keep the slice: it is
@@ -41,7 +43,7 @@ func (a *Assembler) Open() int { return len(a.open) }
 
 // Add adds one span received at now. If it opens a trace while MaxTraces are
 // open, the oldest trace is completed through emit first.
-func (a *Assembler) Add(id TraceID, s Span, now int64, emit func([]Span)) {
+func (a *Assembler) Add(id TraceID, s span.Span, now int64, emit func([]span.Span)) {
 	t, ok := a.open[id]
 	if !ok {
 		for len(a.open) >= a.MaxTraces && a.popOldest(emit) {
@@ -62,7 +64,7 @@ func (a *Assembler) Add(id TraceID, s Span, now int64, emit func([]Span)) {
 }
 
 // Expire completes, through emit, every trace whose wait has passed at now.
-func (a *Assembler) Expire(now int64, emit func([]Span)) {
+func (a *Assembler) Expire(now int64, emit func([]span.Span)) {
 	for a.head < len(a.fifo) {
 		t, ok := a.open[a.fifo[a.head]]
 		if ok && now-t.first < a.Wait {
@@ -72,13 +74,25 @@ func (a *Assembler) Expire(now int64, emit func([]Span)) {
 	}
 }
 
+// Reintern moves the names of the open traces' spans from the table from into
+// to (span.Span.Reintern), in the order the traces opened.
+func (a *Assembler) Reintern(from, to *span.Names) {
+	for _, id := range a.fifo[a.head:] {
+		if t, ok := a.open[id]; ok {
+			for i := range t.spans {
+				t.spans[i].Reintern(from, to)
+			}
+		}
+	}
+}
+
 // Flush completes every open trace.
-func (a *Assembler) Flush(emit func([]Span)) {
+func (a *Assembler) Flush(emit func([]span.Span)) {
 	for a.popOldest(emit) {
 	}
 }
 
-func (a *Assembler) popOldest(emit func([]Span)) bool {
+func (a *Assembler) popOldest(emit func([]span.Span)) bool {
 	for a.head < len(a.fifo) {
 		id := a.fifo[a.head]
 		a.head++

@@ -8,6 +8,10 @@
 // merging gives bit-identical results in any order; only the CPU utilization
 // sums are floating point.
 //
+// Spans. A window reads assembled traces of span.Span (internal/span, the one
+// span model) with their names from a span.Names table; its keys are the names
+// as strings, so windows built from different tables merge.
+//
 // Patterns. A trace's spans form a tree through their parent ids. SERVER and
 // CONSUMER spans, and roots, are nodes named by their service; a CLIENT or
 // PRODUCER span that no SERVER/CONSUMER span of the trace answers is a node

@@ -9,27 +9,32 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tierscope/tierscope/internal/span"
+	"github.com/tierscope/tierscope/internal/span/spantest"
 	"github.com/tierscope/tierscope/internal/stats"
 )
 
+// testNames holds the names of the tests' spans.
+var testNames = span.NewNames()
+
 // trace builds web → app → (db, cache) with an internal span in app and a
 // CLIENT span to the app whose SERVER span exists (so it is transparent).
-func trace(base int64, dbMs int64, errDB bool) []Span {
+func trace(base int64, dbMs int64, errDB bool) []span.Span {
 	ms := int64(1e6)
-	return []Span{
-		{SpanID: 1, Service: "web", Kind: KindServer, Start: base, End: base + 50*ms},
-		{SpanID: 2, ParentID: 1, Service: "web", Kind: KindClient, Peer: "app", Start: base + 2*ms, End: base + 40*ms},
-		{SpanID: 3, ParentID: 2, Service: "app", Kind: KindServer, Start: base + 3*ms, End: base + 39*ms},
-		{SpanID: 4, ParentID: 3, Service: "app", Kind: KindInternal, Start: base + 4*ms, End: base + 38*ms},
-		{SpanID: 5, ParentID: 4, Service: "app", Kind: KindClient, Peer: "postgres", Database: true, Start: base + 5*ms, End: base + (5+dbMs)*ms, Error: errDB},
-		{SpanID: 6, ParentID: 4, Service: "app", Kind: KindClient, Peer: "redis", Start: base + 30*ms, End: base + 31*ms},
-	}
+	return spantest.Spans(testNames, []spantest.Named{
+		{ID: 1, Service: "web", Kind: KindServer, Start: base, End: base + 50*ms},
+		{ID: 2, ParentID: 1, Service: "web", Kind: KindClient, Peer: "app", Start: base + 2*ms, End: base + 40*ms},
+		{ID: 3, ParentID: 2, Service: "app", Kind: KindServer, Start: base + 3*ms, End: base + 39*ms},
+		{ID: 4, ParentID: 3, Service: "app", Kind: KindInternal, Start: base + 4*ms, End: base + 38*ms},
+		{ID: 5, ParentID: 4, Service: "app", Kind: KindClient, Peer: "postgres", Database: true, Start: base + 5*ms, End: base + (5+dbMs)*ms, Error: errDB},
+		{ID: 6, ParentID: 4, Service: "app", Kind: KindClient, Peer: "redis", Start: base + 30*ms, End: base + 31*ms},
+	}...)
 }
 
 func TestAddTraceGraphAndPattern(t *testing.T) {
 	w := NewWindow(0, DefaultLimits())
-	w.AddTrace(trace(0, 10, false))
-	w.AddTrace(trace(1e9, 20, true))
+	w.AddTrace(trace(0, 10, false), testNames)
+	w.AddTrace(trace(1e9, 20, true), testNames)
 	require.Equal(t, int64(2), w.Traces)
 	require.Len(t, w.Patterns, 1)
 	ps := w.Patterns["web(app(postgres,redis))"]
@@ -64,11 +69,11 @@ func TestMergeIsExact(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			tr = tr[:3] // web → app only
 		}
-		single.AddTrace(tr)
+		single.AddTrace(tr, testNames)
 		if rng.IntN(2) == 0 {
-			a.AddTrace(tr)
+			a.AddTrace(tr, testNames)
 		} else {
-			b.AddTrace(tr)
+			b.AddTrace(tr, testNames)
 		}
 	}
 	want := merged(t, single)
@@ -119,33 +124,33 @@ func TestHistQuantiles(t *testing.T) {
 
 func TestLimitsCountOverflow(t *testing.T) {
 	w := NewWindow(0, Limits{MaxServices: 2, MaxEdges: 1, MaxPatterns: 1})
-	of := w.AddTrace(trace(0, 10, false))
+	of := w.AddTrace(trace(0, 10, false), testNames)
 	require.Len(t, w.Nodes, 2)
 	require.Len(t, w.Edges, 1)
 	require.Equal(t, int64(2), of.Services)
 	require.Equal(t, int64(2), of.Edges)
-	of = w.AddTrace(trace(0, 10, false)[:3])
+	of = w.AddTrace(trace(0, 10, false)[:3], testNames)
 	require.Equal(t, int64(1), of.Patterns)
 }
 
 func TestAssemblerWaitsAndBounds(t *testing.T) {
 	a := NewAssembler(100, 2, 3)
-	var got [][]Span
-	emit := func(s []Span) { got = append(got, append([]Span(nil), s...)) }
-	a.Add(TraceID{1}, Span{SpanID: 1}, 0, emit)
-	a.Add(TraceID{1}, Span{SpanID: 2}, 50, emit)
-	a.Add(TraceID{2}, Span{SpanID: 3}, 60, emit)
+	var got [][]span.Span
+	emit := func(s []span.Span) { got = append(got, append([]span.Span(nil), s...)) }
+	a.Add(TraceID{1}, span.Span{ID: 1}, 0, emit)
+	a.Add(TraceID{1}, span.Span{ID: 2}, 50, emit)
+	a.Add(TraceID{2}, span.Span{ID: 3}, 60, emit)
 	a.Expire(99, emit)
 	require.Empty(t, got)
 	a.Expire(100, emit)
 	require.Len(t, got, 1)
 	require.Len(t, got[0], 2)
 	// Bounds: a third open trace completes the oldest early; a 4th span is dropped.
-	a.Add(TraceID{3}, Span{SpanID: 4}, 120, emit)
-	a.Add(TraceID{4}, Span{SpanID: 5}, 130, emit)
+	a.Add(TraceID{3}, span.Span{ID: 4}, 120, emit)
+	a.Add(TraceID{4}, span.Span{ID: 5}, 130, emit)
 	require.Equal(t, int64(1), a.CompletedEarly)
 	for i := range 4 {
-		a.Add(TraceID{4}, Span{SpanID: uint64(10 + i)}, 131, emit)
+		a.Add(TraceID{4}, span.Span{ID: uint64(10 + i)}, 131, emit)
 	}
 	require.Equal(t, int64(2), a.DroppedSpans)
 	a.Flush(emit)
@@ -158,14 +163,14 @@ func BenchmarkAddTrace(b *testing.B) {
 	tr := trace(0, 10, false)
 	b.ReportAllocs()
 	for b.Loop() {
-		w.AddTrace(tr)
+		w.AddTrace(tr, testNames)
 	}
 	b.ReportMetric(float64(b.N*len(tr))/b.Elapsed().Seconds(), "spans/s")
 }
 
 func TestCodecRoundTripAndCorruption(t *testing.T) {
 	w := NewWindow(0, DefaultLimits())
-	w.AddTrace(trace(0, 10, true))
+	w.AddTrace(trace(0, 10, true), testNames)
 	for _, ps := range w.Patterns {
 		b := EncodePattern(ps)
 		var got PatternStats
@@ -185,7 +190,7 @@ func TestCodecRoundTripAndCorruption(t *testing.T) {
 
 func FuzzDecodePattern(f *testing.F) {
 	w := NewWindow(0, DefaultLimits())
-	w.AddTrace(trace(0, 10, true))
+	w.AddTrace(trace(0, 10, true), testNames)
 	for _, ps := range w.Patterns {
 		f.Add(EncodePattern(ps))
 	}
@@ -253,4 +258,30 @@ func TestLegacyHistUpgraded(t *testing.T) {
 			t.Errorf("%s: min %.3f ms", name, p)
 		}
 	}
+}
+
+// Reintern moves the open traces' names to a new table: the traces complete
+// with the names they had, and the new table holds no other.
+func TestAssemblerReintern(t *testing.T) {
+	from := span.NewNames()
+	a := NewAssembler(100, 10, 10)
+	var got []string
+	emit := func(s []span.Span) {
+		for i := range s {
+			got = append(got, from.Name(s[i].Service)+" "+from.Name(s[i].Transaction))
+		}
+	}
+	add := func(trace byte, service, tx string, now int64) {
+		a.Add(TraceID{trace}, spantest.Named{ID: uint64(now), Service: service, Transaction: tx}.Span(from), now, emit)
+	}
+	add(1, "web", "/a", 0)
+	add(2, "app", "/b", 10)
+	a.Expire(100, emit) // trace 1 completes; its /a stays in from
+	add(2, "app", "/c", 110)
+	to := span.NewNames()
+	a.Reintern(from, to)
+	from = to
+	a.Flush(emit)
+	require.Equal(t, []string{"web /a", "app /b", "app /c"}, got)
+	require.Equal(t, 3, to.Len(), "app, /b and /c")
 }

@@ -21,31 +21,6 @@ const (
 	KindConsumer = span.KindConsumer
 )
 
-// Span is one span of a complete trace, as the engine sees it.
-type Span struct {
-	SpanID, ParentID uint64 // 0 when absent
-	Service          string
-	Kind             Kind
-	Start, End       int64 // unix nanoseconds
-	Error            bool
-	// Peer names the callee of a CLIENT or PRODUCER span: a service, a database
-	// or an address. It becomes a node when no SERVER or CONSUMER span of the
-	// trace answers the call (an uninstrumented back end).
-	Peer string
-	// PeerAddress is the address a CLIENT span called, when known.
-	PeerAddress string
-	// Database marks a call to a database (db.system.name / db.system).
-	Database bool
-	// Transaction names what a SERVER span serves: http.route, else the span
-	// name. Version is service.version; Machine is host.name, else
-	// service.instance.id. They key the work-factor flows and the signatures.
-	Transaction, Version, Machine string
-	// Process is process.executable.name, when the resource has it: flows are
-	// then also counted per process, for per-process work factors (paper 002
-	// §4.6) against process.cpu.utilization.
-	Process string
-}
-
 // Edge kinds of the service graph.
 const (
 	EdgeSync     = "sync"
@@ -254,24 +229,24 @@ func (t *treeScratch) Children(i int32, dst []int32) []int32 {
 	return append(dst, t.children[i]...)
 }
 
-// AddTrace adds one complete trace (its spans in any order) and returns the
-// overflow it caused.
-func (w *Window) AddTrace(spans []Span) Overflow {
+// AddTrace adds one complete trace (its spans in any order, their names in
+// names) and returns the overflow it caused.
+func (w *Window) AddTrace(spans []span.Span, names *span.Names) Overflow {
 	var of Overflow
 	if len(spans) == 0 {
 		return of
 	}
-	roots := w.tree.build(spans)
+	roots := w.tree.build(spans, names)
 	w.addGraph(spans, &of)
-	w.addFlowsAndSignatures(spans, &of)
-	w.addOutboundCalls(spans)
+	w.addFlowsAndSignatures(spans, names, &of)
+	w.addOutboundCalls(spans, names)
 	w.addPatterns(spans, roots, &of)
 	w.Dirty = true
 	return of
 }
 
 // parentOf is span i's parent within the trace, -1 when it has none there.
-func (t *treeScratch) parentOf(spans []Span, i int) int32 {
+func (t *treeScratch) parentOf(spans []span.Span, i int) int32 {
 	if p, ok := t.byID[spans[i].ParentID]; ok && spans[i].ParentID != 0 && int(p) != i {
 		return p
 	}
@@ -282,7 +257,7 @@ func (t *treeScratch) parentOf(spans []Span, i int) int32 {
 // a call no instrumented span answered; "" for transparent spans), links each
 // labelled span to its nearest labelled ancestor, and returns the roots by
 // start.
-func (t *treeScratch) build(spans []Span) []int32 {
+func (t *treeScratch) build(spans []span.Span, names *span.Names) []int32 {
 	n := len(spans)
 	if t.byID == nil {
 		t.byID, t.answered = map[uint64]int32{}, map[uint64]bool{}
@@ -290,25 +265,25 @@ func (t *treeScratch) build(spans []Span) []int32 {
 	clear(t.byID)
 	clear(t.answered)
 	for i := range spans {
-		t.byID[spans[i].SpanID] = int32(i)
+		t.byID[spans[i].ID] = int32(i)
 	}
 	// A CLIENT/PRODUCER span is answered when a SERVER/CONSUMER span of the
 	// trace is its child; it is then transparent, else its peer is a node.
 	for i := range spans {
 		if spans[i].Kind.RemoteEntry() {
 			if p := t.parentOf(spans, i); p >= 0 {
-				t.answered[spans[p].SpanID] = true
+				t.answered[spans[p].ID] = true
 			}
 		}
 	}
 	t.label = resize(t.label, n)
 	for i := range spans {
 		s := &spans[i]
-		switch span.NodeOf(s.Kind, t.parentOf(spans, i) < 0, t.answered[s.SpanID]) {
+		switch span.NodeOf(s.Kind, t.parentOf(spans, i) < 0, t.answered[s.ID]) {
 		case span.NodeService:
-			t.label[i] = s.Service
+			t.label[i] = names.Name(s.Service)
 		case span.NodeCallee:
-			t.label[i] = cmp.Or(s.Peer, "unknown")
+			t.label[i] = cmp.Or(names.Name(s.Peer), "unknown")
 		default:
 			t.label[i] = ""
 		}
@@ -350,7 +325,7 @@ func (t *treeScratch) build(spans []Span) []int32 {
 
 // addGraph adds one request per labelled span at its node, and one call per
 // labelled span on the edge from its labelled ancestor.
-func (w *Window) addGraph(spans []Span, of *Overflow) {
+func (w *Window) addGraph(spans []span.Span, of *Overflow) {
 	t := &w.tree
 	for _, i := range t.order {
 		s := &spans[i]
@@ -387,35 +362,38 @@ func (w *Window) addGraph(spans []Span, of *Overflow) {
 // pairs a process's requests with its CPU readings of the same window, so a
 // span counts in the window it started in, which for a span deep in a trace
 // can be a later one than its root's.
-func (w *Window) CountFlow(s *Span) {
-	if s.Kind != KindServer || s.Machine == "" {
+func (w *Window) CountFlow(s *span.Span, names *span.Names) {
+	machine := names.Name(s.Machine)
+	if s.Kind != KindServer || machine == "" {
 		return
 	}
-	flow := FlowName(s.Service, cmp.Or(s.Transaction, "unknown"))
-	w.countFlow(s.Machine, flow)
-	if s.Process != "" {
-		w.countFlow(ProcessKey(s.Machine, s.Process), flow)
+	flow := FlowName(names.Name(s.Service), cmp.Or(names.Name(s.Transaction), "unknown"))
+	w.countFlow(machine, flow)
+	if process := names.Name(s.Process); process != "" {
+		w.countFlow(ProcessKey(machine, process), flow)
 	}
 	w.Dirty = true
 }
 
 // addFlowsAndSignatures counts every SERVER span as a request of its
 // signature window.
-func (w *Window) addFlowsAndSignatures(spans []Span, of *Overflow) {
+func (w *Window) addFlowsAndSignatures(spans []span.Span, names *span.Names, of *Overflow) {
 	for i := range spans {
 		s := &spans[i]
 		if s.Kind != KindServer {
 			continue
 		}
-		tx := cmp.Or(s.Transaction, "unknown")
-		key := SignatureKey(s.Service, s.Version, tx)
+		service := names.Name(s.Service)
+		tx := cmp.Or(names.Name(s.Transaction), "unknown")
+		machine := names.Name(s.Machine)
+		key := SignatureKey(service, names.Name(s.Version), tx)
 		sw, ok := w.Sigs[key]
 		if !ok {
 			if len(w.Sigs) >= w.limits.MaxPatterns {
 				of.Signatures++
 				continue
 			}
-			sw = &SignatureWindow{Machine: s.Machine}
+			sw = &SignatureWindow{Machine: machine}
 			w.Sigs[key] = sw
 		}
 		sw.Count++
@@ -425,7 +403,7 @@ func (w *Window) addFlowsAndSignatures(spans []Span, of *Overflow) {
 
 // addOutboundCalls adds each database CLIENT span to the signature window of
 // its nearest SERVER ancestor when that is of the same service.
-func (w *Window) addOutboundCalls(spans []Span) {
+func (w *Window) addOutboundCalls(spans []span.Span, names *span.Names) {
 	t := &w.tree
 	n := len(spans)
 	for i := range spans {
@@ -439,7 +417,7 @@ func (w *Window) addOutboundCalls(spans []Span) {
 				continue
 			}
 			if a.Service == s.Service {
-				if sw := w.Sigs[SignatureKey(a.Service, a.Version, cmp.Or(a.Transaction, "unknown"))]; sw != nil {
+				if sw := w.Sigs[SignatureKey(names.Name(a.Service), names.Name(a.Version), cmp.Or(names.Name(a.Transaction), "unknown"))]; sw != nil {
 					sw.OutboundCalls++
 					sw.SumOutboundNs += s.End - s.Start
 				}
@@ -451,7 +429,7 @@ func (w *Window) addOutboundCalls(spans []Span) {
 
 // addPatterns adds one pattern per root, in canonical form, with its nodes'
 // statistics.
-func (w *Window) addPatterns(spans []Span, roots []int32, of *Overflow) {
+func (w *Window) addPatterns(spans []span.Span, roots []int32, of *Overflow) {
 	t := &w.tree
 	if t.signer == nil {
 		t.signer = span.NewSigner(t, len(spans))
@@ -533,7 +511,7 @@ func (t *treeScratch) appendNodes(dst []PatternNode, i int32, parent int32) []Pa
 	return dst
 }
 
-func (t *treeScratch) addNodeStats(spans []Span, ps *PatternStats, i int32, parent int32, idx *int) {
+func (t *treeScratch) addNodeStats(spans []span.Span, ps *PatternStats, i int32, parent int32, idx *int) {
 	n := &ps.Nodes[*idx]
 	*idx++
 	n.Latency.Add(spans[i].End - spans[i].Start)

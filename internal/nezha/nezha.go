@@ -35,8 +35,9 @@ import (
 // Scope is the instrumentation scope name of the spans built here.
 const Scope = "tierscope/convert/nezha"
 
-// Span is one CSV row.
-type Span struct {
+// Row is one CSV row, a span as the capture records it; rows become OTLP
+// spans, not the span model (internal/span).
+type Row struct {
 	Line    int
 	Trace   pcommon.TraceID
 	ID      pcommon.SpanID
@@ -49,7 +50,7 @@ type Span struct {
 // Data is one capture.
 type Data struct {
 	Name  string
-	Spans []Span
+	Spans []Row
 	Index map[pcommon.SpanID]int // span id -> position in Spans
 	// DurationMismatches counts rows whose Duration column (microseconds) does not
 	// match End-Start; it is reported, never fatal.
@@ -129,7 +130,7 @@ func Read(r io.Reader, name string) (*Data, error) {
 		if len(rec) != width {
 			return nil, bad("%d fields, want %d (%s)", len(rec), width, strings.Join(header, ","))
 		}
-		s := Span{Line: line, Pod: rec[idx[3]], Op: rec[idx[4]]}
+		s := Row{Line: line, Pod: rec[idx[3]], Op: rec[idx[4]]}
 		if msg := decodeID(s.Trace[:], rec[idx[0]]); msg != "" {
 			return nil, bad("TraceID %q %s", rec[idx[0]], msg)
 		}

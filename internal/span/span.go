@@ -21,8 +21,14 @@ func (k Kind) RemoteEntry() bool { return k == KindServer || k == KindConsumer }
 // another process nests in it.
 func (k Kind) RemoteCaller() bool { return k == KindClient || k == KindProducer }
 
-// Span is a span as span stitching sees it: a call pair seen from one side. The
-// adapter that builds it interns names into small integers.
+// Span is one span as Tierscope's algorithms see it: span stitching (package
+// causal, a call pair seen from one side), the causalpath processor's path
+// tags, `tierscope stitch`, and the perfmodel exporter's windows
+// (internal/model). Its names are int32 ids into a Names table owned by
+// whoever built it (internal/stitch from OTLP spans, the exporter's
+// assembler); -1 is an unknown name. Stitching reads spans by the million:
+// what it reads comes first, in the struct's first 68 bytes, and the fields
+// only the exporter reads follow; the struct pads 4 bytes before the ids.
 type Span struct {
 	Start, End int64 // nanoseconds
 	Service    int32 // the service the span belongs to (service.name)
@@ -35,8 +41,12 @@ type Span struct {
 	// processes of its host.
 	Host int32
 	Name int32 // the span name (operation)
-	Kind Kind
-	Peer int32 // for CLIENT/PRODUCER: the service it calls when known, else -1
+	// Peer names the callee of a CLIENT/PRODUCER span, -1 when unknown: the
+	// service it calls when known, else what the reader names the callee by
+	// (stitching a database as "database:" and its name; the exporter a
+	// database or an address, which a path shows as a node when no span of the
+	// trace answers the call).
+	Peer int32
 	// Endpoint is an interned address (host:port), -1 when unknown: for a CLIENT
 	// span the address it called, for a SERVER span the address it answered on.
 	Endpoint int32
@@ -55,9 +65,36 @@ type Span struct {
 	// A synchronous child starts on its parent's thread.
 	Thread int32
 	Parent int32 // index of the parent known from context, else -1
+	Kind   Kind
 	// Orphan marks a span whose context was lost, so its parent is inferred. A
 	// span with no parent that is not marked stays a root.
 	Orphan bool
+	Error  bool // the span's status is an error
+	// Database marks a call to a database (db.system.name / db.system).
+	Database bool
+	// Transaction names what a SERVER span serves (http.route, else the span
+	// name) or a CONSUMER span consumes, -1 for other kinds. Version is
+	// service.version, Machine the machine the exporter counts the span's
+	// work on (host.name, else its configured host, else service.instance.id),
+	// Process process.executable.name; -1 when unknown. They key the
+	// exporter's work-factor flows and transaction signatures.
+	Transaction, Version, Machine, Process int32
+	// ID and ParentID are the span's and its parent's span ids as integers
+	// (internal/stitch.SpanID), 0 when absent. Stitching keeps the OTLP ids
+	// beside its spans and leaves these 0.
+	ID, ParentID uint64
+}
+
+// Reintern moves s's names from the table from into the table to, so that a
+// long-lived holder of spans can drop the names no span it holds uses.
+func (s *Span) Reintern(from, to *Names) {
+	for _, f := range [...]*int32{&s.Service, &s.Instance, &s.Host, &s.Name, &s.Peer, &s.Endpoint,
+		&s.Caller, &s.CallerAddress, &s.Op, &s.OpClass, &s.Thread,
+		&s.Transaction, &s.Version, &s.Machine, &s.Process} {
+		if *f >= 0 {
+			*f = to.ID(from.Name(*f))
+		}
+	}
 }
 
 // Node says what a span is on a causal path (docs/formats.md §2 and §4).

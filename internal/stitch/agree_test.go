@@ -8,12 +8,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/span"
+	"github.com/tierscope/tierscope/internal/span/spantest"
 )
 
 // windowSpans reads td as the perfmodel exporter's ConsumeTraces does, through
 // the adapter, into the spans of one assembled trace.
-func windowSpans(td ptrace.Traces) []model.Span {
-	var out []model.Span
+func windowSpans(td ptrace.Traces, names *span.Names) []span.Span {
+	var out []span.Span
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		res := ResourceOf(rss.At(i).Resource().Attributes())
@@ -22,12 +24,12 @@ func windowSpans(td ptrace.Traces) []model.Span {
 			for k := 0; k < sss.At(j).Spans().Len(); k++ {
 				sp := sss.At(j).Spans().At(k)
 				kind := KindOf(sp.Kind())
-				ms := model.Span{SpanID: SpanID(sp.SpanID()), ParentID: SpanID(sp.ParentSpanID()), Service: res.Service, Kind: kind,
+				n := spantest.Named{ID: SpanID(sp.SpanID()), ParentID: SpanID(sp.ParentSpanID()), Service: res.Service, Kind: kind,
 					Start: int64(sp.StartTimestamp()), End: int64(sp.EndTimestamp()), Transaction: Transaction(sp, kind)}
 				if kind.RemoteCaller() {
-					ms.Peer, ms.PeerAddress, ms.Database = PeerOf(sp.Attributes())
+					n.Peer, n.Endpoint, n.Database = PeerOf(sp.Attributes())
 				}
-				out = append(out, ms)
+				out = append(out, n.Span(names))
 			}
 		}
 	}
@@ -54,7 +56,8 @@ func TestPathTagIsTheStoredPattern(t *testing.T) {
 			b.span("app", "GET", ptrace.SpanKindClient, 1, in.SpanID(), at+9, at+10).Attributes().PutStr("service.peer.name", "redis")
 		}
 	}
-	spans := windowSpans(b.td)
+	names := span.NewNames()
+	spans := windowSpans(b.td, names)
 
 	rep := mustNew(t, ModeAnnotate).Stitch(b.td)
 	tags := map[string]bool{}
@@ -66,7 +69,7 @@ func TestPathTagIsTheStoredPattern(t *testing.T) {
 		tags[v.Str()] = true
 	})
 	w := model.NewWindow(0, model.DefaultLimits())
-	w.AddTrace(spans)
+	w.AddTrace(spans, names)
 	stored := slices.Sorted(maps.Keys(w.Patterns))
 	tagged := slices.Sorted(maps.Keys(tags))
 	if !slices.Equal(stored, tagged) || len(rep.Patterns) != 1 || rep.Patterns[0].Signature != stored[0] {

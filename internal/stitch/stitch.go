@@ -301,7 +301,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 			caller: conn, callerAddress: callerAddr,
 		}, final && sp.ParentSpanID().IsEmpty())
 		if endpoint != "" {
-			t.spans[len(t.spans)-1].Endpoint = t.names.id(endpoint)
+			t.spans[len(t.spans)-1].Endpoint = t.names.ID(endpoint)
 		}
 		// What a server says of itself names the service at its address and
 		// operation, with no context needed.
@@ -330,7 +330,7 @@ func (s *Stitcher) linkKnownParents(t *round, refs []spanRef) {
 		}
 		t.spans[j].Parent = p
 		if t.spans[p].Kind == span.KindClient && t.spans[j].Kind == span.KindServer {
-			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
+			s.book.Learn(t.peers[p].address, t.names.Name(t.spans[j].Service))
 		}
 	}
 }
@@ -350,15 +350,15 @@ func (s *Stitcher) resolvePeers(t *round, refs []spanRef, rep *Report) {
 			svc = s.book.Resolve(p.address)
 		}
 		if svc == "" && t.spans[j].Op >= 0 {
-			svc = s.book.Resolve(s.join.opAddress(t.names.name(t.spans[j].Op)))
+			svc = s.book.Resolve(s.join.opAddress(t.names.Name(t.spans[j].Op)))
 		}
 		switch {
 		case svc != "":
-			t.spans[j].Peer = t.names.id(svc)
+			t.spans[j].Peer = t.names.ID(svc)
 		case p.database:
 			// A database no instrumented server answers for: a name no service
 			// has, so no SERVER span nests in the call.
-			t.spans[j].Peer = t.names.id("database:" + p.label)
+			t.spans[j].Peer = t.names.ID("database:" + p.label)
 		}
 		named := p.address != "" || t.spans[j].Op >= 0
 		if named && !p.database && t.spans[j].Peer < 0 && t.ref[j] >= 0 && !refs[t.ref[j]].context {
@@ -388,7 +388,7 @@ func (s *Stitcher) writeParents(t *round, refs []spanRef, res *causal.StitchResu
 		// Confident inferences teach addresses too, so that the caller's side of a
 		// trace released later, without its callee, still names the callee.
 		if t.spans[p].Kind == span.KindClient && t.spans[j].Kind == span.KindServer && res.Confidence[j] >= learnConfidence {
-			s.book.Learn(t.peers[p].address, t.names.name(t.spans[j].Service))
+			s.book.Learn(t.peers[p].address, t.names.Name(t.spans[j].Service))
 		}
 	}
 	return written
@@ -478,14 +478,14 @@ type round struct {
 	// a descendant released before its orphan ancestor was reparented still
 	// carries the old trace id.
 	byID  map[pcommon.SpanID]int32
-	names *interner
+	names *span.Names
 }
 
 func newRound(size int) *round {
 	return &round{
 		spans: make([]span.Span, 0, size), ref: make([]int32, 0, size),
 		traces: make([]pcommon.TraceID, 0, size), ids: make([]pcommon.SpanID, 0, size), peers: make([]peer, 0, size),
-		byID: make(map[pcommon.SpanID]int32, size), names: newInterner(),
+		byID: make(map[pcommon.SpanID]int32, size), names: span.NewNames(),
 	}
 }
 
@@ -493,26 +493,22 @@ func newRound(size int) *round {
 func (t *round) reset() {
 	t.spans, t.ref, t.traces, t.ids, t.peers = t.spans[:0], t.ref[:0], t.traces[:0], t.ids[:0], t.peers[:0]
 	clear(t.byID)
-	clear(t.names.ids)
-	clear(t.names.names)
-	t.names.names = t.names.names[:0]
+	t.names.Reset()
 }
 
 func (t *round) add(ref int32, f released, orphan bool) {
 	j := int32(len(t.spans))
-	host := int32(-1)
-	if f.host != "" {
-		host = t.names.id(f.host)
-	}
 	t.spans = append(t.spans, span.Span{
 		Start: f.start, End: f.end,
-		Service: t.names.id(f.service), Instance: t.names.id(f.instance), Host: host, Name: t.names.id(f.name),
-		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.optional(f.op), OpClass: t.names.optional(f.class),
-		Thread: t.names.optional(f.thread), Orphan: orphan,
-		Caller: t.names.optional(f.caller), CallerAddress: t.names.optional(f.callerAddress),
+		Service: t.names.ID(f.service), Instance: t.names.ID(f.instance), Host: t.names.Optional(f.host), Name: t.names.ID(f.name),
+		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.Optional(f.op), OpClass: t.names.Optional(f.class),
+		Thread: t.names.Optional(f.thread), Orphan: orphan,
+		Caller: t.names.Optional(f.caller), CallerAddress: t.names.Optional(f.callerAddress),
+		// What only the exporter reads is left unknown.
+		Transaction: -1, Version: -1, Machine: -1, Process: -1,
 	})
 	if f.kind.RemoteCaller() && f.peer.address != "" {
-		t.spans[j].Endpoint = t.names.id(f.peer.address)
+		t.spans[j].Endpoint = t.names.ID(f.peer.address)
 	}
 	t.ref = append(t.ref, ref)
 	t.traces = append(t.traces, f.trace)
@@ -524,12 +520,7 @@ func (t *round) add(ref int32, f released, orphan bool) {
 // facts is what history keeps of span j.
 func (t *round) facts(j int32, trace pcommon.TraceID) released {
 	sp := &t.spans[j]
-	name := func(id int32) string {
-		if id < 0 {
-			return ""
-		}
-		return t.names.name(id)
-	}
+	name := t.names.Name
 	return released{
 		start: sp.Start, end: sp.End, kind: sp.Kind,
 		service: name(sp.Service), instance: name(sp.Instance), host: name(sp.Host), name: name(sp.Name),
@@ -539,6 +530,9 @@ func (t *round) facts(j int32, trace pcommon.TraceID) released {
 }
 
 // released is what history keeps of a span after it left: enough to be a parent.
+// It is a record of history, not a second span model: its names are strings
+// because each round's table is reset, and round.add makes it a span.Span of
+// the round that recalls it.
 type released struct {
 	start, end                    int64
 	service, instance, host, name string
@@ -730,13 +724,13 @@ func pathLabels(t *round, parent []int32, book *AddressBook) ([]string, []int32)
 		labelOf[j] = -1
 		switch span.NodeOf(sp.Kind, parent[j] < 0, hasRemoteChild[j]) {
 		case span.NodeService:
-			labelOf[j] = labelID(t.names.name(sp.Service))
+			labelOf[j] = labelID(t.names.Name(sp.Service))
 		case span.NodeCallee:
 			p := t.peers[j]
 			l := p.label
 			switch {
 			case sp.Peer >= 0 && !p.database:
-				l = t.names.name(sp.Peer)
+				l = t.names.Name(sp.Peer)
 			case !p.database && book.Resolve(p.address) != "":
 				l = book.Resolve(p.address)
 			}
@@ -790,34 +784,6 @@ func collect(batches []ptrace.Traces, context bool, refs []spanRef, resources []
 		}
 	}
 	return refs, resources
-}
-
-// interner maps strings to small ids and back.
-type interner struct {
-	ids   map[string]int32
-	names []string
-}
-
-func newInterner() *interner { return &interner{ids: make(map[string]int32)} }
-
-func (n *interner) id(s string) int32 {
-	if id, ok := n.ids[s]; ok {
-		return id
-	}
-	id := int32(len(n.names))
-	n.ids[s] = id
-	n.names = append(n.names, s)
-	return id
-}
-
-func (n *interner) name(id int32) string { return n.names[id] }
-
-// optional interns s, or returns -1 for "".
-func (n *interner) optional(s string) int32 {
-	if s == "" {
-		return -1
-	}
-	return n.id(s)
 }
 
 // threadOf is the span's thread (thread.id, else thread.name), "" when not

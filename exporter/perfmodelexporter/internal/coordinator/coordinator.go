@@ -27,6 +27,7 @@ import (
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/spectral"
 	"github.com/tierscope/tierscope/internal/store"
 )
@@ -186,13 +187,14 @@ func fanOut[T any](x *Coordinator, v T, ch func(*runner) chan T) {
 
 // IsFront reports whether a SERVER span is a front-tier request: of a
 // configured front service, or else the root of its trace.
-func (x *Coordinator) IsFront(s *model.Span) bool {
+func (x *Coordinator) IsFront(s *span.Span, names *span.Names) bool {
 	fronts := x.set.Experiments.FrontServices
 	if len(fronts) == 0 {
 		return s.ParentID == 0
 	}
+	service := names.Name(s.Service)
 	for _, f := range fronts {
-		if f == s.Service {
+		if f == service {
 			return true
 		}
 	}
@@ -210,22 +212,22 @@ type frontSample struct {
 // Observe sees every completed SERVER span, spans[i] of its trace (under the
 // ingest lock; must be fast): it hands front samples to each running experiment
 // without blocking, counting what a full buffer drops.
-func (x *Coordinator) Observe(spans []model.Span, i int) {
+func (x *Coordinator) Observe(spans []span.Span, names *span.Names, i int) {
 	s := &spans[i]
 	remote := x.shared != nil && x.shared.publishing.Load()
-	if (x.active.Load() == 0 && !remote) || !x.IsFront(s) {
+	if (x.active.Load() == 0 && !remote) || !x.IsFront(s, names) {
 		return
 	}
-	sample := frontSample{Sample: spectral.Sample{Time: float64(s.Start) / 1e9, Transaction: s.Transaction, Ms: float64(s.End-s.Start) / 1e6}}
+	sample := frontSample{Sample: spectral.Sample{Time: float64(s.Start) / 1e9, Transaction: names.Name(s.Transaction), Ms: float64(s.End-s.Start) / 1e6}}
 	if remote {
-		x.shared.offer(spans, sample.Sample)
+		x.shared.offer(spans, names, sample.Sample)
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, r := range x.running {
 		fs := sample
 		if r.gcfg.References {
-			fs.crossed, fs.routed = r.crossings(spans), true
+			fs.crossed, fs.routed = r.crossings(spans, names), true
 		}
 		select {
 		case r.samples <- fs:
@@ -243,6 +245,19 @@ type elementRoute struct {
 	// spans may name it otherwise (a host name for the configured IP), and
 	// no request can be said not to have crossed.
 	seen bool
+	// callerID and addressID are caller's and address's ids in names, -1
+	// while not interned there: a trace's spans are compared as integers.
+	names               *span.Names
+	callerID, addressID int32
+}
+
+// lookUp finds the route's ids in the trace's names table. Ids once found
+// stay valid as long as the table does.
+func (er *elementRoute) lookUp(names *span.Names) {
+	if er.names == names && er.callerID >= 0 && er.addressID >= 0 {
+		return
+	}
+	er.names, er.callerID, er.addressID = names, names.Lookup(er.caller), names.Lookup(er.address)
 }
 
 // crossedBy reports whether a trace's request crossed the element, or may
@@ -251,22 +266,23 @@ type elementRoute struct {
 // traces have called. A request taken wrongly for one that did not cross
 // would carry the wave into the reference and take part of the gradient
 // away with it.
-func (er *elementRoute) crossedBy(spans []model.Span) bool {
+func (er *elementRoute) crossedBy(spans []span.Span, names *span.Names) bool {
 	if er.address == "" {
 		return true
 	}
+	er.lookUp(names)
 	calledElsewhere := false
 	for i := range spans {
 		s := &spans[i]
-		if s.Kind != model.KindClient {
+		if s.Kind != span.KindClient {
 			continue
 		}
-		if s.PeerAddress == er.address {
+		if s.Endpoint == er.addressID && s.Endpoint >= 0 {
 			er.seen = true
 			return true
 		}
-		if s.Service == er.caller {
-			if s.PeerAddress == "" {
+		if s.Service == er.callerID && s.Service >= 0 {
+			if s.Endpoint < 0 {
 				return true
 			}
 			calledElsewhere = true
@@ -277,10 +293,10 @@ func (er *elementRoute) crossedBy(spans []model.Span) bool {
 
 // crossings is the set of the runner's elements a trace crossed, or may
 // have (x.mu held: it marks the addresses seen).
-func (r *runner) crossings(spans []model.Span) gradient.Crossings {
+func (r *runner) crossings(spans []span.Span, names *span.Names) gradient.Crossings {
 	var c gradient.Crossings
 	for i := range r.routes {
-		if r.routes[i].crossedBy(spans) {
+		if r.routes[i].crossedBy(spans, names) {
 			c |= 1 << uint(i)
 		}
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/leaseapi"
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/span"
+	"github.com/tierscope/tierscope/internal/span/spantest"
 )
 
 // fakeTraffic stands for the ingest side: the link book's answers as
@@ -374,51 +376,55 @@ func TestFailedLeaseMeasurementIsDiscarded(t *testing.T) {
 // the delayed one, which other traces have shown. Anything less counts as
 // crossed.
 func TestElementRouteCrossedBy(t *testing.T) {
+	names := span.NewNames()
 	app1 := elementRoute{caller: "web", address: "10.0.0.2:8081"}
-	front := model.Span{SpanID: 1, Service: "web", Kind: model.KindServer, Transaction: "Home"}
-	call := func(id uint64, service, address string) model.Span {
-		return model.Span{SpanID: id, ParentID: 1, Service: service, Kind: model.KindClient, PeerAddress: address}
+	front := spantest.Named{ID: 1, Service: "web", Kind: span.KindServer, Transaction: "Home"}
+	call := func(id uint64, service, address string) spantest.Named {
+		return spantest.Named{ID: id, ParentID: 1, Service: service, Kind: span.KindClient, Endpoint: address}
 	}
-	other := []model.Span{front, call(2, "web", "10.0.0.3:8082")}
-	require.True(t, app1.crossedBy(other), "before any trace has shown the delayed address, the spans may name it otherwise")
-	require.True(t, app1.crossedBy([]model.Span{front, call(2, "web", "10.0.0.2:8081")}))
+	trace := func(named ...spantest.Named) []span.Span { return spantest.Spans(names, named...) }
+	other := trace(front, call(2, "web", "10.0.0.3:8082"))
+	require.True(t, app1.crossedBy(other, names), "before any trace has shown the delayed address, the spans may name it otherwise")
+	require.True(t, app1.crossedBy(trace(front, call(2, "web", "10.0.0.2:8081")), names))
 	require.True(t, app1.seen)
 	for name, tc := range map[string]struct {
-		spans   []model.Span
+		spans   []span.Span
 		crossed bool
 	}{
-		"called the delayed address":            {[]model.Span{front, call(2, "web", "10.0.0.2:8081")}, true},
-		"called the other replica only":         {[]model.Span{front, call(2, "web", "10.0.0.3:8082")}, false},
-		"both replicas":                         {[]model.Span{front, call(2, "web", "10.0.0.3:8082"), call(3, "web", "10.0.0.2:8081")}, true},
-		"another caller at the delayed address": {[]model.Span{front, call(2, "web", "10.0.0.3:8082"), call(3, "app", "10.0.0.2:8081")}, true},
-		"a call at an unknown address":          {[]model.Span{front, call(2, "web", "10.0.0.3:8082"), call(3, "web", "")}, true},
-		"no call from the caller":               {[]model.Span{front, call(2, "app", "10.0.0.9:5432")}, true},
-		"the front alone":                       {[]model.Span{front}, true},
+		"called the delayed address":            {trace(front, call(2, "web", "10.0.0.2:8081")), true},
+		"called the other replica only":         {trace(front, call(2, "web", "10.0.0.3:8082")), false},
+		"both replicas":                         {trace(front, call(2, "web", "10.0.0.3:8082"), call(3, "web", "10.0.0.2:8081")), true},
+		"another caller at the delayed address": {trace(front, call(2, "web", "10.0.0.3:8082"), call(3, "app", "10.0.0.2:8081")), true},
+		"a call at an unknown address":          {trace(front, call(2, "web", "10.0.0.3:8082"), call(3, "web", "")), true},
+		"no call from the caller":               {trace(front, call(2, "app", "10.0.0.9:5432")), true},
+		"the front alone":                       {trace(front), true},
 	} {
-		require.Equal(t, tc.crossed, app1.crossedBy(tc.spans), name)
+		require.Equal(t, tc.crossed, app1.crossedBy(tc.spans, names), name)
 	}
 	notLink := elementRoute{}
-	require.True(t, notLink.crossedBy(other), "not a link: never a reference")
+	require.True(t, notLink.crossedBy(other, names), "not a link: never a reference")
 
 	r := &runner{routes: []elementRoute{app1, {caller: "web", address: "10.0.0.3:8082", seen: true}, {}}}
-	require.Equal(t, gradient.Crossings(0b101), r.crossings([]model.Span{front, call(2, "web", "10.0.0.2:8081")}),
+	require.Equal(t, gradient.Crossings(0b101), r.crossings(trace(front, call(2, "web", "10.0.0.2:8081")), names),
 		"crossed app-1, not app-2; the non-link element counts as crossed")
 }
 
 // BenchmarkCrossings is the per-trace cost reference_requests adds while an
 // experiment runs: a 20-span trace against four link elements.
 func BenchmarkCrossings(b *testing.B) {
-	spans := []model.Span{{SpanID: 1, Service: "web", Kind: model.KindServer, Transaction: "Home"}}
+	names := span.NewNames()
+	named := []spantest.Named{{ID: 1, Service: "web", Kind: span.KindServer, Transaction: "Home"}}
 	for i := range 19 {
-		kind, service, address := model.KindClient, "app", "10.0.0.9:5432"
+		kind, service, address := span.KindClient, "app", "10.0.0.9:5432"
 		if i%4 == 0 {
 			service, address = "web", "10.0.0.3:8082"
 		}
 		if i%2 == 1 {
-			kind, address = model.KindServer, ""
+			kind, address = span.KindServer, ""
 		}
-		spans = append(spans, model.Span{SpanID: uint64(i + 2), ParentID: 1, Service: service, Kind: kind, PeerAddress: address})
+		named = append(named, spantest.Named{ID: uint64(i + 2), ParentID: 1, Service: service, Kind: kind, Endpoint: address})
 	}
+	spans := spantest.Spans(names, named...)
 	r := &runner{routes: []elementRoute{
 		{caller: "web", address: "10.0.0.2:8081", seen: true}, {caller: "web", address: "10.0.0.3:8082", seen: true},
 		{caller: "app", address: "10.0.0.9:5432", seen: true}, {caller: "worker", address: "10.0.0.9:5432", seen: true},
@@ -426,7 +432,7 @@ func BenchmarkCrossings(b *testing.B) {
 	b.ReportAllocs()
 	var c gradient.Crossings
 	for b.Loop() {
-		c |= r.crossings(spans)
+		c |= r.crossings(spans, names)
 	}
 	if c == 0 {
 		b.Fatal("no crossing")

@@ -17,7 +17,7 @@ import (
 
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/apierror"
 	"github.com/tierscope/tierscope/internal/gradient"
-	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/spectral"
 	"github.com/tierscope/tierscope/internal/store"
 )
@@ -189,7 +189,7 @@ func (sc *sharedCoord) release(id string) {
 
 // offer buffers a front request for every experiment coordinated elsewhere
 // (under the ingest lock: it marks the routes' addresses seen, as crossings does).
-func (sc *sharedCoord) offer(spans []model.Span, s spectral.Sample) {
+func (sc *sharedCoord) offer(spans []span.Span, names *span.Names, s spectral.Sample) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	for _, re := range sc.remote {
@@ -201,7 +201,7 @@ func (sc *sharedCoord) offer(spans []model.Span, s spectral.Sample) {
 		if re.references {
 			var c gradient.Crossings
 			for i := range re.routes {
-				if re.routes[i].crossedBy(spans) {
+				if re.routes[i].crossedBy(spans, names) {
 					c |= 1 << uint(i)
 				}
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/timegrid"
 	"github.com/tierscope/tierscope/internal/causal"
 	"github.com/tierscope/tierscope/internal/model"
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/stitch"
 	"github.com/tierscope/tierscope/internal/store"
 )
@@ -31,9 +32,9 @@ import (
 // engine's lock: each call must be fast.
 type Observer interface {
 	// IsFront reports whether a SERVER span is a front-tier request.
-	IsFront(s *model.Span) bool
+	IsFront(s *span.Span, names *span.Names) bool
 	// Observe sees every completed SERVER span, spans[i] of its trace.
-	Observe(spans []model.Span, i int)
+	Observe(spans []span.Span, names *span.Names, i int)
 	// ObserveSteal takes a host's CPU steal share over the scrape ending at ts.
 	ObserveSteal(host string, ts int64, steal float64)
 }
@@ -48,9 +49,12 @@ type Settings struct {
 	TraceWait        time.Duration
 	MaxOpenTraces    int
 	MaxSpansPerTrace int
-	// Limits bound each window's model; MaxAddresses the address book.
+	// Limits bound each window's model; MaxAddresses the address book;
+	// MaxNames the names of the spans being assembled before they are
+	// compacted.
 	Limits       model.Limits
 	MaxAddresses int
+	MaxNames     int
 	// AsyncQuantum and MaxMessages configure the convolution of one-way
 	// messages.
 	AsyncQuantum time.Duration
@@ -83,8 +87,13 @@ type Engine struct {
 	shard  string
 	window int64 // seconds
 
-	mu      sync.Mutex
-	asm     *model.Assembler
+	mu  sync.Mutex
+	asm *model.Assembler
+	// names holds the names of the assembler's spans; compactNames bounds it
+	// once it passes compactAt.
+	names     *span.Names
+	compactAt int
+
 	windows map[int64]*model.Window // open windows by start
 	// closedBefore: windows starting before it were flushed for the last time
 	// and dropped; traces that fall in them are late.
@@ -118,6 +127,8 @@ func New(set Settings) *Engine {
 		set: set, tel: set.Telemetry, shard: set.Shard, window: set.Window,
 		asm:         model.NewAssembler(int64(set.TraceWait), set.MaxOpenTraces, set.MaxSpansPerTrace),
 		windows:     map[int64]*model.Window{},
+		names:       span.NewNames(),
+		compactAt:   set.MaxNames,
 		book:        stitch.NewAddressBook(set.MaxAddresses),
 		links:       newLinkBook(),
 		byID:        map[uint64]int32{},
@@ -198,10 +209,11 @@ func (e *Engine) machineOf(res pcommon.Map) string {
 // unanswered CLIENT spans by it (docs/design.md, "Who is the peer?"), so an
 // uninstrumented hop or a lost context does not turn a known service into an
 // address node (e.mu held).
-func (e *Engine) resolvePeers(spans []model.Span) {
+func (e *Engine) resolvePeers(spans []span.Span) {
+	names := e.names
 	clear(e.byID)
 	for i := range spans {
-		e.byID[spans[i].SpanID] = int32(i)
+		e.byID[spans[i].ID] = int32(i)
 	}
 	if cap(e.answeredBy) < len(spans) {
 		e.answeredBy = make([]int32, len(spans))
@@ -212,26 +224,28 @@ func (e *Engine) resolvePeers(spans []model.Span) {
 	}
 	for i := range spans {
 		s := &spans[i]
-		if s.Kind != model.KindServer || s.ParentID == 0 {
+		if s.Kind != span.KindServer || s.ParentID == 0 {
 			continue
 		}
-		if p, ok := e.byID[s.ParentID]; ok && spans[p].Kind == model.KindClient {
-			e.book.Learn(spans[p].PeerAddress, s.Service)
-			e.links.learn(spans[p].Service, s.Service, spans[p].PeerAddress)
+		if p, ok := e.byID[s.ParentID]; ok && spans[p].Kind == span.KindClient {
+			address := names.Name(spans[p].Endpoint)
+			e.book.Learn(address, names.Name(s.Service))
+			e.links.learn(names.Name(spans[p].Service), names.Name(s.Service), address)
 			answeredBy[p] = int32(i)
 		}
 	}
 	for i := range spans {
 		s := &spans[i]
-		if s.Kind != model.KindClient || s.PeerAddress == "" || answeredBy[i] >= 0 {
+		if s.Kind != span.KindClient || s.Endpoint < 0 || answeredBy[i] >= 0 {
 			continue
 		}
+		address := names.Name(s.Endpoint)
 		if !s.Database {
-			if svc := e.book.Resolve(s.PeerAddress); svc != "" {
-				s.Peer = svc
+			if svc := e.book.Resolve(address); svc != "" {
+				s.Peer = names.ID(svc)
 			}
 		}
-		e.links.learn(s.Service, s.Peer, s.PeerAddress)
+		e.links.learn(names.Name(s.Service), names.Name(s.Peer), address)
 	}
 }
 
@@ -239,18 +253,19 @@ func (e *Engine) resolvePeers(spans []model.Span) {
 // serves, each SERVER span on the request's synchronous path, and each
 // CLIENT span on it as a call on its caller→callee link (e.mu held; after
 // resolvePeers, whose scratch it reads).
-func (e *Engine) countLinkCalls(spans []model.Span) {
+func (e *Engine) countLinkCalls(spans []span.Span) {
+	names := e.names
 	front := -1
 	for i := range spans {
-		if s := &spans[i]; s.Kind == model.KindServer && s.Transaction != "" && e.observer.IsFront(s) &&
+		if s := &spans[i]; s.Kind == span.KindServer && s.Transaction >= 0 && e.observer.IsFront(s, names) &&
 			(front < 0 || s.Start < spans[front].Start) {
 			front = i
 		}
 	}
-	if front < 0 || !e.links.countRequest(spans[front].Service, spans[front].Transaction) {
+	if front < 0 || !e.links.countRequest(names.Name(spans[front].Service), names.Name(spans[front].Transaction)) {
 		return
 	}
-	tx := spans[front].Transaction
+	tx := names.Name(spans[front].Transaction)
 	e.markSyncPaths(spans, front)
 	for i := range spans {
 		s := &spans[i]
@@ -258,14 +273,14 @@ func (e *Engine) countLinkCalls(spans []model.Span) {
 			continue
 		}
 		switch s.Kind {
-		case model.KindServer:
-			e.links.countServer(s.Service, tx)
-		case model.KindClient:
+		case span.KindServer:
+			e.links.countServer(names.Name(s.Service), tx)
+		case span.KindClient:
 			callee := s.Peer
 			if a := e.answeredBy[i]; a >= 0 {
 				callee = spans[a].Service
 			}
-			e.links.countCall(s.Service, callee, s.PeerAddress, tx)
+			e.links.countCall(names.Name(s.Service), names.Name(callee), names.Name(s.Endpoint), tx)
 		}
 	}
 }
@@ -281,7 +296,7 @@ const (
 // markSyncPaths fills e.syncPath: pathSync for the spans below the front
 // span with no PRODUCER or CONSUMER between (a queue on the path), pathOff
 // for the rest. Each span's chain is walked once: O(spans).
-func (e *Engine) markSyncPaths(spans []model.Span, front int) {
+func (e *Engine) markSyncPaths(spans []span.Span, front int) {
 	if cap(e.syncPath) < len(spans) {
 		e.syncPath = make([]int8, len(spans))
 	}
@@ -297,7 +312,7 @@ func (e *Engine) markSyncPaths(spans []model.Span, front int) {
 				break
 			}
 			chain = append(chain, int32(j))
-			if k := spans[j].Kind; k == model.KindProducer || k == model.KindConsumer {
+			if k := spans[j].Kind; k == span.KindProducer || k == span.KindConsumer {
 				break // pathOff: a queue between the front and what lies below
 			}
 			p, ok := e.byID[spans[j].ParentID]
@@ -389,7 +404,7 @@ func (e *Engine) countAssembler() {
 }
 
 // emit adds one complete trace to the window its root started in (e.mu held).
-func (e *Engine) emit(spans []model.Span) {
+func (e *Engine) emit(spans []span.Span) {
 	ctx := context.Background()
 	root := 0
 	for i := range spans {
@@ -408,11 +423,11 @@ func (e *Engine) emit(spans []model.Span) {
 		e.countLinkCalls(spans)
 	}
 	for i := range spans {
-		if spans[i].Kind == model.KindServer {
-			e.observer.Observe(spans, i)
+		if spans[i].Kind == span.KindServer {
+			e.observer.Observe(spans, e.names, i)
 		}
 	}
-	of := w.AddTrace(spans)
+	of := w.AddTrace(spans, e.names)
 	e.countFlows(spans, w)
 	e.tel.ExporterPerfmodelTracesCompleted.Add(ctx, 1)
 	if n := of.Services + of.Edges + of.Patterns + of.Signatures + e.links.takeOverflow(); n > 0 {
@@ -425,14 +440,14 @@ func (e *Engine) emit(spans []model.Span) {
 // with the requests it served then, and a deep or queued span starts seconds
 // after its root under load. A span that starts before its root's window
 // (clock skew) or after the current one counts in the root's.
-func (e *Engine) countFlows(spans []model.Span, root *model.Window) {
+func (e *Engine) countFlows(spans []span.Span, root *model.Window) {
 	now := alignDown(e.now().Unix(), e.window)
 	for i := range spans {
 		w := root
 		if start := alignDown(spans[i].Start/1e9, e.window); start > root.Start && start <= now {
 			w = e.windowAt(start)
 		}
-		w.CountFlow(&spans[i])
+		w.CountFlow(&spans[i], e.names)
 	}
 }
 

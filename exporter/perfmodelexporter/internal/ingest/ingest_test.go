@@ -17,14 +17,15 @@ import (
 	"github.com/tierscope/tierscope/internal/api"
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/sim/loadgen"
+	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/store"
 )
 
 // countingObserver counts what ingestion shows the coordinator.
 type countingObserver struct{ servers, fronts int }
 
-func (o *countingObserver) IsFront(s *model.Span) bool { return s.ParentID == 0 }
-func (o *countingObserver) Observe(spans []model.Span, i int) {
+func (o *countingObserver) IsFront(s *span.Span, _ *span.Names) bool { return s.ParentID == 0 }
+func (o *countingObserver) Observe(spans []span.Span, _ *span.Names, i int) {
 	o.servers++
 	if spans[i].ParentID == 0 {
 		o.fronts++

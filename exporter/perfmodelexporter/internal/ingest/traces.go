@@ -18,11 +18,19 @@ func (e *Engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	now := e.now().UnixNano()
 	n := 0
 	e.mu.Lock()
+	names := e.names
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		res := stitch.ResourceOf(rs.Resource().Attributes())
-		machine := e.machineOf(rs.Resource().Attributes())
+		// The resource's names, interned once for all its spans.
+		proto := span.Span{
+			Service: names.ID(res.Service), Instance: names.ID(res.Instance), Host: names.Optional(res.Host),
+			Version: names.Optional(res.Version), Machine: names.Optional(e.machineOf(rs.Resource().Attributes())),
+			Process: names.Optional(res.Process),
+			// The span name, operations, threads and callers are stitching's.
+			Name: -1, Op: -1, OpClass: -1, Thread: -1, Caller: -1, CallerAddress: -1, Parent: -1,
+		}
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
@@ -32,43 +40,56 @@ func (e *Engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 					continue
 				}
 				n++
-				kind := stitch.KindOf(sp.Kind())
-				ms := model.Span{
-					SpanID:      stitch.SpanID(sp.SpanID()),
-					ParentID:    stitch.SpanID(sp.ParentSpanID()),
-					Service:     res.Service,
-					Kind:        kind,
-					Start:       int64(sp.StartTimestamp()),
-					End:         int64(sp.EndTimestamp()),
-					Error:       sp.Status().Code() == ptrace.StatusCodeError,
-					Version:     res.Version,
-					Machine:     machine,
-					Process:     res.Process,
-					Transaction: stitch.Transaction(sp, kind),
-				}
+				s := proto
+				s.Kind = stitch.KindOf(sp.Kind())
+				s.ID, s.ParentID = stitch.SpanID(sp.SpanID()), stitch.SpanID(sp.ParentSpanID())
+				s.Start, s.End = int64(sp.StartTimestamp()), int64(sp.EndTimestamp())
+				s.Error = sp.Status().Code() == ptrace.StatusCodeError
+				s.Transaction = names.Optional(stitch.Transaction(sp, s.Kind))
+				s.Peer, s.Endpoint = -1, -1
 				attrs := sp.Attributes()
-				switch kind {
+				switch s.Kind {
 				case span.KindProducer:
-					ms.Peer, ms.Database = stitch.PeerNode(attrs)
-					e.addOneWay(ms.Start, ms.Service, ms.Peer)
+					var peer string
+					peer, s.Database = stitch.PeerNode(attrs)
+					s.Peer = names.Optional(peer)
+					e.addOneWay(s.Start, res.Service, peer)
 				case span.KindConsumer:
 					if sp.ParentSpanID().IsEmpty() {
 						if dest, _ := stitch.PeerNode(attrs); dest != "" {
-							e.addOneWay(ms.Start, dest, ms.Service)
+							e.addOneWay(s.Start, dest, res.Service)
 						}
 					}
 				case span.KindClient:
-					ms.Peer, ms.PeerAddress, ms.Database = stitch.PeerOf(attrs)
+					peer, address, database := stitch.PeerOf(attrs)
+					s.Peer, s.Endpoint, s.Database = names.Optional(peer), names.Optional(address), database
 				}
-				if ms.End < ms.Start {
-					ms.End = ms.Start
+				if s.End < s.Start {
+					s.End = s.Start
 				}
-				e.asm.Add(model.TraceID(sp.TraceID()), ms, now, e.emit)
+				e.asm.Add(model.TraceID(sp.TraceID()), s, now, e.emit)
 			}
 		}
 	}
+	e.compactNames()
 	e.countAssembler()
 	e.mu.Unlock()
 	e.tel.ExporterPerfmodelSpansReceived.Add(ctx, int64(n))
 	return nil
+}
+
+// compactNames bounds the names table: past MaxNames, the names of the spans
+// still being assembled move to a fresh table and the rest are dropped. The
+// next compaction waits until the table has doubled from what the open traces
+// hold, so that many open traces do not compact on every batch (e.mu held).
+func (e *Engine) compactNames() {
+	if e.names.Len() <= e.compactAt {
+		return
+	}
+	// A new table: a cleared map would keep the storage of the old one.
+	names := span.NewNames()
+	e.asm.Reintern(e.names, names)
+	e.names = names
+	e.compactAt = max(e.set.MaxNames, 2*e.names.Len())
+	e.tel.ExporterPerfmodelNameCompactions.Add(context.Background(), 1)
 }

@@ -29,6 +29,7 @@ type TelemetryBuilder struct {
 	ExporterPerfmodelFlushErrors          metric.Int64Counter
 	ExporterPerfmodelFlushedRecords       metric.Int64Counter
 	ExporterPerfmodelLateSpans            metric.Int64Counter
+	ExporterPerfmodelNameCompactions      metric.Int64Counter
 	ExporterPerfmodelOpenTraces           metric.Int64UpDownCounter
 	ExporterPerfmodelOverflow             metric.Int64Counter
 	ExporterPerfmodelSpansDropped         metric.Int64Counter
@@ -82,6 +83,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_perfmodel_late_spans",
 		metric.WithDescription("Spans of traces whose window had already been closed; they are not counted in any window. [Development]"),
 		metric.WithUnit("{spans}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterPerfmodelNameCompactions, err = builder.meter.Int64Counter(
+		"otelcol_exporter_perfmodel_name_compactions",
+		metric.WithDescription("Compactions of the names of the spans being assembled, each time they passed limits.max_names; the names of completed traces are dropped. [Development]"),
+		metric.WithUnit("{compactions}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterPerfmodelOpenTraces, err = builder.meter.Int64UpDownCounter(

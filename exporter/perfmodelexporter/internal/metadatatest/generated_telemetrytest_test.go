@@ -22,6 +22,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterPerfmodelFlushErrors.Add(context.Background(), 1)
 	tb.ExporterPerfmodelFlushedRecords.Add(context.Background(), 1)
 	tb.ExporterPerfmodelLateSpans.Add(context.Background(), 1)
+	tb.ExporterPerfmodelNameCompactions.Add(context.Background(), 1)
 	tb.ExporterPerfmodelOpenTraces.Add(context.Background(), 1)
 	tb.ExporterPerfmodelOverflow.Add(context.Background(), 1)
 	tb.ExporterPerfmodelSpansDropped.Add(context.Background(), 1)
@@ -35,6 +36,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterPerfmodelLateSpans(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterPerfmodelNameCompactions(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterPerfmodelOpenTraces(t, testTel,
