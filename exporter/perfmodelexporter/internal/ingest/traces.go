@@ -41,7 +41,7 @@ func (e *Engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 				}
 				n++
 				s := proto
-				s.Kind = stitch.KindOf(sp.Kind())
+				s.Kind = stitch.RoleOf(sp)
 				s.ID, s.ParentID = stitch.SpanID(sp.SpanID()), stitch.SpanID(sp.ParentSpanID())
 				s.Start, s.End = int64(sp.StartTimestamp()), int64(sp.EndTimestamp())
 				s.Error = sp.Status().Code() == ptrace.StatusCodeError
