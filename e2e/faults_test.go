@@ -156,7 +156,7 @@ func postJSON(t *testing.T, hc *http.Client, url, body string) (int, map[string]
 	return doJSON(t, hc, req)
 }
 
-func getJSON(t *testing.T, hc *http.Client, url string) (int, map[string]any) {
+func getJSONStatus(t *testing.T, hc *http.Client, url string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -536,7 +536,7 @@ func (l *faultLab) delayLease(t *testing.T, base, wave string) string {
 
 func (l *faultLab) leaseState(t *testing.T, base, id string) (string, string) {
 	t.Helper()
-	_, st := getJSON(t, l.hc, base+"/v1/leases/"+id)
+	_, st := getJSONStatus(t, l.hc, base+"/v1/leases/"+id)
 	s, _ := st["state"].(string)
 	e, _ := st["error"].(string)
 	return s, e
