@@ -119,6 +119,16 @@ func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
 	if cfg.quick {
 		def.Requests = 60
 	}
+	out := []*curve{concurrencyCurve(cfg, tt, def)}
+	if cfg.quick {
+		return out
+	}
+	return append(out, knobCurves(def)...)
+}
+
+// concurrencyCurve is the figure against concurrency: TrainTicket superimposed
+// and the generated application, every id stripped and hops broken.
+func concurrencyCurve(cfg config, tt map[string]ptrace.Traces, def se.Params) *curve {
 	conc := []float64{0, 1, 2, 4, 8, 16}
 	if cfg.quick {
 		conc = []float64{0, 8}
@@ -149,21 +159,22 @@ func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
 			c.scenarios = append(c.scenarios, se.SyntheticScenario(fmt.Sprintf("concurrency/synthetic/%s/%v", s.mode, x), s.series, x, p, s.mode))
 		}
 	}
-	out := []*curve{c}
-	if cfg.quick {
-		return out
-	}
+	return c
+}
 
-	// The synthetic application's other knobs, one at a time from the defaults.
-	synthetic := func(id, title, xlabel string, labels []string, xs []float64, set func(*se.Params, float64), extra ...struct {
-		suffix string
-		set    func(*se.Params)
-	}) *curve {
+// variant is a second series of a figure: the same points with one more
+// setting.
+type variant struct {
+	suffix string
+	set    func(*se.Params)
+}
+
+// knobCurves are the figures of the generated application's other knobs, one
+// at a time from the defaults.
+func knobCurves(def se.Params) []*curve {
+	synthetic := func(id, title, xlabel string, labels []string, xs []float64, set func(*se.Params, float64), extra ...variant) *curve {
 		c := &curve{ID: id, Title: title, XLabel: xlabel, X: xs, Labels: labels}
-		variants := append([]struct {
-			suffix string
-			set    func(*se.Params)
-		}{{"", func(*se.Params) {}}}, extra...)
+		variants := append([]variant{{"", func(*se.Params) {}}}, extra...)
 		for _, x := range xs {
 			for _, v := range variants {
 				p := def
@@ -176,7 +187,7 @@ func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
 		}
 		return c
 	}
-	out = append(out,
+	return []*curve{
 		synthetic("fanout", "Parent links vs fan-out style", "how operations issue their calls", []string{"sequential", "parallel", "mixed"},
 			[]float64{0, 1, 2}, func(p *se.Params, x float64) {
 				p.FanOut = []se.FanOut{se.FanOutSequential, se.FanOutParallel, se.FanOutMixed}[int(x)]
@@ -184,20 +195,14 @@ func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
 		synthetic("timescale", "Parent links vs time scale", "mean hop delay (every duration scales with it)",
 			[]string{"1µs", "10µs", "100µs", "1ms", "10ms", "100ms", "1s"}, []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1},
 			func(p *se.Params, x float64) { p.HopDelay = time.Duration(x * float64(time.Second)) },
-			struct {
-				suffix string
-				set    func(*se.Params)
-			}{", no skew", func(p *se.Params) { p.Skew = 0 }}),
+			variant{", no skew", func(p *se.Params) { p.Skew = 0 }}),
 		synthetic("skew", "Parent links vs clock skew", "clock offset per process, uniform in ± (hops 500 µs)",
 			[]string{"0", "0.1ms", "0.3ms", "1ms", "3ms", "10ms"}, []float64{0, 0.1, 0.3, 1, 3, 10},
 			func(p *se.Params, x float64) { p.Skew = time.Duration(x * float64(time.Millisecond)) }),
 		synthetic("drops", "Parent links vs missing spans", "fraction of spans dropped at random",
 			[]string{"0", "5%", "10%", "20%", "40%"}, []float64{0, 0.05, 0.1, 0.2, 0.4},
 			func(p *se.Params, x float64) { p.Drop = x },
-			struct {
-				suffix string
-				set    func(*se.Params)
-			}{", one uninstrumented tier", func(p *se.Params) { p.Uninstrumented = 1 }}),
+			variant{", one uninstrumented tier", func(p *se.Params) { p.Uninstrumented = 1 }}),
 		synthetic("loadshift", "Parent links vs a load shift", "overlap of the second half of the run (the first half at 1)",
 			[]string{"1", "2", "4", "8", "16"}, []float64{1, 2, 4, 8, 16},
 			func(p *se.Params, x float64) { p.Concurrency, p.ShiftTo = 1, x }),
@@ -215,16 +220,9 @@ func curves(cfg config, tt map[string]ptrace.Traces) []*curve {
 		synthetic("threads", "Parent links vs thread ids, overlap 8", "share of services recording thread.id (thread per request)",
 			[]string{"0", "25%", "50%", "75%", "100%"}, []float64{0, 0.25, 0.5, 0.75, 1},
 			func(p *se.Params, x float64) { p.Concurrency, p.ThreadIDs = 8, x },
-			struct {
-				suffix string
-				set    func(*se.Params)
-			}{", half of them reactive", func(p *se.Params) { p.EventLoop = 0.5 }},
-			struct {
-				suffix string
-				set    func(*se.Params)
-			}{", all reactive", func(p *se.Params) { p.EventLoop = 1 }}),
-	)
-	return out
+			variant{", half of them reactive", func(p *se.Params) { p.EventLoop = 0.5 }},
+			variant{", all reactive", func(p *se.Params) { p.EventLoop = 1 }}),
+	}
 }
 
 // only keeps the curves whose ids are listed ("" keeps all).
