@@ -19,7 +19,7 @@ import (
 type Emitted struct {
 	Request int // index of the request (plan trace)
 	Index   int // index in the plan trace's Spans
-	Plan    loadgen.Span
+	Plan    loadgen.PlannedSpan
 	TraceID string // as emitted, hex
 	SpanID  string
 	Parent  string // parentSpanId as emitted ("" for a root)
@@ -51,7 +51,7 @@ func Emit(t *testing.T, endpoint string, plan []loadgen.Trace) *Truth {
 
 	providers := map[string]*sdktrace.TracerProvider{}
 	tracers := map[string]trace.Tracer{}
-	tracerFor := func(s loadgen.Span) trace.Tracer {
+	tracerFor := func(s loadgen.PlannedSpan) trace.Tracer {
 		if tr, ok := tracers[s.Instance]; ok {
 			return tr
 		}

@@ -210,7 +210,7 @@ func generateLoad(t *testing.T, start time.Time) ([]ptrace.Traces, generatedLoad
 	return batches, load
 }
 
-func routeOf(s loadgen.Span) string {
+func routeOf(s loadgen.PlannedSpan) string {
 	for _, a := range s.Attrs {
 		if a.Key == "http.route" {
 			return a.Str

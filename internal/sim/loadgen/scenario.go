@@ -82,8 +82,8 @@ const (
 	DBFirst   = 3
 )
 
-// Span is one planned span.
-type Span struct {
+// PlannedSpan is one span the load generator plans (not a span model: it becomes OTLP).
+type PlannedSpan struct {
 	Service  string // service.name
 	Instance string // service.instance.id
 	Kind     SpanKind
@@ -102,7 +102,7 @@ type Span struct {
 // parent always comes before its children.
 type Trace struct {
 	Route string // the web route, e.g. "GET /products/{id}"
-	Spans []Span
+	Spans []PlannedSpan
 }
 
 // Config shapes the generated load.
@@ -272,7 +272,7 @@ func (g *Generator) one() Trace {
 		status = 201
 	}
 
-	spans := []Span{
+	spans := []PlannedSpan{
 		WebServer: {
 			Service: "web", Instance: webInst, Kind: KindServer, Name: r.method + " " + r.webRoute,
 			Start: webStart, End: webEnd, Parent: -1,
@@ -312,7 +312,7 @@ func (g *Generator) one() Trace {
 	per := limit.Sub(cursor)/time.Duration(len(r.queries)) - time.Millisecond
 	for _, q := range r.queries {
 		d := min(g.between(1500*time.Microsecond, 12*time.Millisecond), per)
-		spans = append(spans, Span{
+		spans = append(spans, PlannedSpan{
 			Service: "app", Instance: appInst, Kind: KindClient, Name: q.op + " shop." + q.table,
 			Start: cursor, End: cursor.Add(d), Parent: AppServer,
 			Attrs: []Attr{
