@@ -5,14 +5,10 @@ package e2e
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tierscope/tierscope/testbed/config"
 )
 
 const additivityTolerance = 0.10
@@ -25,50 +21,20 @@ const additivityTolerance = 0.10
 // costs predict, within additivityTolerance. Measured: −4.8% to +3.2%
 // (docs/workfactor-report.md, "The testbed").
 func TestWorkFactorTruthIsAdditive(t *testing.T) {
-	bin := modelsCollectorBinary(t)
-	cfgPath, err := filepath.Abs("testdata/testbed-workfactors.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mhz := cfg.MHz()
-	omega := float64(runtime.NumCPU()) * mhz
-	host, err := os.Hostname()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	otlpPort := freePort(t)
+	b := newWorkfactorBench(t, "proc")
+	dir := b.dir
 	procAPI := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	for _, d := range []string{"proc", "data"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startModelsCollector(t, bin, map[string]any{
-		"receivers": map[string]any{"otlp": otlpReceiver(otlpPort)},
-		"exporters": map[string]any{"perfmodel/proc": perfmodelExporter(procAPI, filepath.Join(dir, "proc"), host, modelWindow, omega)},
+	startModelsCollector(t, b.bin, map[string]any{
+		"receivers": map[string]any{"otlp": otlpReceiver(b.otlpPort)},
+		"exporters": map[string]any{"perfmodel/proc": perfmodelExporter(procAPI, filepath.Join(dir, "proc"), b.host, modelWindow, b.omega)},
 		"service": map[string]any{
 			"telemetry": map[string]any{"metrics": map[string]any{"level": "none"}},
 			"pipelines": map[string]any{"traces": map[string]any{"receivers": []string{"otlp"}, "exporters": []string{"perfmodel/proc"}}},
 		},
 	}, procAPI)
-	otlp := fmt.Sprintf("127.0.0.1:%d", otlpPort)
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
-	web, app1, app2, db1, db2, queue := addr(), addr(), addr(), addr(), addr(), addr()
-	u := func(a string) string { return "http://" + a }
-	common := func(exe string) []string { return []string{"--otlp", otlp, "--config", cfgPath, "--instance", exe} }
-	pid := map[string]int{}
-	pid["backup"] = tierProcess(t, dir, "tbdb2", u(db2), append([]string{"db", "--listen", db2, "--data", filepath.Join(dir, "data")}, common("tbdb2")...)...)
-	pid["primary"] = tierProcess(t, dir, "tbdb1", u(db1), append([]string{"db", "--listen", db1, "--data", filepath.Join(dir, "data"), "--backup", u(db2)}, common("tbdb1")...)...)
-	pid["app1"] = tierProcess(t, dir, "tbapp1", u(app1), append([]string{"app", "--listen", app1, "--db", u(db1)}, common("tbapp1")...)...)
-	pid["app2"] = tierProcess(t, dir, "tbapp2", u(app2), append([]string{"app", "--listen", app2, "--db", u(db1)}, common("tbapp2")...)...)
-	tierProcess(t, dir, "tbqueue", u(queue), "queue", "--listen", queue)
-	pid["web"] = tierProcess(t, dir, "tbweb", u(web), append([]string{"web", "--listen", web, "--app", u(app1) + "," + u(app2), "--queue", u(queue)}, common("tbweb")...)...)
-	pid["worker"] = tierProcess(t, dir, "tbworker", "", append([]string{"worker", "--queue", u(queue), "--db", u(db1)}, common("tbworker")...)...)
+	tiers := b.startTiers(t)
+	pid := tiers.pid
+	web := tiers.web
 	procs := []string{"web", "app1", "app2", "primary", "backup", "worker"}
 	cpuOf := func() map[string]float64 {
 		out := map[string]float64{}
@@ -78,7 +44,7 @@ func TestWorkFactorTruthIsAdditive(t *testing.T) {
 		return out
 	}
 	for i, tx := range []string{"PutBid", "StoreBid"} {
-		driveClosedLoop(t, u(web)+"/txn/"+tx, 2, calibrationThink/4, 3*time.Second, uint64(1000+i))
+		driveClosedLoop(t, web+"/txn/"+tx, 2, calibrationThink/4, 3*time.Second, uint64(1000+i))
 	}
 	phase := 20 * time.Second
 	users := 6
@@ -97,25 +63,25 @@ func TestWorkFactorTruthIsAdditive(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ns = driveClosedLoop(t, u(web)+"/txn/StoreBid", pl.s, calibrationThink, phase, uint64(10*k))
+				ns = driveClosedLoop(t, web+"/txn/StoreBid", pl.s, calibrationThink, phase, uint64(10*k))
 			}()
 		}
 		if pl.p > 0 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				np = driveClosedLoop(t, u(web)+"/txn/PutBid", pl.p, calibrationThink, phase, uint64(10*k+1))
+				np = driveClosedLoop(t, web+"/txn/PutBid", pl.p, calibrationThink, phase, uint64(10*k+1))
 			}()
 		}
 		wg.Wait()
 		pl.ns, pl.np = ns, np
-		drainQueue(t, u(queue))
+		drainQueue(t, tiers.queue)
 		time.Sleep(time.Second)
 		c1, el := cpuOf(), time.Since(t0).Seconds()
 		pl.mc = map[string]float64{}
 		line := fmt.Sprintf("phase %d: StoreBid %2d users %4d tx, PutBid %2d users %4d tx, %.1f s; Mc:", k, pl.s, ns, pl.p, np, el)
 		for _, p := range procs {
-			pl.mc[p] = (c1[p] - c0[p]) * mhz
+			pl.mc[p] = (c1[p] - c0[p]) * b.mhz
 			line += fmt.Sprintf(" %s %.0f", p, pl.mc[p])
 		}
 		t.Log(line)

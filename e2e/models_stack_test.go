@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tierscope/tierscope/testbed/config"
 )
 
 // modelsCollectorBinary is the shipped distribution (collectorBinary), which
@@ -219,4 +221,67 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// workfactorBench is what the work-factor tests on the testbed share: the
+// collector binary, the testbed configuration and the machine it runs on.
+type workfactorBench struct {
+	bin, cfgPath string
+	cfg          *config.Config
+	mhz, omega   float64 // one core's and the machine's capacity
+	host         string  // the host.name of the tiers' spans and the CPU readings
+	dir          string
+	otlpPort     int
+}
+
+func newWorkfactorBench(t *testing.T, subdirs ...string) workfactorBench {
+	t.Helper()
+	b := workfactorBench{bin: modelsCollectorBinary(t), dir: t.TempDir(), otlpPort: freePort(t)}
+	var err error
+	if b.cfgPath, err = filepath.Abs("testdata/testbed-workfactors.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if b.cfg, err = config.Load(b.cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	b.mhz = b.cfg.MHz()
+	b.omega = float64(runtime.NumCPU()) * b.mhz
+	// The tiers' SDK resource sets host.name to the machine's name: the same
+	// name must key the hostmetrics readings.
+	if b.host, err = os.Hostname(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range append(subdirs, "data") {
+		if err := os.MkdirAll(filepath.Join(b.dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// testbedTiers are the tiers' URLs and processes, by role.
+type testbedTiers struct {
+	web, queue string
+	pid        map[string]int // web, app1, app2, primary, backup, worker
+}
+
+// startTiers runs one process per tier; its executable name is its CPU
+// reading's key.
+func (b workfactorBench) startTiers(t *testing.T) testbedTiers {
+	t.Helper()
+	otlp := fmt.Sprintf("127.0.0.1:%d", b.otlpPort)
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+	web, app1, app2, db1, db2, queue := addr(), addr(), addr(), addr(), addr(), addr()
+	u := func(a string) string { return "http://" + a }
+	common := func(exe string) []string { return []string{"--otlp", otlp, "--config", b.cfgPath, "--instance", exe} }
+	data := filepath.Join(b.dir, "data")
+	pid := map[string]int{}
+	pid["backup"] = tierProcess(t, b.dir, "tbdb2", u(db2), append([]string{"db", "--listen", db2, "--data", data}, common("tbdb2")...)...)
+	pid["primary"] = tierProcess(t, b.dir, "tbdb1", u(db1), append([]string{"db", "--listen", db1, "--data", data, "--backup", u(db2)}, common("tbdb1")...)...)
+	pid["app1"] = tierProcess(t, b.dir, "tbapp1", u(app1), append([]string{"app", "--listen", app1, "--db", u(db1)}, common("tbapp1")...)...)
+	pid["app2"] = tierProcess(t, b.dir, "tbapp2", u(app2), append([]string{"app", "--listen", app2, "--db", u(db1)}, common("tbapp2")...)...)
+	tierProcess(t, b.dir, "tbqueue", u(queue), "queue", "--listen", queue)
+	pid["web"] = tierProcess(t, b.dir, "tbweb", u(web), append([]string{"web", "--listen", web, "--app", u(app1) + "," + u(app2), "--queue", u(queue)}, common("tbweb")...)...)
+	pid["worker"] = tierProcess(t, b.dir, "tbworker", "", append([]string{"worker", "--queue", u(queue), "--db", u(db1)}, common("tbworker")...)...)
+	return testbedTiers{web: u(web), queue: u(queue), pid: pid}
 }

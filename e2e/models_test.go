@@ -194,35 +194,13 @@ func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, 
 // machine mode), for comparison only: on this shared machine other people's
 // work is part of that utilization.
 func TestWorkFactorsOnTestbed(t *testing.T) {
-	bin := modelsCollectorBinary(t)
-	cfgPath, err := filepath.Abs("testdata/testbed-workfactors.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mhz := cfg.MHz()
-	omega := float64(runtime.NumCPU()) * mhz
-	// The tiers' SDK resource sets host.name to the machine's name: the same
-	// name must key the hostmetrics readings.
-	host, err := os.Hostname()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	otlpPort := freePort(t)
+	b := newWorkfactorBench(t, "proc", "mach")
+	cfg, dir, mhz, host, omega := b.cfg, b.dir, b.mhz, b.host, b.omega
 	procAPI := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	machAPI := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	for _, d := range []string{"proc", "mach", "data"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	collectorCfg := map[string]any{
 		"receivers": map[string]any{
-			"otlp": otlpReceiver(otlpPort),
+			"otlp": otlpReceiver(b.otlpPort),
 			"hostmetrics/proc": map[string]any{"collection_interval": "1s", "scrapers": map[string]any{"process": map[string]any{
 				"include":                 map[string]any{"names": []string{"^tb"}, "match_type": "regexp"},
 				"mute_process_all_errors": true,
@@ -255,25 +233,13 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 		pipelines["traces"].(map[string]any)["exporters"] = []string{"perfmodel/proc", "perfmodel/machine", "file/spans"}
 		pipelines["metrics/proc"].(map[string]any)["exporters"] = []string{"perfmodel/proc", "file/cpu"}
 	}
-	startModelsCollector(t, bin, collectorCfg, procAPI)
+	startModelsCollector(t, b.bin, collectorCfg, procAPI)
 
-	// One process per tier; its executable name is its CPU reading's key.
-	otlp := fmt.Sprintf("127.0.0.1:%d", otlpPort)
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
-	web, app1, app2, db1, db2, queue := addr(), addr(), addr(), addr(), addr(), addr()
-	u := func(a string) string { return "http://" + a }
-	common := func(exe string) []string {
-		return []string{"--otlp", otlp, "--config", cfgPath, "--instance", exe}
+	tiers := b.startTiers(t)
+	pids := map[string][]int{ // service → its tiers' processes
+		"db": {tiers.pid["backup"], tiers.pid["primary"]}, "app": {tiers.pid["app1"], tiers.pid["app2"]}, "web": {tiers.pid["web"]},
 	}
-	pids := map[string][]int{} // service → its tiers' processes
-	db2PID := tierProcess(t, dir, "tbdb2", u(db2), append([]string{"db", "--listen", db2, "--data", filepath.Join(dir, "data")}, common("tbdb2")...)...)
-	db1PID := tierProcess(t, dir, "tbdb1", u(db1), append([]string{"db", "--listen", db1, "--data", filepath.Join(dir, "data"), "--backup", u(db2)}, common("tbdb1")...)...)
-	pids["db"] = []int{db2PID, db1PID}
-	pids["app"] = append(pids["app"], tierProcess(t, dir, "tbapp1", u(app1), append([]string{"app", "--listen", app1, "--db", u(db1)}, common("tbapp1")...)...))
-	pids["app"] = append(pids["app"], tierProcess(t, dir, "tbapp2", u(app2), append([]string{"app", "--listen", app2, "--db", u(db1)}, common("tbapp2")...)...))
-	tierProcess(t, dir, "tbqueue", u(queue), "queue", "--listen", queue)
-	pids["web"] = append(pids["web"], tierProcess(t, dir, "tbweb", u(web), append([]string{"web", "--listen", web, "--app", u(app1) + "," + u(app2), "--queue", u(queue)}, common("tbweb")...)...))
-	tierProcess(t, dir, "tbworker", "", append([]string{"worker", "--queue", u(queue), "--db", u(db1)}, common("tbworker")...)...)
+	db1PID, db2PID := tiers.pid["primary"], tiers.pid["backup"]
 	cpuOf := func() map[string]float64 {
 		out := map[string]float64{}
 		for svc, ps := range pids {
@@ -288,14 +254,14 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 
 	// The truth: each flow's CPU per request, measured with each transaction
 	// alone under load before the mixed load (models_truth_test.go).
-	known, idle := calibrateFlows(t, cfg, u(web), u(queue), cpuOf)
+	known, idle := calibrateFlows(t, cfg, tiers.web, tiers.queue, cpuOf)
 
 	dur := wfDuration
 	start := time.Now()
 	cpu0 := cpuOf()
 	// A 1 s think time keeps the tiers near half the machine with these burns,
 	// so that they are not starved by each other (or by other work).
-	counts := runVaryingLoad(t, u(web), cfg, 2, time.Second, dur, wfSegments, 9)
+	counts := runVaryingLoad(t, tiers.web, cfg, 2, time.Second, dur, wfSegments, 9)
 	end := time.Now()
 	cpu1 := cpuOf()
 	time.Sleep(5 * time.Second) // trace_wait, the SDKs' batch delay and a flush
