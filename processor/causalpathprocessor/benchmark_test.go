@@ -24,11 +24,9 @@ func BenchmarkProcessor(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := proc.(*causalPathProcessor)
-	clock := time.Unix(1800000000, 0)
-	p.now = func() time.Time { return clock }
 	const callsPerBatch = 100
 	batches := make([]ptrace.Traces, 64)
-	spansPerBatch, fills := 0, 0
+	fills := 0
 	fill := func() {
 		for i := range batches {
 			web, app := ptrace.NewTraces(), ptrace.NewTraces()
@@ -39,32 +37,9 @@ func BenchmarkProcessor(b *testing.B) {
 			app.ResourceSpans().MoveAndAppendTo(web.ResourceSpans())
 			batches[i] = web
 		}
-		spansPerBatch = batches[0].SpanCount()
 		fills++
 	}
-	fill()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i%len(batches) == 0 && i > 0 {
-			b.StopTimer()
-			fill()
-			b.StartTimer()
-		}
-		if err := p.ConsumeTraces(context.Background(), batches[i%len(batches)]); err != nil {
-			b.Fatal(err)
-		}
-		clock = clock.Add(100 * time.Millisecond)
-		if i%10 == 9 {
-			if err := p.release(context.Background(), false); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.StopTimer()
-	spans := float64(b.N * spansPerBatch)
-	b.ReportMetric(spans/b.Elapsed().Seconds(), "spans/s")
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/spans, "ns/span")
+	runCycle(b, p, batches, fill, 100*time.Millisecond, 10)
 }
 
 // BenchmarkProcessorLoad runs the cycle of BenchmarkProcessor on the spans that
@@ -80,8 +55,6 @@ func BenchmarkProcessorLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := proc.(*causalPathProcessor)
-	clock := time.Unix(1800000000, 0)
-	p.now = func() time.Time { return clock }
 	lcfg := loadgen.DefaultConfig()
 	lcfg.DropFraction = 0.5
 	gen, err := loadgen.NewGenerator(lcfg)
@@ -91,14 +64,23 @@ func BenchmarkProcessorLoad(b *testing.B) {
 	ids := loadgen.NewIDs(1)
 	const tracesPerRequest = 64
 	batches := make([]ptrace.Traces, 200)
-	spans := 0
 	fill := func() {
 		for i := range batches {
 			batches[i] = ptrace.NewTraces()
 			loadgen.AppendOTLP(batches[i], gen.Next(tracesPerRequest), ids)
 		}
 	}
+	runCycle(b, p, batches, fill, 20*time.Millisecond, 50)
+}
+
+// runCycle feeds the batches in turn (refilled once all were sent), the clock
+// moving step per batch, and releases a round every releaseEvery batches; it
+// reports spans per second and nanoseconds per span.
+func runCycle(b *testing.B, p *causalPathProcessor, batches []ptrace.Traces, fill func(), step time.Duration, releaseEvery int) {
+	clock := time.Unix(1800000000, 0)
+	p.now = func() time.Time { return clock }
 	fill()
+	spans := 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -111,8 +93,8 @@ func BenchmarkProcessorLoad(b *testing.B) {
 		if err := p.ConsumeTraces(context.Background(), batches[i%len(batches)]); err != nil {
 			b.Fatal(err)
 		}
-		clock = clock.Add(20 * time.Millisecond)
-		if i%50 == 49 {
+		clock = clock.Add(step)
+		if i%releaseEvery == releaseEvery-1 {
 			if err := p.release(context.Background(), false); err != nil {
 				b.Fatal(err)
 			}
