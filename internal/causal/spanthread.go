@@ -18,8 +18,9 @@ package causal
 //	q₁ = (Σ π_c + ½) / (N + 1),   r = (Σ (m_c − π_c) + ½) / (Σ (n_c − 1) + 1),
 //
 // per process, from q₁ = ½ and r the share of candidates on their orphan's
-// thread, then q₁ alone per kind of child, again from ½ (fitThreads). A candidate on the child's thread then has its score multiplied by
-// q₁/r, one on another thread by (1 − q₁)/(1 − r): a thread-per-request
+// thread, then q₁ alone per kind of child, again from ½, with r the
+// process's (fitThreads). A candidate on the child's thread then has its score
+// multiplied by q₁/r, one on another thread by (1 − q₁)/(1 − r): a thread-per-request
 // process (q₁ near 1, r small) gives nearly all the weight to its
 // same-thread candidates, a reactive one (q₁ ≈ r) leaves the scores as they
 // were, and @Async work, which never shares its parent's thread, keeps the
@@ -38,14 +39,10 @@ type threadKey struct{ proc, service, name int32 }
 // threadCounts are an orphan's local candidates, n, and those on its thread, m.
 type threadCounts struct{ m, n float64 }
 
-// fitThreads learns the thread factors, once: r and q₁ per process, then q₁
-// per kind of child (service and name) in the process, starting from its
-// process's as a prior, since whether a child is synchronous is a property of
-// the code that makes it.
+// fitThreads learns the thread factors before the first round: r and q₁ per
+// process, then q₁ per kind of child (service and name) in the process, since
+// whether a child is synchronous is a property of the code that makes it.
 func (s *spanStitcher) fitThreads() {
-	if s.threads != nil {
-		return
-	}
 	s.threads = make(map[threadKey]threadStats)
 	byKey := make(map[threadKey][]threadCounts)
 	for c := range s.spans {
