@@ -13,8 +13,9 @@ import (
 // collinear pair; every unit drawing ≥ 5% of the CPU within 15% of its true
 // power at the end of the run, stationary and after a release at 75%. Over
 // seeds 1–20 at least 18 stationary runs and 13 release runs must pass (19
-// and 14 today; the report gives the rates over seeds 1–20 and 101–160, and
-// what least squares with the true model and the true changed flows reaches),
+// and 14 today; the report gives the rates over seeds 1–20, 101–160 and the
+// held-out 401–460, and what least squares with the true model and the true
+// changed flows reaches),
 // and after a release at least as many as least squares on the periods after
 // the release alone.
 func TestMustShowDefaults(t *testing.T) {
