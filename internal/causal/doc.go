@@ -97,7 +97,10 @@
 //     count of a histogram over signed log bins (10% wide from 100 ns) at the
 //     link's delay divided by the bin's width, or by 2·res when the timestamps
 //     are coarser (res, each process's and span kind's resolution, read from
-//     the timestamps), per span of p's kind. Each histogram is read through a
+//     the timestamps), per span of p's kind. Widths are counted in a unit of
+//     the data's own scale, the median span's duration / 3000, so that the
+//     floor a delay never seen scores is the same share of a density for
+//     microsecond and second-long calls. Each histogram is read through a
 //     triangular kernel whose half-width follows Silverman's rule in bins,
 //     h = 1.06·σ·n^(−1/5) (σ the spread of its bins, n its weight), so a model
 //     learned from few spans is not spiky:

@@ -120,6 +120,7 @@ func (s *spanStitcher) run() *StitchResult {
 	s.fitThreads()
 	s.pruneByThread()
 	s.models = newDelayModels(s.cfg.Bins)
+	s.models.unit = s.timeUnit()
 	s.site = newSiteModels()
 	s.counts = newCountModels()
 	s.seq = newSeqModels()
@@ -842,3 +843,28 @@ func (s *spanStitcher) servedBetween(inner, outer int32) bool {
 	}
 	return false
 }
+
+// timeUnit is the width, in nanoseconds, in which the delay models count
+// densities: the median span's duration over unitsPerMedian. Fixed in
+// nanoseconds, the floors that keep a delay never seen from scoring zero
+// (scoreFloor, relativeFloor) weighed more the longer the requests, and
+// second-long calls were left unwritten that millisecond ones were not; in a
+// unit of the data's own scale they are the same share of a density at any.
+func (s *spanStitcher) timeUnit() float64 {
+	d := make([]int64, 0, len(s.spans))
+	for i := range s.spans {
+		if v := s.spans[i].End - s.spans[i].Start; v > 0 {
+			d = append(d, v)
+		}
+	}
+	if len(d) == 0 {
+		return densityUnit
+	}
+	mid := len(d) / 2
+	slices.Sort(d) // a selection would do; a round's spans sort in microseconds
+	return float64(d[mid]) / unitsPerMedian
+}
+
+// unitsPerMedian divides the median span's duration into timeUnit: 3,000
+// keeps the unit near 1 µs for the millisecond spans of most services.
+const unitsPerMedian = 3000
