@@ -192,6 +192,9 @@ func knobCurves(def se.Params) []*curve {
 			[]float64{0, 1, 2}, func(p *se.Params, x float64) {
 				p.FanOut = []se.FanOut{se.FanOutSequential, se.FanOutParallel, se.FanOutMixed}[int(x)]
 			}),
+		synthetic("fanwidth", "Parent links vs fan-out width", "most downstream calls per operation (at least 1; databases add 1–3 statements)",
+			[]string{"2", "4", "8"}, []float64{2, 4, 8},
+			func(p *se.Params, x float64) { p.MaxCalls = int(x) }),
 		synthetic("timescale", "Parent links vs time scale", "mean hop delay (every duration scales with it)",
 			[]string{"1µs", "10µs", "100µs", "1ms", "10ms", "100ms", "1s"}, []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1},
 			func(p *se.Params, x float64) { p.HopDelay = time.Duration(x * float64(time.Second)) },
