@@ -55,6 +55,10 @@ type spanStitcher struct {
 	denseOffsets []clockOffset
 	procIndex    []int32
 	procs        int
+	// preSkew holds the offsets learnSkew measured beyond the skew window, by
+	// process pair; skewAhead and skewBehind their largest either way.
+	preSkew               map[[2]int32]int64
+	skewAhead, skewBehind int64
 	// perParent is 1 over the number of spans that share a span's parent
 	// model (populationKey).
 	perParent []float64
@@ -114,9 +118,10 @@ func (s *spanStitcher) run() *StitchResult {
 	s.learnTolerances()
 	s.placeGuests()
 	res.Guests = s.guests
+	s.indexProcesses()
+	s.learnSkew()
 	s.candidates()
 	res.Capped = s.capped
-	s.indexProcesses()
 	s.fitThreads()
 	s.pruneByThread()
 	s.models = newDelayModels(s.cfg.Bins)
@@ -383,7 +388,7 @@ func (s *spanStitcher) candidates() {
 	next := 0
 	for _, c := range byStart {
 		cs := &spans[c]
-		horizon := cs.Start + max(w, maxTol)
+		horizon := cs.Start + max(w+s.skewBehind, maxTol)
 		for next < len(byStart) && spans[byStart[next]].Start <= horizon {
 			p := byStart[next]
 			switch spans[p].Kind {
@@ -408,8 +413,8 @@ func (s *spanStitcher) candidates() {
 				producers = pruneStarted(spans, producers, cs.Start-aw)
 				lists[c] = s.remoteCandidates(producers, c, w, aw, nil)
 			} else {
-				named := prune(spans, clients[cs.Service], cs.Start-w)
-				unnamed := prune(spans, clients[-1], cs.Start-w)
+				named := prune(spans, clients[cs.Service], cs.Start-w-s.skewAhead)
+				unnamed := prune(spans, clients[-1], cs.Start-w-s.skewAhead)
 				clients[cs.Service], clients[-1] = named, unnamed
 				lists[c] = s.remoteCandidates(unnamed, c, w, aw, s.remoteCandidates(named, c, w, aw, nil))
 			}
@@ -492,14 +497,20 @@ func (s *spanStitcher) remoteCandidates(active []int32, c int32, w, aw int64, ds
 	cs := &spans[c]
 	for _, p := range active {
 		ps := &spans[p]
-		if p == c || s.proc[p] == s.proc[c] || ps.Start > cs.Start+w || (ps.Peer >= 0 && ps.Peer != cs.Service) || !opsAgree(ps, cs) {
+		if p == c || s.proc[p] == s.proc[c] || (ps.Peer >= 0 && ps.Peer != cs.Service) || !opsAgree(ps, cs) {
 			continue
 		}
 		if cs.Kind == span.KindConsumer {
-			if ps.Kind != span.KindProducer || cs.Start-ps.Start > aw {
+			if ps.Kind != span.KindProducer || ps.Start > cs.Start+w || cs.Start-ps.Start > aw {
 				continue
 			}
-		} else if ps.Kind != span.KindClient || ps.End < cs.End-w || s.hasKnownCallee[p] {
+			dst = append(dst, p)
+			continue
+		}
+		// The callee's times on the caller's clock, when learnSkew measured
+		// the two apart.
+		theta := s.skewOf(p, c)
+		if ps.Start > cs.Start-theta+w || ps.Kind != span.KindClient || ps.End < cs.End-theta-w || s.hasKnownCallee[p] {
 			continue
 		}
 		dst = append(dst, p)

@@ -200,7 +200,7 @@ func knobCurves(def se.Params) []*curve {
 			func(p *se.Params, x float64) { p.HopDelay = time.Duration(x * float64(time.Second)) },
 			variant{", no skew", func(p *se.Params) { p.Skew = 0 }}),
 		synthetic("skew", "Parent links vs clock skew", "clock offset per process, uniform in ± (hops 500 µs)",
-			[]string{"0", "0.1ms", "0.3ms", "1ms", "3ms", "10ms"}, []float64{0, 0.1, 0.3, 1, 3, 10},
+			[]string{"0", "0.1ms", "0.3ms", "1ms", "3ms", "10ms", "30ms"}, []float64{0, 0.1, 0.3, 1, 3, 10, 30},
 			func(p *se.Params, x float64) { p.Skew = time.Duration(x * float64(time.Millisecond)) }),
 		synthetic("drops", "Parent links vs missing spans", "fraction of spans dropped at random",
 			[]string{"0", "5%", "10%", "20%", "40%"}, []float64{0, 0.05, 0.1, 0.2, 0.4},
