@@ -174,11 +174,18 @@
 //   - Late starts. Work handed to another thread as a request finishes (a
 //     publish, a background task) may start after its parent has ended. A
 //     PRODUCER or INTERNAL orphan therefore also takes as candidates the local
-//     spans that ended before it started, no longer ago than they ran; such a
+//     SERVER and CONSUMER spans (the handlers, which may leave work behind as
+//     they return; a span that ended inside a handler is an earlier sibling)
+//     that ended before it started, no longer ago than they ran; such a
 //     link scores n_after(c.start − p.end)·P(late | key), the probability
 //     learned from the assignment (not from the scoreboard, which would teach
 //     it from every candidate) with a prior of 1% until seen, and every
 //     enclosing link takes 1 − P(late | key).
+//   - Async work beside its handler. A child given to a span that outlives its
+//     own parent, when that parent encloses the child too, gets a confidence
+//     of at most ½ unless thread ids tell the two apart (asyncConfidence):
+//     the work's calls and the handler's calls meanwhile have the same
+//     timing, and models refitted to either side grow sure of it.
 //   - Caller addresses (spancaller.go). A SERVER span that records where its
 //     request came from (network.peer.*, client.*, legacy net.sock.peer.*)
 //     names its caller's connection, which belongs to one process, and its

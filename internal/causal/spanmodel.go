@@ -616,6 +616,36 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 // runs: the paper's penalty (1+c)^−x with one overlapping child and x = 3.3.
 const overlapPrior = 0.1
 
+// asyncBeside reports whether p is asynchronous work (it outlives its parent,
+// in the current assignment) whose parent also encloses c.
+func (s *spanStitcher) asyncBeside(p, c int32) bool {
+	pp := s.parent[p]
+	if pp < 0 || s.proc[pp] != s.proc[c] {
+		return false
+	}
+	ps, pps, cs := &s.spans[p], &s.spans[pp], &s.spans[c]
+	return ps.End > pps.End+s.tolEnd[p] && pps.Start <= cs.Start+s.tolStart[c] && pps.End+s.tolEnd[pp] >= cs.End
+}
+
+// asyncConfidence caps at ½ the confidence of a child given to asynchronous
+// work (a span that outlives its parent) whose own parent encloses the child
+// too, unless their threads tell them apart. Timing cannot: the calls the
+// work makes and those the handler makes meanwhile start at the same kind of
+// offsets, and the models, refitted to whichever side the assignment took,
+// grow sure of it (an application whose async spans make no call had their
+// handler's next call written under them, at confidence 1).
+func (s *spanStitcher) asyncConfidence() {
+	for c, p := range s.parent {
+		if p < 0 || s.known[c] || !s.asyncBeside(p, int32(c)) {
+			continue
+		}
+		if f, g := s.threadFactor(p, int32(c)), s.threadFactor(s.parent[p], int32(c)); f != g {
+			continue
+		}
+		s.conf[c] = min(s.conf[c], 0.5)
+	}
+}
+
 // scoreAfter is score with c placed right after prev among p's children (as
 // p's first child when prev is -1).
 func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {

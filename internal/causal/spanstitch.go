@@ -157,6 +157,7 @@ func (s *spanStitcher) run() *StitchResult {
 		last = append(last[:0], s.parent...)
 	}
 	s.exchangeConfidence(s.cfg.Rounds)
+	s.asyncConfidence()
 	s.breakCycles()
 	res.ByStart = s.byStart()
 	for i := range s.spans {
@@ -431,7 +432,10 @@ func (s *spanStitcher) candidates() {
 			if cs.Kind == span.KindProducer || cs.Kind == span.KindInternal {
 				ended[proc] = pruneEnded(spans, ended[proc], cs.Start)
 				for _, p := range ended[proc] {
-					if s.startsAfter(p, c) {
+					// Work is left behind by a request's handler as it returns
+					// (its SERVER or CONSUMER span); a span that ended inside
+					// the handler is an earlier sibling, not a parent.
+					if spans[p].Kind.RemoteEntry() && s.startsAfter(p, c) {
 						lists[c] = append(lists[c], p)
 					}
 				}
