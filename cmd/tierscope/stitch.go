@@ -21,6 +21,7 @@ func runStitch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		mode       = fs.String("mode", "reparent", "how inferred parents are written: reparent, link or annotate")
 		reportPath = fs.String("report", "", "write counts, path patterns and (with truth attributes) accuracy as JSON")
 		skew       = fs.Duration("skew-window", def.Config.SkewWindow, "clock difference tolerated between processes")
+		maxSkew    = fs.Duration("max-skew", def.Config.MaxSkew, "largest clock difference searched for between two processes")
 		local      = fs.Duration("local-window", def.Config.LocalWindow, "timestamp rounding tolerated within a process")
 		async      = fs.Duration("async-window", def.Config.AsyncWindow, "longest delay from a PRODUCER span to its CONSUMER span")
 		noTags     = fs.Bool("no-path-tags", false, "do not write tierscope.path.signature on spans")
@@ -36,6 +37,7 @@ func runStitch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	opt := def
 	opt.Mode, opt.TagPaths, opt.MinConfidence = m, !*noTags, *minConf
 	opt.Config.SkewWindow, opt.Config.LocalWindow, opt.Config.AsyncWindow = *skew, *local, *async
+	opt.Config.MaxSkew = *maxSkew
 	st, err := stitch.New(opt)
 	if err != nil {
 		return usageError{err.Error()}

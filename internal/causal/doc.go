@@ -97,13 +97,24 @@
 //     count of a histogram over signed log bins (10% wide from 100 ns) at the
 //     link's delay divided by the bin's width, or by 2·res when the timestamps
 //     are coarser (res, each process's and span kind's resolution, read from
-//     the timestamps), per span of p's kind. Each histogram is read through a
+//     the timestamps), per span of p's kind. Widths are counted in a unit of
+//     the data's own scale, the median span's duration / 3000, so that the
+//     floor a delay never seen scores is the same share of a density for
+//     microsecond and second-long calls. Each histogram is read through a
 //     triangular kernel whose half-width follows Silverman's rule in bins,
 //     h = 1.06·σ·n^(−1/5) (σ the spread of its bins, n its weight), so a model
 //     learned from few spans is not spiky:
 //     remote: s(p,c) = n_req(c.start − p.start − θ)·P_resp(p.end − c.end + θ)·
 //     P_site(c's service and name | p's call site),
-//     θ the clock offset of the two processes;
+//     θ the clock offset of the two processes, fitted each round as NTP's
+//     ((request delay) − (response delay))/2 at its densest cluster. Callers
+//     are searched within SkewWindow of the callee's start and end, so a skew
+//     beyond it would hide the true caller: first, learnSkew (spanskew.go)
+//     measures each process pair's offset up to MaxSkew, from callers whose
+//     duration exceeds the callee's by at most max(w, d_callee) (the round
+//     trip, whatever the clocks), as the densest w/2-wide window of midpoint
+//     differences that stands 6σ above a uniform scatter, and moves the
+//     pair's window there when it lies beyond w/2;
 //     local: s(p,c) = n(first or gap)·P(outlives | key), where first =
 //     c.start − p.start for p's first child, gap = c.start − prev.end after a
 //     finished previous sibling or c.start − prev.start beside a running one.
@@ -163,11 +174,18 @@
 //   - Late starts. Work handed to another thread as a request finishes (a
 //     publish, a background task) may start after its parent has ended. A
 //     PRODUCER or INTERNAL orphan therefore also takes as candidates the local
-//     spans that ended before it started, no longer ago than they ran; such a
+//     SERVER and CONSUMER spans (the handlers, which may leave work behind as
+//     they return; a span that ended inside a handler is an earlier sibling)
+//     that ended before it started, no longer ago than they ran; such a
 //     link scores n_after(c.start − p.end)·P(late | key), the probability
 //     learned from the assignment (not from the scoreboard, which would teach
 //     it from every candidate) with a prior of 1% until seen, and every
 //     enclosing link takes 1 − P(late | key).
+//   - Async work beside its handler. A child given to a span that outlives its
+//     own parent, when that parent encloses the child too, gets a confidence
+//     of at most ½ unless thread ids tell the two apart (asyncConfidence):
+//     the work's calls and the handler's calls meanwhile have the same
+//     timing, and models refitted to either side grow sure of it.
 //   - Caller addresses (spancaller.go). A SERVER span that records where its
 //     request came from (network.peer.*, client.*, legacy net.sock.peer.*)
 //     names its caller's connection, which belongs to one process, and its

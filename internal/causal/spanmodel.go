@@ -11,7 +11,7 @@ import (
 
 // Delay models of span stitching. Each is a histogram over signed log bins of a
 // delay, keyed by who the spans are; a score is the smoothed count at the
-// delay's bin per microsecond of its width (a density), per span of the
+// delay's bin per unit of its width (a density, timeUnit), per span of the
 // parent's kind, so that frequent and precisely timed relations score high, as
 // in the paper's scoreboard (paper 001 §5.1.1).
 //
@@ -55,6 +55,8 @@ type modelKey struct {
 const scoreFloor = 1e-7
 
 type delayModels struct {
+	// unit is the width, in nanoseconds, in which densities are counted.
+	unit  float64
 	bins  stats.LogBins
 	idx   *stats.LogIndexer // bins, found without a logarithm
 	width int
@@ -84,7 +86,7 @@ type delayModels struct {
 }
 
 func newDelayModels(bins stats.LogBins) *delayModels {
-	return &delayModels{bins: bins, idx: stats.NewLogIndexer(bins), width: 2*bins.Count - 1, packed: make(map[uint64]int32), index: make(map[modelKey]int32),
+	return &delayModels{unit: densityUnit, bins: bins, idx: stats.NewLogIndexer(bins), width: 2*bins.Count - 1, packed: make(map[uint64]int32), index: make(map[modelKey]int32),
 		outlive: make(map[modelKey][2]float64), outlivePacked: make(map[uint64]int32)}
 }
 
@@ -180,8 +182,8 @@ func (m *delayModels) kernelWidth(h int32) int {
 }
 
 // count is the smoothed density of model k at delay: its bin plus half of
-// each neighbour (a delay near a bin edge belongs to both), per microsecond of
-// the bin's width. A count per log bin would favour long delays, whose bins are
+// each neighbour (a delay near a bin edge belongs to both), per unit (about a
+// microsecond, timeUnit) of the bin's width. A count per log bin would favour long delays, whose bins are
 // wide: a candidate of another request, at a random delay, would score as well
 // as the true parent at its precise one.
 // The width counts at least res, the resolution of the timestamps the delay
@@ -189,7 +191,7 @@ func (m *delayModels) kernelWidth(h int32) int {
 func (m *delayModels) count(k modelKey, delay, res int64) float64 {
 	w := m.binWidth(delay)
 	if float64(res) <= w {
-		return m.rawCount(k, delay) * densityUnit / w
+		return m.rawCount(k, delay) * m.unit / w
 	}
 	// Coarse timestamps: the delay is known to ±res, so the density is that of
 	// every bin the interval covers.
@@ -204,12 +206,12 @@ func (m *delayModels) count(k modelKey, delay, res int64) float64 {
 	for b := lo; b <= hi; b++ {
 		v += float64(row[b])
 	}
-	return v * densityUnit / float64(2*res)
+	return v * m.unit / float64(2*res)
 }
 
-// densityUnit is the width in which densities are counted (1 µs). Bins keep
-// their own width however narrow: microsecond hops are resolved as finely as
-// millisecond ones.
+// densityUnit is the width in which densities are counted (1 µs) when the
+// spans give no scale of their own (timeUnit). Bins keep their own width
+// however narrow: microsecond hops are resolved as finely as millisecond ones.
 const densityUnit = 1000
 
 func (m *delayModels) binWidth(delay int64) float64 {
@@ -268,10 +270,10 @@ func (m *delayModels) share(k modelKey, delay, res int64) float64 {
 	if h < 0 || m.total[h] == 0 {
 		return 1 / float64(m.width)
 	}
-	return (m.rawCount(k, delay) + scoreFloor) / (2*m.total[h] + scoreFloor*float64(m.width)) * densityUnit / max(m.binWidth(delay), float64(res))
+	return (m.rawCount(k, delay) + scoreFloor) / (2*m.total[h] + scoreFloor*float64(m.width)) * m.unit / max(m.binWidth(delay), float64(res))
 }
 
-// relative is the model's density at the delay (per microsecond, as share)
+// relative is the model's density at the delay (per unit, as share)
 // over its largest: a likelihood ratio in (0, 1] against the likeliest delay,
 // so that a factor some spans have and others lack does not change the scale
 // of their scores. A model with no weight says nothing (1).
@@ -282,12 +284,15 @@ func (m *delayModels) relative(k modelKey, delay int64) float64 {
 	}
 	if m.peak[h] == 0 {
 		for b := range m.width {
-			m.peak[h] = max(m.peak[h], m.rawCountAt(h, b)/m.binWidth(m.binDelay(b)))
+			m.peak[h] = max(m.peak[h], m.rawCountAt(h, b)*m.unit/m.binWidth(m.binDelay(b)))
 		}
 	}
-	v := m.rawCount(k, delay) / m.binWidth(delay)
-	return min((v+scoreFloor)/(m.peak[h]+scoreFloor), 1)
+	v := m.rawCount(k, delay) * m.unit / m.binWidth(delay)
+	return min((v+relativeFloor)/(m.peak[h]+relativeFloor), 1)
 }
+
+// relativeFloor is relative's floor, in densities per unit.
+const relativeFloor = 1e-4
 
 // binDelay is a delay inside signed bin b.
 func (m *delayModels) binDelay(b int) int64 {
@@ -610,6 +615,36 @@ func (s *spanStitcher) score(p, c int32, round int) float64 {
 // overlapPrior is the factor round 0 gives a parent whose previous child still
 // runs: the paper's penalty (1+c)^−x with one overlapping child and x = 3.3.
 const overlapPrior = 0.1
+
+// asyncBeside reports whether p is asynchronous work (it outlives its parent,
+// in the current assignment) whose parent also encloses c.
+func (s *spanStitcher) asyncBeside(p, c int32) bool {
+	pp := s.parent[p]
+	if pp < 0 || s.proc[pp] != s.proc[c] {
+		return false
+	}
+	ps, pps, cs := &s.spans[p], &s.spans[pp], &s.spans[c]
+	return ps.End > pps.End+s.tolEnd[p] && pps.Start <= cs.Start+s.tolStart[c] && pps.End+s.tolEnd[pp] >= cs.End
+}
+
+// asyncConfidence caps at ½ the confidence of a child given to asynchronous
+// work (a span that outlives its parent) whose own parent encloses the child
+// too, unless their threads tell them apart. Timing cannot: the calls the
+// work makes and those the handler makes meanwhile start at the same kind of
+// offsets, and the models, refitted to whichever side the assignment took,
+// grow sure of it (an application whose async spans make no call had their
+// handler's next call written under them, at confidence 1).
+func (s *spanStitcher) asyncConfidence() {
+	for c, p := range s.parent {
+		if p < 0 || s.known[c] || !s.asyncBeside(p, int32(c)) {
+			continue
+		}
+		if f, g := s.threadFactor(p, int32(c)), s.threadFactor(s.parent[p], int32(c)); f != g {
+			continue
+		}
+		s.conf[c] = min(s.conf[c], 0.5)
+	}
+}
 
 // scoreAfter is score with c placed right after prev among p's children (as
 // p's first child when prev is -1).

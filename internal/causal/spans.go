@@ -16,6 +16,11 @@ type StitchConfig struct {
 	// start up to w before its CLIENT span and end up to w after it. Within it,
 	// the learned call delays decide.
 	SkewWindow time.Duration
+	// MaxSkew bounds the clock difference searched for between processes
+	// (learnSkew): a pair measured further apart than SkewWindow/2 has its
+	// window moved to the offset measured. 0 searches no further than
+	// SkewWindow.
+	MaxSkew time.Duration
 	// LocalWindow is the timestamp rounding tolerated within one process; 0
 	// learns it from the timestamps (a process whose timestamps are all whole
 	// milliseconds gets 1 ms).
@@ -37,6 +42,7 @@ type StitchConfig struct {
 func DefaultStitchConfig() StitchConfig {
 	return StitchConfig{
 		SkewWindow:    5 * time.Millisecond,
+		MaxSkew:       100 * time.Millisecond,
 		AsyncWindow:   10 * time.Second,
 		Bins:          stats.LogBins{Base: 1.1, Min: 100, Count: 256},
 		Rounds:        2,
@@ -52,7 +58,7 @@ func (c StitchConfig) Validate() error {
 	if c.Bins.Count > maxBins {
 		return fmt.Errorf("stitch: at most %d bins, got %d", maxBins, c.Bins.Count)
 	}
-	if c.SkewWindow < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 {
+	if c.SkewWindow < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 || c.MaxSkew < 0 {
 		return fmt.Errorf("stitch: windows must be ≥ 0")
 	}
 	if c.MaxCandidates < 0 {

@@ -55,6 +55,10 @@ type spanStitcher struct {
 	denseOffsets []clockOffset
 	procIndex    []int32
 	procs        int
+	// preSkew holds the offsets learnSkew measured beyond the skew window, by
+	// process pair; skewAhead and skewBehind their largest either way.
+	preSkew               map[[2]int32]int64
+	skewAhead, skewBehind int64
 	// perParent is 1 over the number of spans that share a span's parent
 	// model (populationKey).
 	perParent []float64
@@ -114,12 +118,14 @@ func (s *spanStitcher) run() *StitchResult {
 	s.learnTolerances()
 	s.placeGuests()
 	res.Guests = s.guests
+	s.indexProcesses()
+	s.learnSkew()
 	s.candidates()
 	res.Capped = s.capped
-	s.indexProcesses()
 	s.fitThreads()
 	s.pruneByThread()
 	s.models = newDelayModels(s.cfg.Bins)
+	s.models.unit = s.timeUnit()
 	s.site = newSiteModels()
 	s.counts = newCountModels()
 	s.seq = newSeqModels()
@@ -151,6 +157,7 @@ func (s *spanStitcher) run() *StitchResult {
 		last = append(last[:0], s.parent...)
 	}
 	s.exchangeConfidence(s.cfg.Rounds)
+	s.asyncConfidence()
 	s.breakCycles()
 	res.ByStart = s.byStart()
 	for i := range s.spans {
@@ -382,7 +389,7 @@ func (s *spanStitcher) candidates() {
 	next := 0
 	for _, c := range byStart {
 		cs := &spans[c]
-		horizon := cs.Start + max(w, maxTol)
+		horizon := cs.Start + max(w+s.skewBehind, maxTol)
 		for next < len(byStart) && spans[byStart[next]].Start <= horizon {
 			p := byStart[next]
 			switch spans[p].Kind {
@@ -407,8 +414,8 @@ func (s *spanStitcher) candidates() {
 				producers = pruneStarted(spans, producers, cs.Start-aw)
 				lists[c] = s.remoteCandidates(producers, c, w, aw, nil)
 			} else {
-				named := prune(spans, clients[cs.Service], cs.Start-w)
-				unnamed := prune(spans, clients[-1], cs.Start-w)
+				named := prune(spans, clients[cs.Service], cs.Start-w-s.skewAhead)
+				unnamed := prune(spans, clients[-1], cs.Start-w-s.skewAhead)
 				clients[cs.Service], clients[-1] = named, unnamed
 				lists[c] = s.remoteCandidates(unnamed, c, w, aw, s.remoteCandidates(named, c, w, aw, nil))
 			}
@@ -425,7 +432,10 @@ func (s *spanStitcher) candidates() {
 			if cs.Kind == span.KindProducer || cs.Kind == span.KindInternal {
 				ended[proc] = pruneEnded(spans, ended[proc], cs.Start)
 				for _, p := range ended[proc] {
-					if s.startsAfter(p, c) {
+					// Work is left behind by a request's handler as it returns
+					// (its SERVER or CONSUMER span); a span that ended inside
+					// the handler is an earlier sibling, not a parent.
+					if spans[p].Kind.RemoteEntry() && s.startsAfter(p, c) {
 						lists[c] = append(lists[c], p)
 					}
 				}
@@ -491,14 +501,20 @@ func (s *spanStitcher) remoteCandidates(active []int32, c int32, w, aw int64, ds
 	cs := &spans[c]
 	for _, p := range active {
 		ps := &spans[p]
-		if p == c || s.proc[p] == s.proc[c] || ps.Start > cs.Start+w || (ps.Peer >= 0 && ps.Peer != cs.Service) || !opsAgree(ps, cs) {
+		if p == c || s.proc[p] == s.proc[c] || (ps.Peer >= 0 && ps.Peer != cs.Service) || !opsAgree(ps, cs) {
 			continue
 		}
 		if cs.Kind == span.KindConsumer {
-			if ps.Kind != span.KindProducer || cs.Start-ps.Start > aw {
+			if ps.Kind != span.KindProducer || ps.Start > cs.Start+w || cs.Start-ps.Start > aw {
 				continue
 			}
-		} else if ps.Kind != span.KindClient || ps.End < cs.End-w || s.hasKnownCallee[p] {
+			dst = append(dst, p)
+			continue
+		}
+		// The callee's times on the caller's clock, when learnSkew measured
+		// the two apart.
+		theta := s.skewOf(p, c)
+		if ps.Start > cs.Start-theta+w || ps.Kind != span.KindClient || ps.End < cs.End-theta-w || s.hasKnownCallee[p] {
 			continue
 		}
 		dst = append(dst, p)
@@ -842,3 +858,33 @@ func (s *spanStitcher) servedBetween(inner, outer int32) bool {
 	}
 	return false
 }
+
+// timeUnit is the width, in nanoseconds, in which the delay models count
+// densities: the median span's duration over unitsPerMedian. Fixed in
+// nanoseconds, the floors that keep a delay never seen from scoring zero
+// (scoreFloor, relativeFloor) weighed more the longer the requests, and
+// second-long calls were left unwritten that millisecond ones were not; in a
+// unit of the data's own scale they are the same share of a density at any.
+func (s *spanStitcher) timeUnit() float64 {
+	// A systematic sample of at most unitSample spans gives the median to
+	// within a few percent at a fraction of a round's sort.
+	step := max(1, len(s.spans)/unitSample)
+	d := make([]int64, 0, min(len(s.spans), unitSample+1))
+	for i := 0; i < len(s.spans); i += step {
+		if v := s.spans[i].End - s.spans[i].Start; v > 0 {
+			d = append(d, v)
+		}
+	}
+	if len(d) == 0 {
+		return densityUnit
+	}
+	slices.Sort(d)
+	return float64(d[len(d)/2]) / unitsPerMedian
+}
+
+// unitsPerMedian divides the median span's duration into timeUnit: 3,000
+// keeps the unit near 1 µs for the millisecond spans of most services.
+const unitsPerMedian = 3000
+
+// unitSample bounds the spans timeUnit reads.
+const unitSample = 4096

@@ -58,7 +58,7 @@ func (s *spanStitcher) tailFit(p, last int32) float64 {
 	// after its last child here: the model is mixed with a uniform density
 	// over the parent's duration, so that one such gap cannot outweigh
 	// everything else (a robust likelihood).
-	uniform := densityUnit / float64(max(s.spans[p].End-s.spans[p].Start, 1))
+	uniform := s.models.unit / float64(max(s.spans[p].End-s.spans[p].Start, 1))
 	return (1-tailOutliers)*g + tailOutliers*uniform
 }
 

@@ -252,7 +252,7 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 // leave out of the context those whose every span starts later, which would
 // only be looked at and passed over.
 func (s *Stitcher) ContextReach() int64 {
-	return int64(max(s.opt.Config.SkewWindow, s.opt.Config.LocalWindow))
+	return int64(max(s.opt.Config.SkewWindow+max(s.opt.Config.MaxSkew, 0), s.opt.Config.LocalWindow))
 }
 
 // readSpans adds every span of refs to the round, with what its attributes say

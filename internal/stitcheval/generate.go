@@ -36,6 +36,7 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	}
 	g.drop()
 	g.placeRequests()
+	g.queues()
 	g.callerSockets()
 	g.threads()
 	for i := 1; i < len(g.svcs); i++ {
@@ -525,6 +526,11 @@ func (g *generator) async(req, parent int32, pi int, kind int, start, parentEnd 
 	if kind == 1 {
 		sp := g.add(req, parent, res, ptrace.SpanKindInternal, s.rpcService[:len(s.rpcService)-7]+"Notifier.sendAsync", start, nil)
 		g.spans[sp].end, g.spans[sp].async, g.spans[sp].ownThread = end, true, true
+		if g.p.AsyncWork > 0 && chance(g.kinds, g.p.AsyncWork) {
+			// The work writes its own record while the handler goes on.
+			done := g.dbCall(req, sp, pi, s.sqlSystem, start+g.dur(0.05, 0.3))
+			g.spans[sp].end = max(end, done+g.dur(0.05, 0.2))
+		}
 		return
 	}
 	topic := "events." + s.name
@@ -538,6 +544,9 @@ func (g *generator) async(req, parent int32, pi int, kind int, start, parentEnd 
 	g.spans[pr].end, g.spans[pr].async = end, true
 	// A consumer in another service, the entry excepted.
 	cs := 1 + g.req.IntN(len(g.svcs)-1)
+	if g.p.QueueWorkers > 0 {
+		cs = g.subscriber(g.procs[pi].svc)
+	}
 	if cs == g.procs[pi].svc {
 		cs = 1 + cs%(len(g.svcs)-1)
 	}

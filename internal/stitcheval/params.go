@@ -147,6 +147,16 @@ type Params struct {
 	// EventLoop is the share of services that are reactive: their spans start
 	// on any of a few event-loop threads. Default 0.
 	EventLoop float64
+	// AsyncWork is the share of asynchronous INTERNAL spans (Async) that make
+	// a database call of their own, beside the handler's calls. Default 0.
+	AsyncWork float64
+	// QueueWorkers is how CONSUMER spans take their messages. 0: each after a
+	// delay of its own (2–20 hops), so messages overtake one another and any
+	// service may consume a topic. k ≥ 1: a message broker. Each topic has one
+	// subscribing service, each of its processes runs k consumer threads over a
+	// FIFO queue, and a message waits 2 hops in transit, then for the
+	// messages before it and a free thread. Default 0.
+	QueueWorkers int
 	// HopDelay is the mean one-way network delay; every duration scales with it
 	// (work in an operation is 1–10 hops, a database statement 1–5), so one knob
 	// goes from microsecond hops to second-long calls. Default 500 µs, a hop
@@ -237,6 +247,8 @@ func (p Params) Validate() error {
 		return bad("Concurrency", p.Concurrency, "in [0, 1000]")
 	case !(p.ShiftTo >= 0) || math.IsInf(p.ShiftTo, 0) || p.ShiftTo > 1000:
 		return bad("ShiftTo", p.ShiftTo, "in [0, 1000]")
+	case p.QueueWorkers < 0 || p.QueueWorkers > 1000:
+		return bad("QueueWorkers", p.QueueWorkers, "in [0, 1000]")
 	case p.Requests < 1 || p.Requests > 1_000_000:
 		return bad("Requests", p.Requests, "1 to 1,000,000")
 	case p.Uninstrumented < 0 || p.Uninstrumented > p.Services-1:
@@ -247,7 +259,7 @@ func (p Params) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"GRPC", p.GRPC},
+	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"AsyncWork", p.AsyncWork}, {"GRPC", p.GRPC},
 		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"CallerSocket", p.CallerSocket}, {"ThreadIDs", p.ThreadIDs}, {"EventLoop", p.EventLoop}, {"Unkinded", p.Unkinded}, {"CoarseClock", p.CoarseClock}, {"RoundServerStart", p.RoundServerStart}} {
 		if err := prob(f.name, f.v); err != nil {
 			return err

@@ -23,6 +23,10 @@ type Config struct {
 	MaxBytes int64 `mapstructure:"max_bytes"`
 	// SkewWindow is the clock difference tolerated between processes.
 	SkewWindow time.Duration `mapstructure:"skew_window"`
+	// MaxSkew is the largest clock difference searched for between two
+	// processes; a pair measured beyond skew_window/2 is matched around its
+	// measured offset. 0 searches no further than skew_window.
+	MaxSkew time.Duration `mapstructure:"max_skew"`
 	// LocalWindow is the timestamp rounding tolerated within one process; 0
 	// learns it from each process's timestamps.
 	LocalWindow time.Duration `mapstructure:"local_window"`
@@ -52,8 +56,8 @@ func (c *Config) Validate() error {
 	if c.MaxBytes <= 0 {
 		errs = append(errs, fmt.Errorf("max_bytes must be > 0, got %d", c.MaxBytes))
 	}
-	if c.SkewWindow < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 {
-		errs = append(errs, errors.New("skew_window, local_window and async_window must be ≥ 0"))
+	if c.SkewWindow < 0 || c.MaxSkew < 0 || c.LocalWindow < 0 || c.AsyncWindow < 0 {
+		errs = append(errs, errors.New("skew_window, max_skew, local_window and async_window must be ≥ 0"))
 	}
 	if !(c.MinConfidence >= 0 && c.MinConfidence <= 1) {
 		errs = append(errs, fmt.Errorf("min_confidence must be in [0, 1], got %v", c.MinConfidence))
@@ -76,6 +80,7 @@ func (c *Config) stitchOptions() stitch.Options {
 	opt.MaxAddresses = c.MaxAddresses
 	opt.MinConfidence = c.MinConfidence
 	opt.Config.SkewWindow = c.SkewWindow
+	opt.Config.MaxSkew = c.MaxSkew
 	opt.Config.LocalWindow = c.LocalWindow
 	opt.Config.AsyncWindow = c.AsyncWindow
 	return opt

@@ -28,6 +28,7 @@ func createDefaultConfig() component.Config {
 		MaxSpans:      100_000,
 		MaxBytes:      256 << 20,
 		SkewWindow:    def.Config.SkewWindow,
+		MaxSkew:       def.Config.MaxSkew,
 		LocalWindow:   def.Config.LocalWindow,
 		AsyncWindow:   def.Config.AsyncWindow,
 		TagPaths:      true,

@@ -37,7 +37,7 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{id: component.NewID(metadata.Type), want: createDefaultConfig().(*Config)},
 		{id: component.NewIDWithName(metadata.Type, "custom"), want: &Config{
-			Mode: "link", Wait: 2 * time.Second, MaxSpans: 5000, MaxBytes: 1 << 20, SkewWindow: 10 * time.Millisecond,
+			Mode: "link", Wait: 2 * time.Second, MaxSpans: 5000, MaxBytes: 1 << 20, SkewWindow: 10 * time.Millisecond, MaxSkew: time.Second,
 			LocalWindow: 500 * time.Microsecond, AsyncWindow: 30 * time.Second, TagPaths: false, MaxAddresses: 100, MinConfidence: 0.95,
 		}},
 		{id: component.NewIDWithName(metadata.Type, "bad"), wantErr: true},
