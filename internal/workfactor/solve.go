@@ -352,23 +352,24 @@ const maxSelectColumns = 24
 // coefficient per regime, the others one over both. Which columns changed is
 // Config.Changes: by default a model average over the subsets of changed
 // columns (averageChanges), whose coefficients are the posterior means and
-// whose changed columns are those of posterior probability ≥ ½; or one subset
-// by backward elimination (backwardChanges), also used by Ridge and NNLS (the
-// average's closed form is that of plain least squares). cur is the current regime's fit
-// of cols; the result's first len(cols) columns are the current regime's, in
-// the same order. If the joint fit makes a column fail that passes on the
-// current regime alone (a worse conditioned problem), cur is kept.
+// whose changed columns are those of posterior probability ≥ ½; or one
+// subset by backward elimination (backwardChanges), also used by Ridge and
+// NNLS (the average's closed form is that of plain least squares). cur is
+// the current regime's fit of cols; the result's first len(cols) columns are
+// the current regime's, in the same order. If the joint fit makes a column
+// fail that passes on the current regime alone (a worse conditioned
+// problem), cur is kept.
 func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int) {
 	n := len(cols)
 	if n > maxSelectColumns {
 		return cur, nil
 	}
-	changed := make([]bool, n)
 	var post changePosterior
 	averaged := false
 	if e.cfg.Changes == ChangeAveraging && e.cfg.Method == Plain {
 		post, averaged = e.averageChanges(b, cols)
 	}
+	changed := make([]bool, n)
 	if averaged {
 		for a := range cols {
 			changed[a] = post.inclusion[a] >= 0.5
