@@ -57,6 +57,10 @@ const unseenFrom, unseenSeeds = 101, 60
 // never looked at before the third round's configuration was fixed.
 const heldOutFrom, heldOutSeeds = 401, 60
 
+// laterFrom and laterSeeds are a second held-out set, first run after the
+// third round was finished.
+const laterFrom, laterSeeds = 501, 120
+
 // evaluator scores one scenario.
 type evaluator func(scenario.Config) (scenario.Outcome, error)
 
@@ -107,6 +111,10 @@ func run(w io.Writer, n int, plots string) error {
 	}
 	fmt.Fprintf(w, "### The same on seeds %d–%d (held out: first run with the final configuration)\n\n", heldOutFrom, heldOutFrom+heldOutSeeds-1)
 	if err := mustShow(w, heldOutFrom, heldOutSeeds); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "### The same on seeds %d–%d (a second held-out set)\n\n", laterFrom, laterFrom+laterSeeds-1)
+	if err := mustShow(w, laterFrom, laterSeeds); err != nil {
 		return err
 	}
 	if err := sweeps(w, n, plots); err != nil {
