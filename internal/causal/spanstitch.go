@@ -158,6 +158,7 @@ func (s *spanStitcher) run() *StitchResult {
 	}
 	s.exchangeConfidence(s.cfg.Rounds)
 	s.asyncConfidence()
+	s.sporadicOrphans()
 	s.breakCycles()
 	res.ByStart = s.byStart()
 	for i := range s.spans {
