@@ -186,6 +186,15 @@
 //     of at most ½ unless thread ids tell the two apart (asyncConfidence):
 //     the work's calls and the handler's calls meanwhile have the same
 //     timing, and models refitted to either side grow sure of it.
+//   - Message identity. A CONSUMER span that names its message (span.Span's
+//     Message: messaging.message.id, or Kafka's partition and offset) keeps
+//     as candidates only the producers that name the same one, when any
+//     does, and is sure of a lone one: the identity is the link.
+//   - Sporadic orphans (spansporadic.go). A local orphan of a kind (service
+//     and name) whose other spans mostly keep their known parent lost it with
+//     the parent span (dropped), not by a thread hop, which loses context
+//     every time: its true parent is an ancestor, often remote, not a
+//     candidate here, and its confidence is capped at ½.
 //   - Caller addresses (spancaller.go). A SERVER span that records where its
 //     request came from (network.peer.*, client.*, legacy net.sock.peer.*)
 //     names its caller's connection, which belongs to one process, and its

@@ -158,6 +158,8 @@ func (s *spanStitcher) run() *StitchResult {
 	}
 	s.exchangeConfidence(s.cfg.Rounds)
 	s.asyncConfidence()
+	s.sporadicOrphans()
+	s.messageConfidence()
 	s.breakCycles()
 	res.ByStart = s.byStart()
 	for i := range s.spans {
@@ -412,7 +414,7 @@ func (s *spanStitcher) candidates() {
 			s.remote[c] = true
 			if cs.Kind == span.KindConsumer {
 				producers = pruneStarted(spans, producers, cs.Start-aw)
-				lists[c] = s.remoteCandidates(producers, c, w, aw, nil)
+				lists[c] = sameMessage(spans, c, s.remoteCandidates(producers, c, w, aw, nil))
 			} else {
 				named := prune(spans, clients[cs.Service], cs.Start-w-s.skewAhead)
 				unnamed := prune(spans, clients[-1], cs.Start-w-s.skewAhead)
@@ -888,3 +890,40 @@ const unitsPerMedian = 3000
 
 // unitSample bounds the spans timeUnit reads.
 const unitSample = 4096
+
+// sameMessage keeps, of consumer c's candidate producers, those that name the
+// message c took, when any does: the message's identity (messaging.message.id,
+// or Kafka's partition and offset) is the link itself, as a call id is. The
+// others stay when none does: the two sides may name a message in different
+// forms.
+func sameMessage(spans []span.Span, c int32, l []int32) []int32 {
+	m := spans[c].Message
+	if m < 0 {
+		return l
+	}
+	n := 0
+	for _, p := range l {
+		if spans[p].Message == m {
+			l[n] = p
+			n++
+		}
+	}
+	if n == 0 {
+		return l
+	}
+	return l[:n]
+}
+
+// messageConfidence makes sure the consumers whose one candidate producer
+// names the message they took.
+func (s *spanStitcher) messageConfidence() {
+	for c, p := range s.parent {
+		cs := &s.spans[c]
+		if p < 0 || s.known[c] || cs.Kind != span.KindConsumer || cs.Message < 0 || s.spans[p].Message != cs.Message {
+			continue
+		}
+		if s.start[c+1]-s.start[c] == 1 {
+			s.conf[c] = 1
+		}
+	}
+}

@@ -64,8 +64,12 @@ type Span struct {
 	// Thread is the thread the span started on (thread.id), -1 when unknown.
 	// A synchronous child starts on its parent's thread.
 	Thread int32
-	Parent int32 // index of the parent known from context, else -1
-	Kind   Kind
+	// Message identifies the message a PRODUCER span sent or a CONSUMER span
+	// took (its destination with messaging.message.id, or with the Kafka
+	// partition and offset), interned, -1 when unknown.
+	Message int32
+	Parent  int32 // index of the parent known from context, else -1
+	Kind    Kind
 	// Orphan marks a span whose context was lost, so its parent is inferred. A
 	// span with no parent that is not marked stays a root.
 	Orphan bool
@@ -89,7 +93,7 @@ type Span struct {
 // long-lived holder of spans can drop the names no span it holds uses.
 func (s *Span) Reintern(from, to *Names) {
 	for _, f := range [...]*int32{&s.Service, &s.Instance, &s.Host, &s.Name, &s.Peer, &s.Endpoint,
-		&s.Caller, &s.CallerAddress, &s.Op, &s.OpClass, &s.Thread,
+		&s.Caller, &s.CallerAddress, &s.Op, &s.OpClass, &s.Thread, &s.Message,
 		&s.Transaction, &s.Version, &s.Machine, &s.Process} {
 		if *f >= 0 {
 			*f = to.ID(from.Name(*f))

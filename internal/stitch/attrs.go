@@ -44,6 +44,12 @@ const (
 	aClientAddress
 	aClientPort
 	aNetPeerIP
+	aMessageID
+	aKafkaOffset
+	aKafkaMessageOffset
+	aPartitionID
+	aKafkaDestinationPartition
+	aKafkaPartition
 	aTruthParent
 	attrKeys
 )
@@ -116,6 +122,18 @@ func keyOf(k string) (attrKey, bool) {
 		return aClientPort, true
 	case "net.peer.ip":
 		return aNetPeerIP, true
+	case "messaging.message.id":
+		return aMessageID, true
+	case "messaging.kafka.offset":
+		return aKafkaOffset, true
+	case "messaging.kafka.message.offset":
+		return aKafkaMessageOffset, true
+	case "messaging.destination.partition.id":
+		return aPartitionID, true
+	case "messaging.kafka.destination.partition":
+		return aKafkaDestinationPartition, true
+	case "messaging.kafka.partition":
+		return aKafkaPartition, true
 	case AttrTruthParent:
 		return aTruthParent, true
 	}

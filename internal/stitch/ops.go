@@ -6,6 +6,26 @@ import (
 	"github.com/tierscope/tierscope/internal/span"
 )
 
+// messageOf identifies the message a PRODUCER or CONSUMER span sent or took,
+// in a form both sides share: its destination with messaging.message.id, or
+// with the Kafka partition and offset (current and legacy names); "" when the
+// span does not say.
+func messageOf(a *spanAttrs, kind span.Kind) string {
+	if kind != span.KindProducer && kind != span.KindConsumer {
+		return ""
+	}
+	dest := a.get(aMessagingDestinationName, aMessagingDestination)
+	if id := a.v[aMessageID]; id != "" {
+		return "msg " + dest + "\x00id " + id
+	}
+	offset := a.get(aKafkaOffset, aKafkaMessageOffset)
+	partition := a.get(aPartitionID, aKafkaDestinationPartition, aKafkaPartition)
+	if offset != "" && partition != "" {
+		return "msg " + dest + "\x00" + partition + "@" + offset
+	}
+	return ""
+}
+
 // operation returns the operation a span calls (CLIENT, PRODUCER) or serves
 // (SERVER, CONSUMER), in a form both sides of a call share, so that a caller is
 // matched down to the method: op the method, class a coarser key; "" when

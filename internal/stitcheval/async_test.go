@@ -27,3 +27,22 @@ func TestAsyncWorkStaysPrecise(t *testing.T) {
 		}
 	}
 }
+
+// Behind a broker, queue waits spread a consumer's delays and few consumers
+// are sure; a consumer that names its message (Kafka's partition and offset)
+// takes the producer that names the same one.
+func TestMessageIdentityLinksConsumers(t *testing.T) {
+	for _, ids := range []float64{0, 1} {
+		p := DefaultParams()
+		p.Async, p.QueueWorkers, p.MessageIDs = 0.5, 4, ids
+		runs, err := RunOne(SyntheticScenario("broker", "s", 4, p, StripCrossProcess), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := runs[0].Scores.ByKind["consumer"]
+		t.Logf("message ids on %.0f%% of the topics: consumers %.3f / %.4f (accuracy / precision), %d links", 100*ids, c.Accuracy, c.Precision, c.Links)
+		if ids == 1 && (c.Accuracy < 0.99 || c.Precision < 1) {
+			t.Errorf("with message ids: consumers %.3f right, %.4f precise; want ≥ 0.99 and 1", c.Accuracy, c.Precision)
+		}
+	}
+}

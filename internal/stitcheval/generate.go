@@ -129,6 +129,7 @@ type generator struct {
 	traces                                        []pcommon.TraceID
 	offset                                        []int64
 	ids                                           map[pcommon.SpanID]bool
+	sent                                          map[int]int // messages published per service's topic
 }
 
 var serviceNames = []string{"gateway", "cart", "checkout", "payment", "shipping", "catalog", "user", "auth", "pricing",
@@ -558,6 +559,10 @@ func (g *generator) async(req, parent int32, pi int, kind int, start, parentEnd 
 		cattrs = []kv{str("messaging.system", "kafka"), str("messaging.destination.name", topic), str("messaging.operation.type", "process")}
 	}
 	at := start + g.dur(2, 20)
+	if ids, ok := g.messageIDs(g.procs[pi].svc, s.legacy, c.legacy); ok {
+		g.spans[pr].attrs = append(g.spans[pr].attrs, ids[0]...)
+		cattrs = append(cattrs, ids[1]...)
+	}
 	co := g.add(req, pr, g.procs[cpi].res, ptrace.SpanKindConsumer, topic+" process", at, cattrs)
 	g.spans[co].async = true
 	g.spans[co].end = g.dbCall(req, co, cpi, c.sqlSystem, at+g.dur(0.05, 0.3)) + g.dur(0.5, 3)

@@ -150,6 +150,10 @@ type Params struct {
 	// AsyncWork is the share of asynchronous INTERNAL spans (Async) that make
 	// a database call of their own, beside the handler's calls. Default 0.
 	AsyncWork float64
+	// MessageIDs is the share of topics whose PRODUCER and CONSUMER spans
+	// record the message's identity, Kafka's partition and offset (current or
+	// legacy attribute names). Default 0.
+	MessageIDs float64
 	// QueueWorkers is how CONSUMER spans take their messages. 0: each after a
 	// delay of its own (2–20 hops), so messages overtake one another and any
 	// service may consume a topic. k ≥ 1: a message broker. Each topic has one
@@ -259,7 +263,7 @@ func (p Params) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"AsyncWork", p.AsyncWork}, {"GRPC", p.GRPC},
+	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"AsyncWork", p.AsyncWork}, {"MessageIDs", p.MessageIDs}, {"GRPC", p.GRPC},
 		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"CallerSocket", p.CallerSocket}, {"ThreadIDs", p.ThreadIDs}, {"EventLoop", p.EventLoop}, {"Unkinded", p.Unkinded}, {"CoarseClock", p.CoarseClock}, {"RoundServerStart", p.RoundServerStart}} {
 		if err := prob(f.name, f.v); err != nil {
 			return err

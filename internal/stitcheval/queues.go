@@ -84,3 +84,26 @@ func (g *generator) shiftSubtree(children map[int32][]int32, i int32, d int64) {
 		g.shiftSubtree(children, c, d)
 	}
 }
+
+// messageIDs are the attributes by which the producer and the consumer of the
+// next message of service svc's topic name it, when the topic records them
+// (Params.MessageIDs, drawn per topic without a random stream): Kafka's
+// partition and offset, under the current or the legacy names. False when the
+// topic does not.
+func (g *generator) messageIDs(svc int, producerLegacy, consumerLegacy bool) ([2][]kv, bool) {
+	if float64((37*svc+11)%100)/100 >= g.p.MessageIDs {
+		return [2][]kv{}, false
+	}
+	if g.sent == nil {
+		g.sent = map[int]int{}
+	}
+	n := g.sent[svc]
+	g.sent[svc]++
+	side := func(legacy bool) []kv {
+		if legacy {
+			return []kv{str("messaging.kafka.partition", "0"), num("messaging.kafka.message.offset", n)}
+		}
+		return []kv{str("messaging.destination.partition.id", "0"), num("messaging.kafka.offset", n)}
+	}
+	return [2][]kv{side(producerLegacy), side(consumerLegacy)}, true
+}

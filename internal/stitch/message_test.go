@@ -1,0 +1,36 @@
+package stitch
+
+import (
+	"testing"
+
+	"github.com/tierscope/tierscope/internal/span"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// A message is named the same by both sides in every form the conventions
+// give it, and by nothing else.
+func TestMessageOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kind  span.Kind
+		attrs map[string]any
+		want  string
+	}{
+		{"message id", span.KindConsumer, map[string]any{"messaging.destination.name": "orders", "messaging.message.id": "m-7"}, "msg orders\x00id m-7"},
+		{"kafka, current names", span.KindProducer, map[string]any{"messaging.destination.name": "orders", "messaging.destination.partition.id": "3", "messaging.kafka.offset": int64(42)}, "msg orders\x003@42"},
+		{"kafka, legacy names", span.KindConsumer, map[string]any{"messaging.destination": "orders", "messaging.kafka.partition": int64(3), "messaging.kafka.message.offset": int64(42)}, "msg orders\x003@42"},
+		{"kafka, 1.21 names", span.KindConsumer, map[string]any{"messaging.destination.name": "orders", "messaging.kafka.destination.partition": int64(3), "messaging.kafka.message.offset": int64(42)}, "msg orders\x003@42"},
+		{"an offset alone", span.KindConsumer, map[string]any{"messaging.destination.name": "orders", "messaging.kafka.offset": int64(42)}, ""},
+		{"not a messaging span", span.KindClient, map[string]any{"messaging.message.id": "m-7"}, ""},
+	} {
+		m := pcommon.NewMap()
+		if err := m.FromRaw(tc.attrs); err != nil {
+			t.Fatal(err)
+		}
+		var a spanAttrs
+		readAttrs(m, &a, nil)
+		if got := messageOf(&a, tc.kind); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
