@@ -132,6 +132,31 @@ func ParseCombining(s string) (Combining, error) {
 	return 0, fmt.Errorf("unknown combining %q (collinear or rate)", s)
 }
 
+// ChangeSelection chooses how the columns that changed at a block's last
+// shift are found (acrossRegimes).
+type ChangeSelection int
+
+const (
+	// ChangeAveraging averages over the subsets of changed columns, each
+	// weighted by its posterior probability (averageChanges). Plain least
+	// squares only: Ridge and NNLS select by backward elimination.
+	ChangeAveraging ChangeSelection = iota
+	// ChangeBackward selects one subset by backward elimination of the
+	// columns' increments while their goodness is below 3 (the previous
+	// default).
+	ChangeBackward
+)
+
+func (c ChangeSelection) String() string {
+	switch c {
+	case ChangeAveraging:
+		return "averaging"
+	case ChangeBackward:
+		return "backward"
+	}
+	return "ChangeSelection(" + strconv.Itoa(int(c)) + ")"
+}
+
 // Config holds the estimator's parameters. Start from DefaultConfig.
 type Config struct {
 	// HalfLife is h, the half-life of the geometric aging of the data, in periods
@@ -159,6 +184,18 @@ type Config struct {
 	// CusumDrift is the CUSUM's allowance k in σ_y per equation: drifts smaller
 	// than this are not accumulated. Default 0.5.
 	CusumDrift float64
+	// Changes chooses how the columns that changed at the last shift are
+	// found: ChangeAveraging (default) or ChangeBackward.
+	Changes ChangeSelection
+	// ChangePrior is ChangeAveraging's prior probability that a column changed
+	// at a shift; 0 (the default) makes it uniform on [0, 1] (beta-binomial
+	// over the subsets), so that the data tell how many columns changed.
+	ChangePrior float64
+	// ChangeScale is ChangeAveraging's prior standard deviation of a changed
+	// column's increment, relative to the larger of its work factors before
+	// and after the change. Default 0.5 (halving or doubling is one standard
+	// deviation).
+	ChangeScale float64
 	// Combining chooses which flows share a column: CombineCollinear (default)
 	// or the paper's CombineRate.
 	Combining Combining
@@ -244,6 +281,7 @@ func DefaultConfig() Config {
 		MemoryGrowth:         4,
 		CusumThreshold:       8,
 		CusumDrift:           0.5,
+		ChangeScale:          0.5,
 		Combining:            CombineCollinear,
 		CollinearCorrelation: 0.99,
 		Background:           BackgroundAuto,
@@ -307,6 +345,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("memory growth must be a number ≥ 1, not %v", c.MemoryGrowth)
 	case !(c.CusumThreshold >= 0) || math.IsInf(c.CusumThreshold, 0) || !(c.CusumDrift >= 0) || math.IsInf(c.CusumDrift, 0):
 		return fmt.Errorf("cusum threshold and drift must be ≥ 0 (threshold 0 = off), not %v and %v", c.CusumThreshold, c.CusumDrift)
+	case c.Changes < ChangeAveraging || c.Changes > ChangeBackward:
+		return fmt.Errorf("unknown change selection %d", c.Changes)
+	case c.Changes == ChangeAveraging && (!(c.ChangePrior >= 0 && c.ChangePrior < 1) || !(c.ChangeScale > 0) || math.IsInf(c.ChangeScale, 0)):
+		return fmt.Errorf("change prior must be in [0, 1) and change scale > 0, not %v and %v", c.ChangePrior, c.ChangeScale)
 	case c.Combining < CombineCollinear || c.Combining > CombineRate:
 		return fmt.Errorf("unknown combining %d", c.Combining)
 	case c.Combining == CombineCollinear && !(c.CollinearCorrelation > 0 && c.CollinearCorrelation <= 1):

@@ -55,15 +55,29 @@
 //     ending, its shift was a false alarm and it is merged into the previous
 //     regime; and a regime younger than 4·HalfLife, or holding fewer aged
 //     equations (N_h) than the previous one (a short one between two shifts),
-//     does not replace it. Each solve then finds the columns that changed by backward
-//     elimination: every column spanning both regimes gets an increment (a
-//     copy over the current regime only), and the increment of least
-//     goodness is dropped while that goodness is below 3. Starting from the
-//     full model keeps two changes whose increments are correlated over the
-//     young regime; a forward selection (tried first) let one stand in for
-//     the other. A changed column gets one coefficient per regime, an
-//     unchanged one a single coefficient over both (FlowEstimate.Changed). Up
-//     to 24 columns; larger blocks use the current regime alone.
+//     does not replace it. Each solve then estimates across both regimes,
+//     averaging over which columns changed (Config.Changes, ChangeAveraging):
+//     every flow column spanning both regimes may get an increment (a copy
+//     over the current regime only), and every subset S of the increments is
+//     weighed by its posterior probability (Bayesian model averaging,
+//     averageChanges). The priors: a flat one on the coefficients; increments
+//     δ_a ~ N(0, τ_a²) with τ_a = ChangeScale (½) × the larger of the column's
+//     two work factors; over the subsets, a beta-binomial (ChangePrior 0:
+//     p(S) = 1/((m+1)·C(m, |S|)), the share of changed columns learnt from the
+//     data). With the coefficients integrated out, S's weight needs only the
+//     Schur complement A, b of the normal equations:
+//     log p(S|y) = log p(S) − ½ log det(I + T A_SS T/σ²) + ½ b_Sᵀ M_S⁻¹ b_S/σ²,
+//     M_S = A_SS + σ² T⁻². The estimates are the posterior means, their
+//     goodness the mean over the posterior standard deviation, and a column is
+//     reported changed (FlowEstimate.Changed) at a posterior probability ≥ ½.
+//     Exact over the 10 most significant increments; the background column
+//     gets none (a release changes work factors, and a background increment
+//     is confounded with any steady flow's change). ChangeBackward, Ridge and
+//     NNLS select one subset instead, by backward elimination: the increment
+//     of least goodness is dropped while that goodness is below 3. A changed
+//     column gets one coefficient per regime, an unchanged one a single
+//     coefficient over both. Up to 24 columns; larger blocks use the current
+//     regime alone.
 //   - Combining only what is collinear (Config.Combining, CombineCollinear).
 //     Flows whose aged, centred rate correlation over the block's equations
 //     reaches CollinearCorrelation (0.99) cannot be told apart: they share one

@@ -57,8 +57,9 @@ type FlowEstimate struct {
 	// rates cannot be told apart, so they share one work factor); "" when alone.
 	Group string `json:"group,omitempty"`
 	// Changed is true when the flow's work factor changed at its block's last
-	// detected shift; a flow that did not is estimated from the equations of
-	// both the current and the previous regime.
+	// detected shift (with ChangeAveraging, at a posterior probability of at
+	// least ½); a flow that did not is estimated from the equations of both
+	// the current and the previous regime.
 	Changed bool `json:"changed,omitempty"`
 	// Share is X̄_k/‖X̄‖ in the block: the flow's share of its block's (aged,
 	// discounted) request rate.

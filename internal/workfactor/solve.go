@@ -348,18 +348,84 @@ const changeZ = 3
 const maxSelectColumns = 24
 
 // acrossRegimes re-solves the block with the previous regime's equations
-// (State.PrevC) as well. Which columns changed at the last shift is found by
-// backward elimination: every column spanning both regimes gets an increment
-// (a copy over the current regime's equations only); the increment with the
-// smallest goodness is dropped while that goodness is below changeZ, and the
-// columns whose increments remain have changed. Changed columns then get one
-// coefficient per regime, the others one over both. cur is the current regime's fit of cols; the result's first
-// len(cols) columns are the current regime's, in the same order.
+// (State.PrevC) as well. A column that changed at the last shift gets one
+// coefficient per regime, the others one over both. Which columns changed is
+// Config.Changes: by default a model average over the subsets of changed
+// columns (averageChanges), whose coefficients are the posterior means and
+// whose changed columns are those of posterior probability ≥ ½; or one
+// subset by backward elimination (backwardChanges), also used by Ridge and
+// NNLS (the average's closed form is that of plain least squares). cur is
+// the current regime's fit of cols; the result's first len(cols) columns are
+// the current regime's, in the same order. If the joint fit makes a column
+// fail that passes on the current regime alone (a worse conditioned
+// problem), cur is kept.
 func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int) {
 	n := len(cols)
 	if n > maxSelectColumns {
 		return cur, nil
 	}
+	var post changePosterior
+	averaged := false
+	if e.cfg.Changes == ChangeAveraging && e.cfg.Method == Plain {
+		post, averaged = e.averageChanges(b, cols)
+	}
+	changed := make([]bool, n)
+	if averaged {
+		for a := range cols {
+			changed[a] = post.inclusion[a] >= 0.5
+		}
+	} else {
+		changed = e.backwardChanges(b, cols)
+	}
+	// The final layout: changed columns over the current regime, their twins
+	// over the previous one; the others over both.
+	joint := slices.Clone(cols)
+	var flows []int
+	for a, c := range cols {
+		if !changed[a] {
+			joint[a].regime = both
+			continue
+		}
+		flows = append(flows, c.flows...)
+		twin := c
+		twin.regime = previous
+		joint = append(joint, twin)
+	}
+	jf := e.solveColumns(b, joint)
+	if averaged {
+		// The layout's fit gives the residuals; the coefficients are the
+		// model average's.
+		for a, c := range cols {
+			if c.fixed || jf.cols[a].singular {
+				continue
+			}
+			jf.cols[a].alpha = post.alpha[a]
+			if sd := post.sd[a]; sd > 0 && !math.IsInf(sd, 0) {
+				jf.cols[a].g = min(max(post.alpha[a]/sd, -gMax), gMax)
+				jf.cols[a].gOK = true
+			}
+		}
+	}
+	for a := range cols {
+		// A background column is judged by its own criterion (as in solve).
+		failsJoint, failsCur := jf.cols[a].fails(), cur.cols[a].fails()
+		if len(cols[a].bg) > 0 {
+			failsJoint, failsCur = jf.cols[a].failsAsBackground(), cur.cols[a].failsAsBackground()
+		}
+		if jf.cols[a].singular || (!cols[a].fixed && failsJoint && !failsCur) {
+			return cur, nil // the joint problem is worse conditioned: keep the current fit
+		}
+	}
+	jf.cols = jf.cols[:n]
+	return jf, flows
+}
+
+// backwardChanges selects the changed columns by backward elimination:
+// start with every free column changed, then drop, one at a time, the one
+// whose increment is least significant beside the others, while its
+// goodness is below changeZ.
+func (e *Estimator) backwardChanges(b *block, cols []column) []bool {
+	n := len(cols)
 	changed := make([]bool, n)
 	// incG solves with an increment (a copy over the current regime only) for
 	// every column of set, and returns each increment's |goodness| (0 when
@@ -387,12 +453,6 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int)
 		}
 		return g
 	}
-	// Backward elimination: start with every free column changed, then
-	// drop, one at a time, the one whose increment is least significant
-	// beside the others, while it is below changeZ. Starting from the full
-	// model, two changes whose increments are correlated over the young
-	// regime both stay in; a forward selection adds one and lets it stand in
-	// for the other. One solve per step.
 	for a, c := range cols {
 		changed[a] = !c.fixed
 	}
@@ -409,28 +469,7 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int)
 		}
 		changed[worst] = false
 	}
-	// The final layout: changed columns over the current regime, their twins
-	// over the previous one; the others over both.
-	joint := slices.Clone(cols)
-	var flows []int
-	for a, c := range cols {
-		if !changed[a] {
-			joint[a].regime = both
-			continue
-		}
-		flows = append(flows, c.flows...)
-		twin := c
-		twin.regime = previous
-		joint = append(joint, twin)
-	}
-	jf := e.solveColumns(b, joint)
-	for a := range cols {
-		if jf.cols[a].singular || (!cols[a].fixed && jf.cols[a].fails() && !cur.cols[a].fails()) {
-			return cur, nil // the joint problem is worse conditioned: keep the current fit
-		}
-	}
-	jf.cols = jf.cols[:n]
-	return jf, flows
+	return changed
 }
 
 func boolInt(b bool) int {
