@@ -181,9 +181,9 @@ e2e-long:
 
 # Span stitching measured (internal/stitcheval): TrainTicket made concurrent
 # and generated applications, against concurrency, fan-out, time scale, skew,
-# missing spans and attribute style, beside the naive baseline and the saved
-# baseline run; figures, JSON and a markdown table in docs/causal/ (about 2 min
-# on 2 cores). EVAL_NAME=baseline rewrites the baseline itself.
+# missing spans, async work, brokers, threads and attribute style, beside the
+# naive baseline and the saved baseline run; figures, JSON and a markdown table
+# in docs/causal/ (1,940 runs, about 4 min on 2 quiet cores). EVAL_NAME=baseline rewrites the baseline itself.
 EVAL_NAME ?= current
 eval-causal:
 	$(GO) run ./internal/stitcheval/cmd/causaleval -out docs/causal -name $(EVAL_NAME) -seeds 5 -baseline docs/causal/baseline.json
