@@ -248,11 +248,12 @@ func (s *Stitcher) StitchWithContext(release, context []ptrace.Traces) Report {
 }
 
 // ContextReach is how far (ns) past the latest start among the released spans a
-// context span may start and still be read: a caller that keeps batches can
+// context span may start and still be read (the skew window, widened by the
+// largest clock offset measured, MaxSkew): a caller that keeps batches can
 // leave out of the context those whose every span starts later, which would
 // only be looked at and passed over.
 func (s *Stitcher) ContextReach() int64 {
-	return int64(max(s.opt.Config.SkewWindow+max(s.opt.Config.MaxSkew, 0), s.opt.Config.LocalWindow))
+	return int64(max(s.opt.Config.SkewWindow+s.opt.Config.MaxSkew, s.opt.Config.LocalWindow))
 }
 
 // readSpans adds every span of refs to the round, with what its attributes say

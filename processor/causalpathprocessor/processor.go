@@ -33,17 +33,10 @@ type batch struct {
 // startRange returns the earliest and latest span start in td.
 func startRange(td ptrace.Traces) (earliest, latest int64) {
 	earliest, latest = math.MaxInt64, math.MinInt64
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				t := int64(spans.At(k).StartTimestamp())
-				earliest, latest = min(earliest, t), max(latest, t)
-			}
-		}
-	}
+	stitch.ForEachSpan(td, func(sp ptrace.Span) {
+		t := int64(sp.StartTimestamp())
+		earliest, latest = min(earliest, t), max(latest, t)
+	})
 	return earliest, latest
 }
 
