@@ -414,12 +414,12 @@ func (s *spanStitcher) candidates() {
 			s.remote[c] = true
 			if cs.Kind == span.KindConsumer {
 				producers = pruneStarted(spans, producers, cs.Start-aw)
-				lists[c] = sameMessage(spans, c, s.remoteCandidates(producers, c, w, aw, nil))
+				lists[c] = sameIdentity(spans, c, s.remoteCandidates(producers, c, w, aw, nil))
 			} else {
 				named := prune(spans, clients[cs.Service], cs.Start-w-s.skewAhead)
 				unnamed := prune(spans, clients[-1], cs.Start-w-s.skewAhead)
 				clients[cs.Service], clients[-1] = named, unnamed
-				lists[c] = s.remoteCandidates(unnamed, c, w, aw, s.remoteCandidates(named, c, w, aw, nil))
+				lists[c] = sameIdentity(spans, c, s.remoteCandidates(unnamed, c, w, aw, s.remoteCandidates(named, c, w, aw, nil)))
 			}
 			continue
 		}
@@ -891,19 +891,19 @@ const unitsPerMedian = 3000
 // unitSample bounds the spans timeUnit reads.
 const unitSample = 4096
 
-// sameMessage keeps, of consumer c's candidate producers, those that name the
-// message c took, when any does: the message's identity (messaging.message.id,
-// or Kafka's partition and offset) is the link itself, as a call id is. The
-// others stay when none does: the two sides may name a message in different
-// forms.
-func sameMessage(spans []span.Span, c int32, l []int32) []int32 {
-	m := spans[c].Message
+// sameIdentity keeps, of remote entry c's candidate callers, those that name
+// the message or request target c names (span.Span.Identity), when any does:
+// the identity is the link itself, as a call id is, or narrows it to the
+// calls of one target. The others stay when none does: the two ends may name
+// it in different forms (a proxy that rewrites paths, another message id).
+func sameIdentity(spans []span.Span, c int32, l []int32) []int32 {
+	m := spans[c].Identity
 	if m < 0 {
 		return l
 	}
 	n := 0
 	for _, p := range l {
-		if spans[p].Message == m {
+		if spans[p].Identity == m {
 			l[n] = p
 			n++
 		}
@@ -915,11 +915,12 @@ func sameMessage(spans []span.Span, c int32, l []int32) []int32 {
 }
 
 // messageConfidence makes sure the consumers whose one candidate producer
-// names the message they took.
+// names the message they took. A message id is unique, unlike a request
+// target, which only narrows the candidates.
 func (s *spanStitcher) messageConfidence() {
 	for c, p := range s.parent {
 		cs := &s.spans[c]
-		if p < 0 || s.known[c] || cs.Kind != span.KindConsumer || cs.Message < 0 || s.spans[p].Message != cs.Message {
+		if p < 0 || s.known[c] || cs.Kind != span.KindConsumer || cs.Identity < 0 || s.spans[p].Identity != cs.Identity {
 			continue
 		}
 		if s.start[c+1]-s.start[c] == 1 {

@@ -34,6 +34,7 @@ const (
 	aNetworkPeerPort
 	aNetSockPeerPort
 	aURLPath
+	aURLQuery
 	aHTTPTarget
 	aHTTPRequestMethod
 	aHTTPMethod
@@ -102,6 +103,8 @@ func keyOf(k string) (attrKey, bool) {
 		return aNetSockPeerPort, true
 	case "url.path":
 		return aURLPath, true
+	case "url.query":
+		return aURLQuery, true
 	case "http.target":
 		return aHTTPTarget, true
 	case "http.request.method":
