@@ -145,21 +145,12 @@ func (s *spanStitcher) run() *StitchResult {
 		if round > 0 && slices.Equal(last, s.parent) {
 			break
 		}
-		// A parent the last refit still changed is not settled: it is not
-		// one to write into a trace.
 		if round == s.cfg.Rounds && round > 0 {
-			for i, p := range s.parent {
-				if p != last[i] {
-					s.conf[i] = min(s.conf[i], 0.5)
-				}
-			}
+			s.unsettledConfidence(last)
 		}
 		last = append(last[:0], s.parent...)
 	}
-	s.exchangeConfidence(s.cfg.Rounds)
-	s.asyncConfidence()
-	s.sporadicOrphans()
-	s.messageConfidence()
+	s.reviseConfidence()
 	s.breakCycles()
 	res.ByStart = s.byStart()
 	for i := range s.spans {
@@ -173,6 +164,36 @@ func (s *spanStitcher) run() *StitchResult {
 		}
 	}
 	return res
+}
+
+// reviseConfidence is the one place where evidence outside the assignment's
+// posterior revises the confidence of the parents it chose; each step only
+// lowers it, but for a message's identity, which is the link itself:
+//   - exchangeConfidence: the joint alternative a lone candidate hides (two
+//     children of one key exchanged between their parents);
+//   - asyncConfidence: a child that asynchronous work and its handler both
+//     enclose, with no thread to tell them apart;
+//   - sporadicOrphans: a local orphan whose kind mostly keeps its parent lost
+//     it with the parent, so its true parent is not a candidate;
+//   - messageConfidence: a consumer whose lone candidate names its message.
+//
+// unsettledConfidence, applied after the last round, is the fifth: a parent
+// the last refit still changed.
+func (s *spanStitcher) reviseConfidence() {
+	s.exchangeConfidence(s.cfg.Rounds)
+	s.asyncConfidence()
+	s.sporadicOrphans()
+	s.messageConfidence()
+}
+
+// unsettledConfidence caps at ½ the parents that the last refit round still
+// changed from last: they are not settled, not ones to write into a trace.
+func (s *spanStitcher) unsettledConfidence(last []int32) {
+	for i, p := range s.parent {
+		if p != last[i] {
+			s.conf[i] = min(s.conf[i], 0.5)
+		}
+	}
 }
 
 // byStart is every span by start, sorted once.
