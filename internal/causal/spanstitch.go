@@ -175,15 +175,31 @@ func (s *spanStitcher) run() *StitchResult {
 //     enclose, with no thread to tell them apart;
 //   - sporadicOrphans: a local orphan whose kind mostly keeps its parent lost
 //     it with the parent, so its true parent is not a candidate;
-//   - messageConfidence: a consumer whose lone candidate names its message.
+//   - messageConfidence: a consumer whose lone candidate names its message;
+//   - unsidedConfidence: a span that records a call without its side, which
+//     may be a server whose parent is in another process.
 //
-// unsettledConfidence, applied after the last round, is the fifth: a parent
+// unsettledConfidence, applied after the last round, is the sixth: a parent
 // the last refit still changed.
 func (s *spanStitcher) reviseConfidence() {
 	s.exchangeConfidence(s.cfg.Rounds)
 	s.asyncConfidence()
 	s.sporadicOrphans()
 	s.messageConfidence()
+	s.unsidedConfidence()
+}
+
+// unsidedConfidence caps at ½ the local parent of a span whose call kind is
+// unspecified though it records a call (span.KindUnspecified): a client's
+// parent is local, a server's remote and among no candidate, and nothing
+// tells which it is. Timing alone gave such servers another request's span,
+// surely, once the local leaves (database calls, publishers) were known.
+func (s *spanStitcher) unsidedConfidence() {
+	for c, p := range s.parent {
+		if p >= 0 && !s.known[c] && s.spans[c].Kind == span.KindUnspecified && !s.isRemote(p, int32(c)) {
+			s.conf[c] = min(s.conf[c], 0.5)
+		}
+	}
 }
 
 // unsettledConfidence caps at ½ the parents that the last refit round still

@@ -23,6 +23,8 @@ const (
 	aMessagingDestinationName
 	aMessagingDestination
 	aMessagingSystem
+	aMessagingOperationType
+	aMessagingOperation
 	aServerAddress
 	aNetPeerName
 	aServerPort
@@ -81,6 +83,10 @@ func keyOf(k string) (attrKey, bool) {
 		return aMessagingDestination, true
 	case "messaging.system":
 		return aMessagingSystem, true
+	case "messaging.operation.type":
+		return aMessagingOperationType, true
+	case "messaging.operation":
+		return aMessagingOperation, true
 	case "server.address":
 		return aServerAddress, true
 	case "net.peer.name":

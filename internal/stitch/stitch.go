@@ -286,7 +286,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 			rep.LongAttributes += attrs.tooLong
 			truth = truth || attrs.truth
 		}
-		kind = roleOf(kind, &attrs)
+		kind = sideOf(roleOf(kind, &attrs), &attrs)
 		switch kind {
 		case span.KindClient, span.KindProducer:
 			pr = peerOf(&attrs, &s.join)

@@ -188,6 +188,10 @@ func knobCurves(def se.Params) []*curve {
 		return c
 	}
 	return []*curve{
+		synthetic("mix", "Parent links vs concurrency, every knob at once", "requests overlapping (12 services, up to 4 calls per operation, 30% async, a broker, 3 ms skew, some services unkinded, on millisecond clocks, recording threads or reactive, half of the routes with identifiers)",
+			[]string{"1", "2", "4", "8", "16"}, []float64{1, 2, 4, 8, 16},
+			func(p *se.Params, x float64) { everyKnob(p); p.Concurrency = x },
+			variant{", 5% of spans dropped", func(p *se.Params) { p.Drop = 0.05 }}),
 		synthetic("fanout", "Parent links vs fan-out style", "how operations issue their calls", []string{"sequential", "parallel", "mixed"},
 			[]float64{0, 1, 2}, func(p *se.Params, x float64) {
 				p.FanOut = []se.FanOut{se.FanOutSequential, se.FanOutParallel, se.FanOutMixed}[int(x)]
@@ -237,6 +241,18 @@ func knobCurves(def se.Params) []*curve {
 			variant{", half of them reactive", func(p *se.Params) { p.EventLoop = 0.5 }},
 			variant{", all reactive", func(p *se.Params) { p.EventLoop = 1 }}),
 	}
+}
+
+// everyKnob turns every knob of the generated application a little away from
+// its default at once, as a real application differs from it on many axes
+// together: interactions the one-knob figures cannot show.
+func everyKnob(p *se.Params) {
+	p.Services, p.Depth, p.MaxCalls = 12, 4, 4
+	p.Async, p.QueueWorkers = 0.3, 4
+	p.Skew = 3 * time.Millisecond
+	p.Unkinded, p.CoarseClock = 0.1, 0.1
+	p.ThreadIDs, p.EventLoop = 0.3, 0.2
+	p.TargetIDs = 0.5
 }
 
 // only keeps the curves whose ids are listed ("" keeps all).
