@@ -4,6 +4,9 @@ package span
 type Kind uint8
 
 const (
+	// KindUnspecified: no call kind. Stitching reads it as a span that
+	// records a call without telling its side, so that it may be a server
+	// (internal/stitch), and a span that records no call as KindInternal.
 	KindUnspecified Kind = iota
 	KindInternal
 	KindServer
