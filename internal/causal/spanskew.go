@@ -23,10 +23,11 @@ import (
 // offset for them and scatters for the others. A pair's offset is the densest
 // window of width b = min(w/2, the median span) over those differences, taken
 // when it holds at least minSkewPeak and skewContrast times the count a
-// uniform scatter over ±MaxSkew would put there, and when it lies beyond w/2
-// (nearer, the window already holds it). The width follows the data's scale:
-// a window of milliseconds let the callers of microsecond calls drown the
-// true offset.
+// uniform scatter over ±MaxSkew would put there, and nearContrast times what
+// the densest window within ±w/2 holds (nearPeak), and when it lies beyond
+// w/2 (nearer, the window already holds it). The width follows the data's
+// scale: a window of milliseconds let the callers of microsecond calls drown
+// the true offset.
 func (s *spanStitcher) learnSkew() {
 	w, wide := int64(s.cfg.SkewWindow), int64(s.cfg.MaxSkew)
 	if wide <= w || w <= 0 {
@@ -83,7 +84,8 @@ func (s *spanStitcher) learnSkew() {
 		theta, n := densestWindow(v, b)
 		background := float64(len(v)) * float64(b) / float64(2*wide)
 		excess := float64(n) - background
-		if n < minSkewPeak || excess < skewZ*math.Sqrt(max(background, 1)) || float64(n) < skewContrast*background || (theta > -w/2 && theta < w/2) {
+		if n < minSkewPeak || excess < skewZ*math.Sqrt(max(background, 1)) || float64(n) < skewContrast*background || (theta > -w/2 && theta < w/2) ||
+			float64(n) < nearContrast*float64(nearPeak(v, w/2, b)) {
 			continue
 		}
 		if s.preSkew == nil {
@@ -103,7 +105,21 @@ const (
 	minSkewPeak  = 8
 	skewContrast = 2
 	skewZ        = 6
+	// nearContrast is how many times the densest window within ±w/2
+	// (nearPeak) a far offset's window must hold.
+	nearContrast = 1.5
 )
+
+// nearPeak is how many of the sorted values the densest window of width b
+// within ±half holds: the offset the window already covers. A pair's window
+// moves only for a peak that dwarfs it; bursts of calls pile up far
+// differences too, and a pair whose clocks agreed was moved to one of them.
+func nearPeak(v []int64, half, b int64) int {
+	i, _ := slices.BinarySearch(v, -half)
+	j, _ := slices.BinarySearch(v, half+1)
+	_, n := densestWindow(v[i:j], b)
+	return n
+}
 
 // densestWindow is the median of the sorted values in the window of width b
 // that holds the most of them, and how many it holds.
