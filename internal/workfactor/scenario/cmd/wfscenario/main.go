@@ -22,7 +22,16 @@ import (
 func main() {
 	seeds := flag.Int("seeds", 20, "seeds per setting")
 	plots := flag.String("plots", "", "directory for the SVG plots (none when empty)")
+	dev := flag.Bool("dev", false, "print the development sets' table of the change-point variants instead")
+	only := flag.String("variants", "", "with -dev, the comma-separated variants to run (all when empty)")
 	flag.Parse()
+	if *dev {
+		if err := devSets(os.Stdout, *only); err != nil {
+			fmt.Fprintln(os.Stderr, "wfscenario:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Stdout, *seeds, *plots); err != nil {
 		fmt.Fprintln(os.Stderr, "wfscenario:", err)
 		os.Exit(1)
