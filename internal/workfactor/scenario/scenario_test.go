@@ -1,8 +1,11 @@
 package scenario
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"reflect"
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/workfactor"
@@ -239,5 +242,87 @@ func BenchmarkReplayRelease(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A version 2 state (before the trails) still loads from both encodings,
+// resumes, and the version 3 state it becomes keeps a bounded trail and
+// round-trips. testdata/state-v2.* were written by commit 8ada99e's
+// estimator (DefaultConfig, MarshalBinary and encoding/json) at period 150
+// of this very run (release at period 101): they hold a previous regime.
+func TestVersion2StateResumes(t *testing.T) {
+	c := Default()
+	c.Periods, c.ReleaseAt, c.ReleaseFlows, c.Seed = 200, 0.5, 3, 5
+	run, err := Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile("testdata/state-v2.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile("testdata/state-v2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromBin, fromJSON workfactor.State
+	if err := fromBin.UnmarshalBinary(bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if fromJSON.Version != 2 || len(fromBin.PrevC) == 0 || fromBin.Period != 150 {
+		t.Fatalf("test data: version %d, previous regime %d, period %d", fromJSON.Version, len(fromBin.PrevC), fromBin.Period)
+	}
+	cfg := workfactor.DefaultConfig()
+	a, err := workfactor.Restore(cfg, &fromBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := workfactor.Restore(cfg, &fromJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *workfactor.Estimate
+	for _, p := range run.Periods[150:] {
+		ea, err := a.AddPeriod(p.Index, p.Obs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eb, _ := b.AddPeriod(p.Index, p.Obs)
+		ja, _ := json.Marshal(ea)
+		jb, _ := json.Marshal(eb)
+		if string(ja) != string(jb) {
+			t.Fatalf("period %d: the binary and JSON version 2 states diverge", p.Index)
+		}
+		last = ea
+	}
+	if w := Worst(ScoreAt(run, last, run.Release, int64(len(run.Periods)))); !(w <= Target) {
+		t.Errorf("resumed from a version 2 state: worst power error %.0f%%, want ≤ 15%%", 100*w)
+	}
+	st := a.State()
+	trail := 0
+	for _, s := range st.Sources {
+		trail += len(s.Trail)
+		for _, r := range s.Trail {
+			if r.Period <= st.Period-256 {
+				t.Errorf("source %s keeps period %d at period %d", s.Key, r.Period, st.Period)
+			}
+		}
+	}
+	if st.Version != 3 || trail == 0 {
+		t.Fatalf("version %d, %d trail rows; want 3 and a trail", st.Version, trail)
+	}
+	enc, err := st.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again workfactor.State
+	if err := again.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Sources[0].Trail, st.Sources[0].Trail) {
+		t.Error("the trail did not survive the binary round trip")
 	}
 }
