@@ -228,20 +228,26 @@ func TestReleaseOfMostFlows(t *testing.T) {
 // whose last 100 periods solve across both regimes.
 func BenchmarkReplayRelease(b *testing.B) {
 	for _, flows := range []int{7, 20} {
-		b.Run(fmt.Sprintf("flows=%d", flows), func(b *testing.B) {
-			c := Default()
-			c.Flows, c.ReleaseAt, c.ReleaseFlows = flows, 0.75, 3
-			run, err := Generate(c)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := Replay(run, workfactor.DefaultConfig()); err != nil {
+		// The previous default (ChangePointRecent: no trails) against the
+		// default, in one run.
+		for _, cp := range []workfactor.ChangePointMethod{workfactor.ChangePointRecent, workfactor.DefaultConfig().ChangePoint} {
+			b.Run(fmt.Sprintf("flows=%d/changepoint=%v", flows, cp), func(b *testing.B) {
+				c := Default()
+				c.Flows, c.ReleaseAt, c.ReleaseFlows = flows, 0.75, 3
+				run, err := Generate(c)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				cfg := workfactor.DefaultConfig()
+				cfg.ChangePoint = cp
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := Replay(run, cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 

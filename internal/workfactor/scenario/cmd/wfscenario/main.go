@@ -45,8 +45,17 @@ type estimator struct {
 
 var estimators = []estimator{
 	{"default", workfactor.DefaultConfig()},
-	{"before: backward elimination (ChangeBackward)", backwardConfig()},
+	{"before: only the last 3 periods move at an alarm (ChangePointRecent)", recentConfig()},
+	{"backward elimination (ChangeBackward)", backwardConfig()},
 	{"paper (PaperConfig)", workfactor.PaperConfig()},
+}
+
+// recentConfig is the default without the change-point estimate at a CUSUM
+// alarm, the previous default (issue 37's fourth round compares them).
+func recentConfig() workfactor.Config {
+	c := workfactor.DefaultConfig()
+	c.ChangePoint = workfactor.ChangePointRecent
+	return c
 }
 
 // backwardConfig is the default with the changed columns selected by backward
