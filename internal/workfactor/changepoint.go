@@ -19,7 +19,7 @@ import (
 
 // maxTrail bounds a source's trail, in periods: the latest change point an
 // alarm can reach back to.
-const maxTrail = 256
+const maxTrail = 128
 
 // changePoint is an estimated change: the new regime's equations are those
 // after period after.

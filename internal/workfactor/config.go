@@ -223,7 +223,8 @@ type Config struct {
 	// than this are not accumulated. Default 0.5.
 	CusumDrift float64
 	// ChangePoint chooses where a regime found by a CUSUM alarm started
-	// (ChangePointMethod).
+	// (ChangePointMethod): the equations after it leave the previous regime.
+	// Default ChangePointMeanShift.
 	ChangePoint ChangePointMethod
 	// Changes chooses how the columns that changed at the last shift are
 	// found: ChangeAveraging (default) or ChangeBackward.

@@ -15,10 +15,10 @@ import (
 // flags: 3 machines, 7 flows, 2% utilization noise, a 1% background and a
 // collinear pair; every unit drawing ≥ 5% of the CPU within 15% of its true
 // power at the end of the run, stationary and after a release at 75%. Over
-// seeds 1–20 at least 18 stationary runs and 13 release runs must pass (19
-// and 14 today; the report gives the rates over seeds 1–20, 101–160 and the
-// held-out 401–460, and what least squares with the true model and the true
-// changed flows reaches),
+// seeds 1–20 at least 18 stationary runs and 14 release runs must pass (19
+// and 15 today; the report gives the rates over seeds 1–20, 101–160 and the
+// held-out 401–460 and 501–620, and what least squares with the true model
+// and the true changed flows reaches),
 // and after a release at least as many as least squares on the periods after
 // the release alone.
 func TestMustShowDefaults(t *testing.T) {
@@ -60,7 +60,7 @@ func TestMustShowDefaults(t *testing.T) {
 		}
 		want := 18
 		if release {
-			want = 13
+			want = 14
 		}
 		if passed < want {
 			t.Errorf("release %v: %d of %d seeds within 15%%, want ≥ %d", release, passed, seeds, want)
@@ -146,7 +146,8 @@ func TestReleaseShortensMemory(t *testing.T) {
 // reported changed (FlowEstimate.Changed; with the model average, a posterior
 // probability of at least ½), and few unchanged ones, over seeds 1–20, for
 // both ways of selecting them. The average finds more changes and flags more
-// unchanged flows (39 of 40 and 13 of 60 today; backward elimination 36 and 1):
+// unchanged flows (39 of 40 and 15 of 60 today, at the limit; backward
+// elimination 38 and 1):
 // its estimates are posterior means either way.
 func TestReleaseFindsChangedFlows(t *testing.T) {
 	for _, x := range []struct {
@@ -198,7 +199,7 @@ func TestReleaseFindsChangedFlows(t *testing.T) {
 // A release that changes most flows (5 of the 7) is where one hard choice of
 // the changed columns costs most: over seeds 1–20 the model average (the
 // default) passes at least 12 runs (13 today) and more than backward
-// elimination (8).
+// elimination (10).
 func TestReleaseOfMostFlows(t *testing.T) {
 	passed := map[workfactor.ChangeSelection]int{}
 	for _, sel := range []workfactor.ChangeSelection{workfactor.ChangeAveraging, workfactor.ChangeBackward} {
@@ -312,7 +313,7 @@ func TestVersion2StateResumes(t *testing.T) {
 	for _, s := range st.Sources {
 		trail += len(s.Trail)
 		for _, r := range s.Trail {
-			if r.Period <= st.Period-256 {
+			if r.Period <= st.Period-128 {
 				t.Errorf("source %s keeps period %d at period %d", s.Key, r.Period, st.Period)
 			}
 		}
