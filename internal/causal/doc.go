@@ -186,10 +186,13 @@
 //     of at most ½ unless thread ids tell the two apart (asyncConfidence):
 //     the work's calls and the handler's calls meanwhile have the same
 //     timing, and models refitted to either side grow sure of it.
-//   - Message identity. A CONSUMER span that names its message (span.Span's
-//     Message: messaging.message.id, or Kafka's partition and offset) keeps
+//   - Identity (span.Span's Identity). A CONSUMER span that names its
+//     message (messaging.message.id, or Kafka's partition and offset) keeps
 //     as candidates only the producers that name the same one, when any
-//     does, and is sure of a lone one: the identity is the link.
+//     does, and is sure of a lone one: the identity is the link. An HTTP
+//     SERVER span whose target names an identifier or a query keeps the
+//     callers that named the same target, when any does; a target may
+//     repeat across requests, so the timing decides among those left.
 //   - Sporadic orphans (spansporadic.go). A local orphan of a kind (service
 //     and name) whose other spans mostly keep their known parent lost it with
 //     the parent span (dropped), not by a thread hop, which loses context

@@ -20,7 +20,7 @@ func callerPairs(pairs int, record bool, seed uint64) ([]span.Span, []int32) {
 	if record {
 		connA, connB, addrA, addrB = 10, 11, 12, 13
 	}
-	blank := span.Span{Host: -1, Peer: -1, Endpoint: -1, Op: -1, OpClass: -1, Thread: -1, Message: -1, Parent: -1, Caller: -1, CallerAddress: -1}
+	blank := span.Span{Host: -1, Peer: -1, Endpoint: -1, Op: -1, OpClass: -1, Thread: -1, Identity: -1, Parent: -1, Caller: -1, CallerAddress: -1}
 	var spans []span.Span
 	var truth []int32
 	ms := func(f float64) int64 { return int64(f * float64(time.Millisecond)) }

@@ -24,7 +24,7 @@ import (
 //   - next (same key): gap start(child) − end(previous sibling) when the
 //     previous sibling has ended (sequential), or start(child) −
 //     start(previous sibling) when it is still running (parallel);
-//   - per parent and child key, how many children outlive their parent.
+//   - per kind of child (service and name), how many outlive their parent.
 
 // modelKind separates the models that share a key space.
 type modelKind uint8
@@ -43,6 +43,9 @@ const (
 	// before and after its callee on the callee's connection (spancaller.go).
 	modelConnPrev
 	modelConnNext
+	// modelOutlive keys, by the child's service and name alone, whether a
+	// child outlives its parent (outliveKey).
+	modelOutlive
 )
 
 type modelKey struct {
@@ -76,8 +79,9 @@ type delayModels struct {
 	// lowest and highest are the first and last bins each model was added to:
 	// every bin outside them is zero, so sums over bins can skip them exactly.
 	lowest, highest []int32
-	// outlive counts, per (parent, child) local key, the children seen ending
-	// after their parent and all children seen.
+	// outlive counts, per outliveKey, the children seen ending after their
+	// parent (per modelAfter local key, starting after it) and all children
+	// seen.
 	outlive map[modelKey][2]float64
 	// outlivePacked indexes into outliveRows the keys that pack (as packed
 	// does): a row is found with one lookup, and counted in place.
@@ -349,6 +353,18 @@ func (s *spanStitcher) linkKey(kind modelKind, p, c int32) modelKey {
 	return modelKey{kind: kind, a: s.spans[p].Service, b: s.spans[c].Service, c: int32(s.spans[p].Kind)}
 }
 
+// outliveKey keys whether c outlives its parent by c's service and name:
+// asynchronous work is the child's nature, whichever span it is given to. A
+// key by parent too was learned only from lone candidates, which favoured
+// whichever parent happened to be alone (an async span's SERVER span, where a
+// few of the handlers between them were dropped, over the handler that
+// encloses it everywhere else), and the factor then gave that parent every
+// instance, surely.
+func (s *spanStitcher) outliveKey(c int32) modelKey {
+	cs := &s.spans[c]
+	return modelKey{kind: modelOutlive, c: cs.Service, d: cs.Name}
+}
+
 func (s *spanStitcher) localKey(kind modelKind, p, c int32) modelKey {
 	ps, cs := &s.spans[p], &s.spans[c]
 	return modelKey{kind: kind, a: ps.Service, b: ps.Name, c: cs.Service, d: cs.Name}
@@ -492,7 +508,7 @@ func (s *spanStitcher) addLink(p, c int32, w float64, firstOnly bool) {
 	// child: an assignment that chose an outlived candidate over an enclosing
 	// one would otherwise teach itself that children outlive such parents.
 	if s.known[c] || s.start[c+1]-s.start[c] == 1 {
-		m.addOutlive(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c], w)
+		m.addOutlive(s.outliveKey(c), cs.End > ps.End+s.tolEnd[c], w)
 	}
 }
 
@@ -662,7 +678,7 @@ func (s *spanStitcher) scoreAfter(p, prev, c int32, round int) float64 {
 	}
 	v := m.count(s.localKey(kind, p, c), delay, s.tolStart[c]+s.refTolerance(kind, p, prev))*per + scoreFloor
 	v *= s.threadFactor(p, c)
-	v *= m.outliveFactor(s.localKey(modelFirst, p, c), cs.End > ps.End+s.tolEnd[c])
+	v *= m.outliveFactor(s.outliveKey(c), cs.End > ps.End+s.tolEnd[c])
 	v *= m.outliveFactor(s.localKey(modelAfter, p, c), false)
 	if round > 0 {
 		v *= s.countFactor(p, c) * s.seqFactor(p, prev, c)

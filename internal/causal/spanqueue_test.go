@@ -17,7 +17,7 @@ import (
 func TestQueueOrderResolvesWaits(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	const producer, consumer, publish, process, topic = 0, 1, 2, 3, 4
-	blank := span.Span{Host: -1, Peer: -1, Endpoint: -1, Op: topic, OpClass: -1, Thread: -1, Message: -1, Parent: -1, Caller: -1, CallerAddress: -1}
+	blank := span.Span{Host: -1, Peer: -1, Endpoint: -1, Op: topic, OpClass: -1, Thread: -1, Identity: -1, Parent: -1, Caller: -1, CallerAddress: -1}
 	ms := func(f float64) int64 { return int64(f * float64(time.Millisecond)) }
 	var spans []span.Span
 	var truth []int32

@@ -145,21 +145,12 @@ func (s *spanStitcher) run() *StitchResult {
 		if round > 0 && slices.Equal(last, s.parent) {
 			break
 		}
-		// A parent the last refit still changed is not settled: it is not
-		// one to write into a trace.
 		if round == s.cfg.Rounds && round > 0 {
-			for i, p := range s.parent {
-				if p != last[i] {
-					s.conf[i] = min(s.conf[i], 0.5)
-				}
-			}
+			s.unsettledConfidence(last)
 		}
 		last = append(last[:0], s.parent...)
 	}
-	s.exchangeConfidence(s.cfg.Rounds)
-	s.asyncConfidence()
-	s.sporadicOrphans()
-	s.messageConfidence()
+	s.reviseConfidence()
 	s.breakCycles()
 	res.ByStart = s.byStart()
 	for i := range s.spans {
@@ -173,6 +164,52 @@ func (s *spanStitcher) run() *StitchResult {
 		}
 	}
 	return res
+}
+
+// reviseConfidence is the one place where evidence outside the assignment's
+// posterior revises the confidence of the parents it chose; each step only
+// lowers it, but for a message's identity, which is the link itself:
+//   - exchangeConfidence: the joint alternative a lone candidate hides (two
+//     children of one key exchanged between their parents);
+//   - asyncConfidence: a child that asynchronous work and its handler both
+//     enclose, with no thread to tell them apart;
+//   - sporadicOrphans: a local orphan whose kind mostly keeps its parent lost
+//     it with the parent, so its true parent is not a candidate;
+//   - messageConfidence: a consumer whose lone candidate names its message;
+//   - unsidedConfidence: a span that records a call without its side, which
+//     may be a server whose parent is in another process.
+//
+// unsettledConfidence, applied after the last round, is the sixth: a parent
+// the last refit still changed.
+func (s *spanStitcher) reviseConfidence() {
+	s.exchangeConfidence(s.cfg.Rounds)
+	s.asyncConfidence()
+	s.sporadicOrphans()
+	s.messageConfidence()
+	s.unsidedConfidence()
+}
+
+// unsidedConfidence caps at ½ the local parent of a span whose call kind is
+// unspecified though it records a call (span.KindUnspecified): a client's
+// parent is local, a server's remote and among no candidate, and nothing
+// tells which it is. Timing alone gave such servers another request's span,
+// surely, once the local leaves (database calls, publishers) were known.
+func (s *spanStitcher) unsidedConfidence() {
+	for c, p := range s.parent {
+		if p >= 0 && !s.known[c] && s.spans[c].Kind == span.KindUnspecified && !s.isRemote(p, int32(c)) {
+			s.conf[c] = min(s.conf[c], 0.5)
+		}
+	}
+}
+
+// unsettledConfidence caps at ½ the parents that the last refit round still
+// changed from last: they are not settled, not ones to write into a trace.
+func (s *spanStitcher) unsettledConfidence(last []int32) {
+	for i, p := range s.parent {
+		if p != last[i] {
+			s.conf[i] = min(s.conf[i], 0.5)
+		}
+	}
 }
 
 // byStart is every span by start, sorted once.
@@ -414,12 +451,12 @@ func (s *spanStitcher) candidates() {
 			s.remote[c] = true
 			if cs.Kind == span.KindConsumer {
 				producers = pruneStarted(spans, producers, cs.Start-aw)
-				lists[c] = sameMessage(spans, c, s.remoteCandidates(producers, c, w, aw, nil))
+				lists[c] = sameIdentity(spans, c, s.remoteCandidates(producers, c, w, aw, nil))
 			} else {
 				named := prune(spans, clients[cs.Service], cs.Start-w-s.skewAhead)
 				unnamed := prune(spans, clients[-1], cs.Start-w-s.skewAhead)
 				clients[cs.Service], clients[-1] = named, unnamed
-				lists[c] = s.remoteCandidates(unnamed, c, w, aw, s.remoteCandidates(named, c, w, aw, nil))
+				lists[c] = sameIdentity(spans, c, s.remoteCandidates(unnamed, c, w, aw, s.remoteCandidates(named, c, w, aw, nil)))
 			}
 			continue
 		}
@@ -891,19 +928,19 @@ const unitsPerMedian = 3000
 // unitSample bounds the spans timeUnit reads.
 const unitSample = 4096
 
-// sameMessage keeps, of consumer c's candidate producers, those that name the
-// message c took, when any does: the message's identity (messaging.message.id,
-// or Kafka's partition and offset) is the link itself, as a call id is. The
-// others stay when none does: the two sides may name a message in different
-// forms.
-func sameMessage(spans []span.Span, c int32, l []int32) []int32 {
-	m := spans[c].Message
+// sameIdentity keeps, of remote entry c's candidate callers, those that name
+// the message or request target c names (span.Span.Identity), when any does:
+// the identity is the link itself, as a call id is, or narrows it to the
+// calls of one target. The others stay when none does: the two ends may name
+// it in different forms (a proxy that rewrites paths, another message id).
+func sameIdentity(spans []span.Span, c int32, l []int32) []int32 {
+	m := spans[c].Identity
 	if m < 0 {
 		return l
 	}
 	n := 0
 	for _, p := range l {
-		if spans[p].Message == m {
+		if spans[p].Identity == m {
 			l[n] = p
 			n++
 		}
@@ -915,11 +952,12 @@ func sameMessage(spans []span.Span, c int32, l []int32) []int32 {
 }
 
 // messageConfidence makes sure the consumers whose one candidate producer
-// names the message they took.
+// names the message they took. A message id is unique, unlike a request
+// target, which only narrows the candidates.
 func (s *spanStitcher) messageConfidence() {
 	for c, p := range s.parent {
 		cs := &s.spans[c]
-		if p < 0 || s.known[c] || cs.Kind != span.KindConsumer || cs.Message < 0 || s.spans[p].Message != cs.Message {
+		if p < 0 || s.known[c] || cs.Kind != span.KindConsumer || cs.Identity < 0 || s.spans[p].Identity != cs.Identity {
 			continue
 		}
 		if s.start[c+1]-s.start[c] == 1 {

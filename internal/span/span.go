@@ -4,6 +4,9 @@ package span
 type Kind uint8
 
 const (
+	// KindUnspecified: no call kind. Stitching reads it as a span that
+	// records a call without telling its side, so that it may be a server
+	// (internal/stitch), and a span that records no call as KindInternal.
 	KindUnspecified Kind = iota
 	KindInternal
 	KindServer
@@ -64,12 +67,15 @@ type Span struct {
 	// Thread is the thread the span started on (thread.id), -1 when unknown.
 	// A synchronous child starts on its parent's thread.
 	Thread int32
-	// Message identifies the message a PRODUCER span sent or a CONSUMER span
-	// took (its destination with messaging.message.id, or with the Kafka
-	// partition and offset), interned, -1 when unknown.
-	Message int32
-	Parent  int32 // index of the parent known from context, else -1
-	Kind    Kind
+	// Identity names the one message or request a span is an end of, in a
+	// form both ends record, interned, -1 when unknown: for a PRODUCER or
+	// CONSUMER span the message (its destination with messaging.message.id,
+	// or with the Kafka partition and offset); for an HTTP CLIENT or SERVER
+	// span its request target, when that carries an identifier or a query.
+	// A message id is unique; a target may repeat across requests.
+	Identity int32
+	Parent   int32 // index of the parent known from context, else -1
+	Kind     Kind
 	// Orphan marks a span whose context was lost, so its parent is inferred. A
 	// span with no parent that is not marked stays a root.
 	Orphan bool
@@ -93,7 +99,7 @@ type Span struct {
 // long-lived holder of spans can drop the names no span it holds uses.
 func (s *Span) Reintern(from, to *Names) {
 	for _, f := range [...]*int32{&s.Service, &s.Instance, &s.Host, &s.Name, &s.Peer, &s.Endpoint,
-		&s.Caller, &s.CallerAddress, &s.Op, &s.OpClass, &s.Thread, &s.Message,
+		&s.Caller, &s.CallerAddress, &s.Op, &s.OpClass, &s.Thread, &s.Identity,
 		&s.Transaction, &s.Version, &s.Machine, &s.Process} {
 		if *f >= 0 {
 			*f = to.ID(from.Name(*f))

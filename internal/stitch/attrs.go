@@ -23,6 +23,8 @@ const (
 	aMessagingDestinationName
 	aMessagingDestination
 	aMessagingSystem
+	aMessagingOperationType
+	aMessagingOperation
 	aServerAddress
 	aNetPeerName
 	aServerPort
@@ -34,6 +36,7 @@ const (
 	aNetworkPeerPort
 	aNetSockPeerPort
 	aURLPath
+	aURLQuery
 	aHTTPTarget
 	aHTTPRequestMethod
 	aHTTPMethod
@@ -80,6 +83,10 @@ func keyOf(k string) (attrKey, bool) {
 		return aMessagingDestination, true
 	case "messaging.system":
 		return aMessagingSystem, true
+	case "messaging.operation.type":
+		return aMessagingOperationType, true
+	case "messaging.operation":
+		return aMessagingOperation, true
 	case "server.address":
 		return aServerAddress, true
 	case "net.peer.name":
@@ -102,6 +109,8 @@ func keyOf(k string) (attrKey, bool) {
 		return aNetSockPeerPort, true
 	case "url.path":
 		return aURLPath, true
+	case "url.query":
+		return aURLQuery, true
 	case "http.target":
 		return aHTTPTarget, true
 	case "http.request.method":

@@ -6,22 +6,57 @@ import (
 	"github.com/tierscope/tierscope/internal/span"
 )
 
-// messageOf identifies the message a PRODUCER or CONSUMER span sent or took,
-// in a form both sides share: its destination with messaging.message.id, or
-// with the Kafka partition and offset (current and legacy names); "" when the
-// span does not say.
-func messageOf(a *spanAttrs, kind span.Kind) string {
-	if kind != span.KindProducer && kind != span.KindConsumer {
+// identityOf names the one message or request a span is an end of, in a form
+// both ends record (span.Span.Identity); "" when the span does not say.
+//   - PRODUCER, CONSUMER: the destination with messaging.message.id, or with
+//     the Kafka partition and offset (current and legacy names).
+//   - HTTP CLIENT, SERVER: the request target, path and query, from url.full
+//     or http.url on the client and url.path with url.query or http.target on
+//     the server, when it carries an identifier (a path segment needsMask
+//     would mask) or a query: a target shared by every call of a route says
+//     nothing the operation key does not.
+func identityOf(a *spanAttrs, kind span.Kind) string {
+	switch kind {
+	case span.KindProducer, span.KindConsumer:
+		dest := a.get(aMessagingDestinationName, aMessagingDestination)
+		if id := a.v[aMessageID]; id != "" {
+			return "msg " + dest + "\x00id " + id
+		}
+		offset := a.get(aKafkaOffset, aKafkaMessageOffset)
+		partition := a.get(aPartitionID, aKafkaDestinationPartition, aKafkaPartition)
+		if offset != "" && partition != "" {
+			return "msg " + dest + "\x00" + partition + "@" + offset
+		}
+		return ""
+	case span.KindClient:
+		if u := a.get(aURLFull, aHTTPURL); u != "" {
+			return distinctTarget(urlPath(u))
+		}
+	case span.KindServer:
+		if t := a.v[aHTTPTarget]; t != "" {
+			return distinctTarget(t)
+		}
+	default:
 		return ""
 	}
-	dest := a.get(aMessagingDestinationName, aMessagingDestination)
-	if id := a.v[aMessageID]; id != "" {
-		return "msg " + dest + "\x00id " + id
+	path := a.v[aURLPath]
+	if path == "" {
+		return ""
 	}
-	offset := a.get(aKafkaOffset, aKafkaMessageOffset)
-	partition := a.get(aPartitionID, aKafkaDestinationPartition, aKafkaPartition)
-	if offset != "" && partition != "" {
-		return "msg " + dest + "\x00" + partition + "@" + offset
+	if q := a.v[aURLQuery]; q != "" {
+		return path + "?" + q
+	}
+	return distinctTarget(path)
+}
+
+// distinctTarget is target without its fragment when it names an identifier
+// or carries a query, else "".
+func distinctTarget(target string) string {
+	if i := strings.IndexByte(target, '#'); i >= 0 {
+		target = target[:i]
+	}
+	if strings.IndexByte(target, '?') >= 0 || needsMask(target) {
+		return target
 	}
 	return ""
 }

@@ -286,7 +286,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 			rep.LongAttributes += attrs.tooLong
 			truth = truth || attrs.truth
 		}
-		kind = roleOf(kind, &attrs)
+		kind = sideOf(roleOf(kind, &attrs), &attrs)
 		switch kind {
 		case span.KindClient, span.KindProducer:
 			pr = peerOf(&attrs, &s.join)
@@ -299,7 +299,7 @@ func (s *Stitcher) readSpans(t *round, refs []spanRef, resources []Resource, rep
 		t.add(int32(i), released{
 			start: start, end: end, kind: kind, service: res.Service, instance: res.Instance, host: res.Host,
 			name: sp.Name(), op: op, class: class, thread: threadOf(&attrs, &s.join), peer: pr, trace: sp.TraceID(), span: sp.SpanID(),
-			caller: conn, callerAddress: callerAddr, message: messageOf(&attrs, kind),
+			caller: conn, callerAddress: callerAddr, identity: identityOf(&attrs, kind),
 		}, final && sp.ParentSpanID().IsEmpty())
 		if endpoint != "" {
 			t.spans[len(t.spans)-1].Endpoint = t.names.ID(endpoint)
@@ -503,7 +503,7 @@ func (t *round) add(ref int32, f released, orphan bool) {
 		Start: f.start, End: f.end,
 		Service: t.names.ID(f.service), Instance: t.names.ID(f.instance), Host: t.names.Optional(f.host), Name: t.names.ID(f.name),
 		Kind: f.kind, Peer: -1, Parent: -1, Endpoint: -1, Op: t.names.Optional(f.op), OpClass: t.names.Optional(f.class),
-		Thread: t.names.Optional(f.thread), Message: t.names.Optional(f.message), Orphan: orphan,
+		Thread: t.names.Optional(f.thread), Identity: t.names.Optional(f.identity), Orphan: orphan,
 		Caller: t.names.Optional(f.caller), CallerAddress: t.names.Optional(f.callerAddress),
 		// What only the exporter reads is left unknown.
 		Transaction: -1, Version: -1, Machine: -1, Process: -1,
@@ -526,7 +526,7 @@ func (t *round) facts(j int32, trace pcommon.TraceID) released {
 		start: sp.Start, end: sp.End, kind: sp.Kind,
 		service: name(sp.Service), instance: name(sp.Instance), host: name(sp.Host), name: name(sp.Name),
 		op: name(sp.Op), class: name(sp.OpClass), thread: name(sp.Thread), peer: t.peers[j], trace: trace, span: t.ids[j],
-		caller: name(sp.Caller), callerAddress: name(sp.CallerAddress), message: name(sp.Message),
+		caller: name(sp.Caller), callerAddress: name(sp.CallerAddress), identity: name(sp.Identity),
 	}
 }
 
@@ -539,7 +539,7 @@ type released struct {
 	service, instance, host, name string
 	op, class, thread             string
 	caller, callerAddress         string // a SERVER span's caller connection and address
-	message                       string // the message a PRODUCER or CONSUMER span sent or took
+	identity                      string // the message or request target both ends name (span.Span.Identity)
 	kind                          span.Kind
 	peer                          peer
 	trace                         pcommon.TraceID

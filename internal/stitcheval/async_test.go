@@ -46,3 +46,28 @@ func TestMessageIdentityLinksConsumers(t *testing.T) {
 		}
 	}
 }
+
+// A REST call's path names its resource on both ends (url.full on the
+// client, url.path on the server): with the cross-process hops broken at
+// eight overlapping requests, a server takes the caller that named the same
+// target, and the links are written, right.
+func TestRequestTargetsNarrowCallers(t *testing.T) {
+	var without Scores
+	for _, share := range []float64{0, 1} {
+		p := DefaultParams()
+		p.Concurrency, p.TargetIDs = 8, share
+		runs, err := RunOne(SyntheticScenario("targets", "s", 8, p, StripCrossProcess), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := runs[0].Scores
+		t.Logf("identifiers in %.0f%% of the routes: %.4f right, %.4f precise, %d links", 100*share, sc.Accuracy, sc.Precision, sc.Links)
+		if share == 0 {
+			without = sc
+			continue
+		}
+		if sc.Accuracy < 0.95 || sc.Precision < 0.995 || sc.Accuracy < without.Accuracy+0.04 {
+			t.Errorf("with identifiers: %.4f right (%.4f without), %.4f precise; want ≥ 0.95, 4 points more, and ≥ 0.995", sc.Accuracy, without.Accuracy, sc.Precision)
+		}
+	}
+}

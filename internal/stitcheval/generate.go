@@ -23,7 +23,7 @@ func Generate(p Params, seed uint64) (ptrace.Traces, error) {
 	if err := p.Validate(); err != nil {
 		return ptrace.Traces{}, err
 	}
-	g := &generator{p: p, hop: float64(p.HopDelay), ids: map[pcommon.SpanID]bool{}}
+	g := &generator{p: p, hop: float64(p.HopDelay), ids: map[pcommon.SpanID]bool{}, target: -1}
 	// One stream per concern, each drawn a fixed number of times whatever the
 	// parameters, so that changing one parameter (the skew, the hop delay, the
 	// style) keeps the rest of the application and its requests as they were.
@@ -130,6 +130,9 @@ type generator struct {
 	offset                                        []int64
 	ids                                           map[pcommon.SpanID]bool
 	sent                                          map[int]int // messages published per service's topic
+	// target is the identifier the CLIENT span just made put in its path, for
+	// its server to record alike (Params.TargetIDs); -1 when not shared.
+	target int
 }
 
 var serviceNames = []string{"gateway", "cart", "checkout", "payment", "shipping", "catalog", "user", "auth", "pricing",
@@ -235,8 +238,12 @@ func (g *generator) services() {
 		for o := range p.Operations {
 			v := verbs[r.IntN(len(verbs))]
 			name := fmt.Sprintf("%s%d", v.name, o)
+			route := "/api/" + s.name + "/" + name
+			if g.sharesTarget(i, o) {
+				route += "/{id}"
+			}
 			op := operation{
-				name: name, method: v.method, route: "/api/" + s.name + "/" + name + "/{id}",
+				name: name, method: v.method, route: route,
 				rpcMethod: strings.ToUpper(name[:1]) + name[1:],
 				internal:  chance(r, p.Internal), cache: chance(r, p.Cache), work: uniform(r, 1, 10),
 			}
@@ -583,7 +590,11 @@ func (g *generator) serverName(svc, op int) string {
 
 func (g *generator) serverAttrs(svc, op int) []kv {
 	s, o := &g.svcs[svc], &g.svcs[svc].ops[op]
-	path := strings.Replace(o.route, "{id}", fmt.Sprint(g.req.IntN(10000)), 1)
+	id := g.req.IntN(10000)
+	if g.target >= 0 {
+		id, g.target = g.target, -1
+	}
+	path := strings.Replace(o.route, "{id}", fmt.Sprint(id), 1)
 	switch {
 	case s.grpc && s.legacy:
 		return []kv{str("rpc.system", "grpc"), str("rpc.service", s.rpcPackage+"."+s.rpcService), str("rpc.method", o.rpcMethod),
@@ -597,6 +608,13 @@ func (g *generator) serverAttrs(svc, op int) []kv {
 	}
 	return []kv{str("http.request.method", o.method), str("http.route", o.route), str("url.path", path), str("url.scheme", "http"),
 		str("server.address", s.dns), num("server.port", s.port)}
+}
+
+// sharesTarget says whether operation op of service svc has an identifier in
+// its route (Params.TargetIDs, drawn per operation without a random stream, so
+// that the other draws stay as they were).
+func (g *generator) sharesTarget(svc, op int) bool {
+	return float64((37*svc+53*op+11)%100)/100 < g.p.TargetIDs
 }
 
 // clientName names a CLIENT span as the caller's instrumentation does.
@@ -629,7 +647,13 @@ func (g *generator) clientAttrs(caller int, c callee) []kv {
 		attrs = []kv{str("rpc.system", "grpc"), str("rpc.service", t.rpcPackage+"."+t.rpcService), str("rpc.method", o.rpcMethod),
 			str("server.address", t.dns), num("server.port", t.port)}
 	default:
-		path := strings.Replace(o.route, "{id}", fmt.Sprint(g.req.IntN(10000)), 1)
+		// The draw is made whether the route has an identifier or not, so
+		// that Params.TargetIDs leaves every other draw as it was.
+		id := g.req.IntN(10000) % g.p.TargetPool
+		if strings.Contains(o.route, "{id}") {
+			g.target = id
+		}
+		path := strings.Replace(o.route, "{id}", fmt.Sprint(id), 1)
 		u := fmt.Sprintf("http://%s:%d%s", t.dns, t.port, path)
 		if s.legacy {
 			attrs = []kv{str("http.method", o.method), str("http.url", u), str("net.peer.name", t.dns), num("net.peer.port", t.port)}

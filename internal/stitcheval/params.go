@@ -154,6 +154,15 @@ type Params struct {
 	// record the message's identity, Kafka's partition and offset (current or
 	// legacy attribute names). Default 0.
 	MessageIDs float64
+	// TargetIDs is the share of HTTP operations whose route carries an
+	// identifier (/api/cart/get0/{id}), which the client's url.full and the
+	// server's url.path (http.url, http.target) record alike, as REST paths
+	// do. Default 0: no target names more than its route.
+	TargetIDs float64
+	// TargetPool is how many identifiers a route's targets draw from: 10,000
+	// makes concurrent calls' targets differ, a few makes them repeat.
+	// Default 10,000.
+	TargetPool int
 	// QueueWorkers is how CONSUMER spans take their messages. 0: each after a
 	// delay of its own (2–20 hops), so messages overtake one another and any
 	// service may consume a topic. k ≥ 1: a message broker. Each topic has one
@@ -205,7 +214,7 @@ func DefaultParams() Params {
 		Services: 8, Operations: 3, Instances: 2, Depth: 3, MinCalls: 1, MaxCalls: 2,
 		Internal: 0.7, DB: 0.6, Cache: 0.3, Async: 0.1, GRPC: 0.3, PeerService: 0.3, InstanceID: 0.5, CallerSocket: 0.5,
 		HopDelay: 500 * time.Microsecond, Noise: 0.5, Skew: 500 * time.Microsecond, RoundServerStart: 0.1,
-		Concurrency: 4, Requests: 300, Batch: DefaultBatching(),
+		Concurrency: 4, Requests: 300, TargetPool: 10000, Batch: DefaultBatching(),
 	}
 }
 
@@ -251,6 +260,8 @@ func (p Params) Validate() error {
 		return bad("Concurrency", p.Concurrency, "in [0, 1000]")
 	case !(p.ShiftTo >= 0) || math.IsInf(p.ShiftTo, 0) || p.ShiftTo > 1000:
 		return bad("ShiftTo", p.ShiftTo, "in [0, 1000]")
+	case p.TargetPool < 1 || p.TargetPool > 10000:
+		return bad("TargetPool", p.TargetPool, "1 to 10,000")
 	case p.QueueWorkers < 0 || p.QueueWorkers > 1000:
 		return bad("QueueWorkers", p.QueueWorkers, "in [0, 1000]")
 	case p.Requests < 1 || p.Requests > 1_000_000:
@@ -263,7 +274,7 @@ func (p Params) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"AsyncWork", p.AsyncWork}, {"MessageIDs", p.MessageIDs}, {"GRPC", p.GRPC},
+	}{{"Internal", p.Internal}, {"DB", p.DB}, {"Cache", p.Cache}, {"Async", p.Async}, {"AsyncWork", p.AsyncWork}, {"MessageIDs", p.MessageIDs}, {"TargetIDs", p.TargetIDs}, {"GRPC", p.GRPC},
 		{"PeerService", p.PeerService}, {"InstanceID", p.InstanceID}, {"CallerSocket", p.CallerSocket}, {"ThreadIDs", p.ThreadIDs}, {"EventLoop", p.EventLoop}, {"Unkinded", p.Unkinded}, {"CoarseClock", p.CoarseClock}, {"RoundServerStart", p.RoundServerStart}} {
 		if err := prob(f.name, f.v); err != nil {
 			return err

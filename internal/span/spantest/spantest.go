@@ -24,7 +24,7 @@ func (n Named) Span(names *span.Names) span.Span {
 		Service: names.Optional(n.Service), Peer: names.Optional(n.Peer), Endpoint: names.Optional(n.Endpoint),
 		Transaction: names.Optional(n.Transaction), Version: names.Optional(n.Version),
 		Machine: names.Optional(n.Machine), Process: names.Optional(n.Process),
-		Instance: -1, Host: -1, Name: -1, Caller: -1, CallerAddress: -1, Op: -1, OpClass: -1, Thread: -1, Message: -1, Parent: -1,
+		Instance: -1, Host: -1, Name: -1, Caller: -1, CallerAddress: -1, Op: -1, OpClass: -1, Thread: -1, Identity: -1, Parent: -1,
 	}
 }
 

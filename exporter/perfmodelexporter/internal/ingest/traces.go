@@ -29,7 +29,7 @@ func (e *Engine) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 			Version: names.Optional(res.Version), Machine: names.Optional(e.machineOf(rs.Resource().Attributes())),
 			Process: names.Optional(res.Process),
 			// The span name, operations, threads and callers are stitching's.
-			Name: -1, Op: -1, OpClass: -1, Thread: -1, Message: -1, Caller: -1, CallerAddress: -1, Parent: -1,
+			Name: -1, Op: -1, OpClass: -1, Thread: -1, Identity: -1, Caller: -1, CallerAddress: -1, Parent: -1,
 		}
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {

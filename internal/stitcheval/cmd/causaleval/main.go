@@ -188,6 +188,10 @@ func knobCurves(def se.Params) []*curve {
 		return c
 	}
 	return []*curve{
+		synthetic("mix", "Parent links vs concurrency, every knob at once", "requests overlapping (12 services, up to 4 calls per operation, 30% async, a broker, 3 ms skew, some services unkinded, on millisecond clocks, recording threads or reactive, half of the routes with identifiers)",
+			[]string{"1", "2", "4", "8", "16"}, []float64{1, 2, 4, 8, 16},
+			func(p *se.Params, x float64) { everyKnob(p); p.Concurrency = x },
+			variant{", 5% of spans dropped", func(p *se.Params) { p.Drop = 0.05 }}),
 		synthetic("fanout", "Parent links vs fan-out style", "how operations issue their calls", []string{"sequential", "parallel", "mixed"},
 			[]float64{0, 1, 2}, func(p *se.Params, x float64) {
 				p.FanOut = []se.FanOut{se.FanOutSequential, se.FanOutParallel, se.FanOutMixed}[int(x)]
@@ -202,6 +206,10 @@ func knobCurves(def se.Params) []*curve {
 			[]string{"0", "1", "4", "16"}, []float64{0, 1, 4, 16},
 			func(p *se.Params, x float64) { p.Async, p.QueueWorkers = 0.5, int(x) },
 			variant{", message ids recorded", func(p *se.Params) { p.MessageIDs = 1 }}),
+		synthetic("targets", "Parent links vs identifiers in request targets, overlap 8", "share of HTTP operations whose path carries an identifier (/api/cart/get0/{id}), drawn from 10,000",
+			[]string{"0", "25%", "50%", "100%"}, []float64{0, 0.25, 0.5, 1},
+			func(p *se.Params, x float64) { p.Concurrency, p.TargetIDs = 8, x },
+			variant{", 10 identifiers per route", func(p *se.Params) { p.TargetPool = 10 }}),
 		synthetic("timescale", "Parent links vs time scale", "mean hop delay (every duration scales with it)",
 			[]string{"1µs", "10µs", "100µs", "1ms", "10ms", "100ms", "1s"}, []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1},
 			func(p *se.Params, x float64) { p.HopDelay = time.Duration(x * float64(time.Second)) },
@@ -233,6 +241,18 @@ func knobCurves(def se.Params) []*curve {
 			variant{", half of them reactive", func(p *se.Params) { p.EventLoop = 0.5 }},
 			variant{", all reactive", func(p *se.Params) { p.EventLoop = 1 }}),
 	}
+}
+
+// everyKnob turns every knob of the generated application a little away from
+// its default at once, as a real application differs from it on many axes
+// together: interactions the one-knob figures cannot show.
+func everyKnob(p *se.Params) {
+	p.Services, p.Depth, p.MaxCalls = 12, 4, 4
+	p.Async, p.QueueWorkers = 0.3, 4
+	p.Skew = 3 * time.Millisecond
+	p.Unkinded, p.CoarseClock = 0.1, 0.1
+	p.ThreadIDs, p.EventLoop = 0.3, 0.2
+	p.TargetIDs = 0.5
 }
 
 // only keeps the curves whose ids are listed ("" keeps all).
