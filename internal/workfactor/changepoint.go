@@ -166,7 +166,7 @@ func (e *Estimator) meanShiftChangePoint(b *block) *changePoint {
 // change-point in a sequence of random variables"): before period k the
 // equations follow the last solve's work factors, from k on those plus an
 // increment δ, δ_j ~ N(0, τ_j²) (τ_j = ChangeScale × the flow's last
-// coefficient, as averageChanges). With r̃ and x̃ the residuals and rates
+// coefficient, as averageChanges, floored at 5% of the block's largest). With r̃ and x̃ the residuals and rates
 // over their standard deviations, H_k = Σ_{t≥k} x̃x̃ᵀ, g_k = Σ_{t≥k} x̃r̃ and
 // M_k = H_k + T⁻², the log Bayes factor of a change at k against none is
 // ½ g_kᵀM_k⁻¹g_k − ½ log det M_k − Σ log τ_j; k̂ maximizes it (a uniform prior
