@@ -21,10 +21,12 @@ import (
 // (d_callee ≤ d_caller ≤ d_callee + max(w, d_callee)) are kept, and the
 // difference of midpoints, θ = mid(callee) − mid(caller), clusters at the
 // offset for them and scatters for the others. A pair's offset is the densest
-// window of width w/2 over those differences, taken when it holds at least
-// minSkewPeak and skewContrast times the count a uniform scatter over
-// ±MaxSkew would put there, and when it lies beyond w/2 (nearer, the window
-// already holds it).
+// window of width b = min(w/2, the median span) over those differences, taken
+// when it holds at least minSkewPeak and skewContrast times the count a
+// uniform scatter over ±MaxSkew would put there, and when it lies beyond w/2
+// (nearer, the window already holds it). The width follows the data's scale:
+// a window of milliseconds let the callers of microsecond calls drown the
+// true offset.
 func (s *spanStitcher) learnSkew() {
 	w, wide := int64(s.cfg.SkewWindow), int64(s.cfg.MaxSkew)
 	if wide <= w || w <= 0 {
@@ -39,6 +41,10 @@ func (s *spanStitcher) learnSkew() {
 	if len(clients) == 0 {
 		return
 	}
+	// A true caller's difference strays from the offset by the asymmetry of
+	// its delays, far less than the median span in most services, and the
+	// skew window's milliseconds far more than that in microsecond ones.
+	b := min(w/2, max(1, int64(s.unit*unitsPerMedian)))
 	// A systematic sample of each callee process's orphan SERVER spans.
 	perProc := make(map[int32]int)
 	samples := make(map[[2]int32][]int64)
@@ -74,8 +80,8 @@ func (s *spanStitcher) learnSkew() {
 	}
 	for k, v := range samples {
 		slices.Sort(v)
-		theta, n := densestWindow(v, w/2)
-		background := float64(len(v)) * float64(w/2) / float64(2*wide)
+		theta, n := densestWindow(v, b)
+		background := float64(len(v)) * float64(b) / float64(2*wide)
 		excess := float64(n) - background
 		if n < minSkewPeak || excess < skewZ*math.Sqrt(max(background, 1)) || float64(n) < skewContrast*background || (theta > -w/2 && theta < w/2) {
 			continue

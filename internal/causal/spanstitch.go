@@ -13,6 +13,8 @@ import (
 type spanStitcher struct {
 	spans []span.Span
 	cfg   StitchConfig
+	// unit is the data's time unit (timeUnit), in nanoseconds.
+	unit float64
 	// proc is the process a span's local parents are looked for in: its
 	// Instance, or its host process for a guest.
 	proc []int32
@@ -119,13 +121,14 @@ func (s *spanStitcher) run() *StitchResult {
 	s.placeGuests()
 	res.Guests = s.guests
 	s.indexProcesses()
+	s.unit = s.timeUnit()
 	s.learnSkew()
 	s.candidates()
 	res.Capped = s.capped
 	s.fitThreads()
 	s.pruneByThread()
 	s.models = newDelayModels(s.cfg.Bins)
-	s.models.unit = s.timeUnit()
+	s.models.unit = s.unit
 	s.site = newSiteModels()
 	s.counts = newCountModels()
 	s.seq = newSeqModels()
