@@ -157,6 +157,44 @@ func (c ChangeSelection) String() string {
 	return "ChangeSelection(" + strconv.Itoa(int(c)) + ")"
 }
 
+// ChangePointMethod chooses where, at a CUSUM alarm, the new regime is taken
+// to have started: the equations after that period are moved out of the
+// previous regime into the new one (changepoint.go).
+type ChangePointMethod int
+
+const (
+	// ChangePointRecent moves only the last ShiftPeriods equations of each
+	// source; the ones between the change and the alarm stay in the previous
+	// regime (the behaviour before issue 37's fourth round).
+	ChangePointRecent ChangePointMethod = iota
+	// ChangePointExcursion moves the equations since the start of the
+	// alarming source's CUSUM excursion.
+	ChangePointExcursion
+	// ChangePointMeanShift moves the equations after the maximum-likelihood
+	// change point of a mean shift in the block's sources' standardized
+	// residuals (argmax_k Σ_s S_s,k²/n_s,k), if it is significant.
+	ChangePointMeanShift
+	// ChangePointRegression moves the equations after the most probable
+	// change point of a two-segment regression of the block's residuals on
+	// its rates (the old model before it, a change of the work factors after
+	// it, integrated over the increments' prior), if it is significant.
+	ChangePointRegression
+)
+
+func (c ChangePointMethod) String() string {
+	switch c {
+	case ChangePointRecent:
+		return "recent"
+	case ChangePointExcursion:
+		return "excursion"
+	case ChangePointMeanShift:
+		return "mean-shift"
+	case ChangePointRegression:
+		return "regression"
+	}
+	return "ChangePointMethod(" + strconv.Itoa(int(c)) + ")"
+}
+
 // Config holds the estimator's parameters. Start from DefaultConfig.
 type Config struct {
 	// HalfLife is h, the half-life of the geometric aging of the data, in periods
@@ -184,6 +222,10 @@ type Config struct {
 	// CusumDrift is the CUSUM's allowance k in σ_y per equation: drifts smaller
 	// than this are not accumulated. Default 0.5.
 	CusumDrift float64
+	// ChangePoint chooses where a regime found by a CUSUM alarm started
+	// (ChangePointMethod): the equations after it leave the previous regime.
+	// Default ChangePointMeanShift.
+	ChangePoint ChangePointMethod
 	// Changes chooses how the columns that changed at the last shift are
 	// found: ChangeAveraging (default) or ChangeBackward.
 	Changes ChangeSelection
@@ -281,6 +323,7 @@ func DefaultConfig() Config {
 		MemoryGrowth:         4,
 		CusumThreshold:       8,
 		CusumDrift:           0.5,
+		ChangePoint:          ChangePointMeanShift,
 		ChangeScale:          0.5,
 		Combining:            CombineCollinear,
 		CollinearCorrelation: 0.99,
@@ -345,6 +388,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("memory growth must be a number ≥ 1, not %v", c.MemoryGrowth)
 	case !(c.CusumThreshold >= 0) || math.IsInf(c.CusumThreshold, 0) || !(c.CusumDrift >= 0) || math.IsInf(c.CusumDrift, 0):
 		return fmt.Errorf("cusum threshold and drift must be ≥ 0 (threshold 0 = off), not %v and %v", c.CusumThreshold, c.CusumDrift)
+	case c.ChangePoint < ChangePointRecent || c.ChangePoint > ChangePointRegression:
+		return fmt.Errorf("unknown change point method %d", c.ChangePoint)
 	case c.Changes < ChangeAveraging || c.Changes > ChangeBackward:
 		return fmt.Errorf("unknown change selection %d", c.Changes)
 	case c.Changes == ChangeAveraging && (!(c.ChangePrior >= 0 && c.ChangePrior < 1) || !(c.ChangeScale > 0) || math.IsInf(c.ChangeScale, 0)):

@@ -47,6 +47,27 @@
 //     alarm. The 5σ tests below still catch large changes at once; the CUSUM
 //     catches a minor flow's change as it accumulates. For 4·HalfLife periods
 //     after a change the CUSUM is off (the new model is young).
+//   - Where a regime found by a CUSUM alarm started (Config.ChangePoint,
+//     changepoint.go). An alarm comes up to tens of periods after a minor
+//     flow's change, and the equations in between hold the new work factors.
+//     Each source keeps a trail: the equations folded in since its regime
+//     started (at most 128 periods), each with the aging weight it still has
+//     in the sums and its standardized residual against the solve before it.
+//     At an alarm the change point is the maximum-likelihood one of a shift in
+//     the mean of the block's sources' standardized residuals (Hinkley 1970,
+//     "Inference about the change-point in a sequence of random variables"),
+//     k̂ = argmax_k Σ_s S_s,k²/n_s,k, S_s,k the sum of source s's residuals
+//     from period k to the alarm and n_s,k their number, held equations
+//     included. It is used when the maximum exceeds 2·ln n (n periods
+//     searched; Schwarz's penalty for the location): then the equations after
+//     it are subtracted from the previous regime, at the weight they have
+//     there, and folded into the new one at the same weight; otherwise only
+//     the last ShiftPeriods move, as before. ChangePointRegression (a
+//     two-segment regression of the residuals on the rates, Quandt 1958, with
+//     a Bayes factor as in Smith 1975) did as well, at more cost;
+//     ChangePointExcursion (the start of the CUSUM's excursion) worse: the
+//     excursion often starts tens of periods before the change
+//     (docs/workfactor-report.md).
 //   - Both regimes after a change. A change usually concerns a few flows (a
 //     release); forgetting everything would estimate the others from the
 //     few periods since. So at a change the block's sums are kept as the
@@ -241,5 +262,7 @@
 // The state is K² + O(K·S) numbers for K flows and S sources, bounded by
 // Config.MaxFlows and Config.MaxSources: beyond them the least-used flow (not
 // seen in the current period) or the longest-silent source is evicted and
-// counted. Sources whose aged weight fell below 1e-12 are pruned.
+// counted. The trails (Config.ChangePoint) add at most 128 equations per
+// source, each its flows' names and rates and six numbers. Sources whose aged
+// weight fell below 1e-12 are pruned.
 package workfactor

@@ -140,16 +140,16 @@ func (e *Estimator) AddPeriod(period int64, obs []Observation) (*Estimate, error
 // source, its standardized misfit z and residual, whether it is suspect
 // (z > ShiftSigma: held back) and whether its source's CUSUM alarmed.
 type judgement struct {
-	idx        []int
-	sus, alarm []bool
-	z, resid   []float64
+	idx             []int
+	sus, alarm      []bool
+	z, resid, scale []float64
 }
 
 // judge predicts every row from the last solve (misfit), holds the suspect
 // ones (z > ShiftSigma) and runs each source's CUSUM.
 func (e *Estimator) judge(rows []row, period int64) judgement {
 	n := len(rows)
-	j := judgement{idx: make([]int, n), sus: make([]bool, n), alarm: make([]bool, n), z: make([]float64, n), resid: make([]float64, n)}
+	j := judgement{idx: make([]int, n), sus: make([]bool, n), alarm: make([]bool, n), z: make([]float64, n), resid: make([]float64, n), scale: make([]float64, n)}
 	for i := range rows {
 		r := &rows[i]
 		si := e.source(r)
@@ -157,10 +157,10 @@ func (e *Estimator) judge(rows []row, period int64) judgement {
 		s := &e.st.Sources[si]
 		s.Last, s.Capacity = period, r.capacity
 		j.z[i], j.resid[i] = e.misfit(r, s)
+		j.alarm[i], j.scale[i] = e.cusum(s, j.z[i], j.resid[i], period)
 		if j.sus[i] = j.z[i] > e.cfg.ShiftSigma && e.cfg.ShiftSigma > 0; j.sus[i] {
-			s.Held = append(s.Held, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates})
+			s.Held = append(s.Held, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates, Resid: j.resid[i], Scale: j.scale[i]})
 		}
-		j.alarm[i] = e.cusum(s, j.z[i], j.resid[i], period)
 	}
 	return j
 }
@@ -204,11 +204,11 @@ func (e *Estimator) applyShifts(j judgement, immediate map[int]bool, period int6
 	for i := range j.idx {
 		si := j.idx[i]
 		if immediate[si] {
-			e.shift(si, period, period-1)
+			e.shift(si, period, period-1, nil)
 			continue
 		}
 		if j.alarm[i] && period >= e.st.Sources[si].QuietUntil {
-			e.shift(si, period, e.st.Sources[si].CusumStart-1)
+			e.shiftAtAlarm(si, period)
 			continue
 		}
 		if !j.sus[i] || len(e.st.Sources[si].Held) < e.cfg.ShiftPeriods {
@@ -218,7 +218,7 @@ func (e *Estimator) applyShifts(j judgement, immediate map[int]bool, period int6
 			e.foldHeld(si, period)
 			continue
 		}
-		e.shift(si, period, e.st.Sources[si].Held[0].Period)
+		e.shift(si, period, e.st.Sources[si].Held[0].Period, nil)
 	}
 }
 
@@ -236,7 +236,7 @@ func (e *Estimator) foldFitting(rows []row, j judgement, period int64) {
 			s.Held = nil
 		}
 		r := &rows[i]
-		e.foldRow(si, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates}, period)
+		e.foldRow(si, HeldRow{Period: period, Y: r.y, V: r.v, Flows: r.flows, Rates: r.rates, Resid: j.resid[i], Scale: j.scale[i]}, period)
 	}
 }
 
@@ -383,12 +383,20 @@ func (e *Estimator) foldAged(flows []string, rates []float64, y, v, a float64, s
 // foldRow folds in an equation of period h.Period with its aging weight, and
 // remembers it among the source's recent equations.
 func (e *Estimator) foldRow(si int, h HeldRow, period int64) {
-	a := math.Exp2(-float64(period-h.Period) / e.cfg.HalfLife)
+	e.foldWeighted(si, h, math.Exp2(-float64(period-h.Period)/e.cfg.HalfLife), period)
+}
+
+// foldWeighted folds in an equation with aging weight a, and remembers it
+// among the source's recent equations and on its trail.
+func (e *Estimator) foldWeighted(si int, h HeldRow, a float64, period int64) {
 	e.foldAged(h.Flows, h.Rates, h.Y, a*h.V, a, si)
 	if e.cfg.ShiftSigma == 0 && e.cfg.CusumThreshold == 0 {
 		return
 	}
 	s := &e.st.Sources[si]
+	if e.trailOn() {
+		s.Trail = append(trimTrail(s.Trail, period), TrailRow{HeldRow: h, Weight: a})
+	}
 	keep := s.Recent[:0]
 	for _, r := range s.Recent {
 		if r.Period > period-int64(e.cfg.ShiftPeriods) {
@@ -485,13 +493,13 @@ const sigmaFloor = 1e-3
 // default), so that one or two bursts of background work, which the outlier
 // test throws out, cannot raise an alarm alone. No model (z = 0 and no
 // residual) or the quiet window after a shift leaves the CUSUM at zero.
-func (e *Estimator) cusum(s *SourceState, z, resid float64, period int64) bool {
+func (e *Estimator) cusum(s *SourceState, z, resid float64, period int64) (alarm bool, scale float64) {
 	if e.cfg.CusumThreshold == 0 {
-		return false
+		return false, 0
 	}
 	if (z == 0 && resid == 0) || period < s.QuietUntil || float64(period-s.RegimeStart) < youngRegime*e.cfg.HalfLife {
 		s.CusumPos, s.CusumNeg = 0, 0
-		return false
+		return false, 0
 	}
 	// A young model's own error is part of a prediction's (recursive residuals,
 	// Brown, Durbin and Evans): without it, estimation error accumulates as if
@@ -504,6 +512,7 @@ func (e *Estimator) cusum(s *SourceState, z, resid float64, period int64) bool {
 	if !(s.ResidVar > 0) {
 		s.ResidVar = pooled * pooled
 	}
+	scale = math.Sqrt(s.ResidVar * (1 + s.Leverage))
 	z = w / math.Sqrt(s.ResidVar)
 	z = min(max(z, -lim), lim)
 	c := min(max(w, -lim*pooled), lim*pooled)
@@ -513,7 +522,7 @@ func (e *Estimator) cusum(s *SourceState, z, resid float64, period int64) bool {
 	}
 	s.CusumPos = max(0, s.CusumPos+z-e.cfg.CusumDrift)
 	s.CusumNeg = max(0, s.CusumNeg-z-e.cfg.CusumDrift)
-	return s.CusumPos > e.cfg.CusumThreshold || s.CusumNeg > e.cfg.CusumThreshold
+	return s.CusumPos > e.cfg.CusumThreshold || s.CusumNeg > e.cfg.CusumThreshold, scale
 }
 
 // youngRegime is the age, in HalfLife, below which a regime is not kept as
@@ -580,6 +589,7 @@ func (e *Estimator) ageWithMemory(g, period int64) {
 		src.B0 *= a2
 		src.BY *= a2
 		src.BX = scale(src.BX, a2)
+		ageTrail(src.Trail, a)
 	}
 	// The previous regime is evidence about the flows that did not change; it
 	// fades at the longest memory.
@@ -605,8 +615,11 @@ func (e *Estimator) dropStaleHeld(period int64) {
 
 // shift makes the block of source si forget its past (Config.ShiftForget) and
 // folds in again the equations of the block's sources after period start, held
-// or already folded; held ones up to start are thrown out.
-func (e *Estimator) shift(si int, period, start int64) {
+// or already folded; held ones up to start are thrown out. With a change
+// point cp (at a CUSUM alarm, changePoint), the equations of the block's
+// trails after cp.after are taken out of the previous regime and folded into
+// the new one at the weight they had, in place of the recent ones.
+func (e *Estimator) shift(si int, period, start int64, cp *changePoint) {
 	e.st.Count.Shifts++
 	eps := math.Exp2(-e.cfg.ShiftForget)
 	eps2 := eps * eps
@@ -625,7 +638,9 @@ func (e *Estimator) shift(si int, period, start int64) {
 		// aftermath of the change before (a model still converging): the
 		// regime before that stays the previous one.
 		if !e.cfg.memoryFixed() && float64(period-b.start) >= youngRegime*e.cfg.HalfLife {
-			e.renewPrevious(b)
+			if e.renewPrevious(b) && cp != nil {
+				e.subtractFromPrevious(b, cp.after)
+			}
 		}
 		for i := 0; i < k; i++ {
 			for j := 0; j < k; j++ {
@@ -657,11 +672,19 @@ func (e *Estimator) shift(si int, period, start int64) {
 	quiet := period + int64(math.Ceil(e.cfg.HalfLife))
 	for _, s := range sources {
 		src := &e.st.Sources[s]
-		held, recent := src.Held, src.Recent
-		src.Held, src.Recent = nil, nil
+		held, recent, trail := src.Held, src.Recent, src.Trail
+		src.Held, src.Recent, src.Trail = nil, nil, nil
 		src.QuietUntil = quiet
 		src.RegimeStart = period
 		src.CusumPos, src.CusumNeg = 0, 0
+		if cp != nil {
+			start, recent = cp.after, nil
+			for _, t := range trail {
+				if t.Period > start {
+					e.foldMoved(s, t, period)
+				}
+			}
+		}
 		for _, h := range recent {
 			if h.Period > start {
 				e.foldRow(s, h, period)
@@ -699,13 +722,18 @@ func countTrue(bs []bool) int {
 //     changed flows were being found) would otherwise discard the long one
 //     before it. A flow that changed at either shift differs from whichever
 //     regime is kept, and the selection of acrossRegimes finds it.
-func (e *Estimator) renewPrevious(b block) {
+//
+// It reports whether the ending regime went into the previous one.
+func (e *Estimator) renewPrevious(b block) (renewed bool) {
 	switch {
 	case len(e.st.PrevC) > 0 && !e.changedSince(b):
 		e.mergePrevious(b)
 	case b.nh >= b.pnh:
 		e.keepPrevious(b)
+	default:
+		return false
 	}
+	return true
 }
 
 // changedSince reports whether any flow of the block started its smoothing

@@ -2,6 +2,7 @@ package workfactor
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -124,6 +125,11 @@ type SourceState struct {
 	// different power, or readings of different quality, have different noise,
 	// and the block's pooled σ_y would make the noisier ones drift.
 	ResidVar float64 `json:"resid_var"`
+	// Trail are the equations folded in since the regime started (at most
+	// maxTrail periods, Config.ChangePoint other than ChangePointRecent),
+	// oldest first: at a CUSUM alarm, those after the estimated change point
+	// are moved out of the previous regime into the new one.
+	Trail []TrailRow `json:"trail,omitempty"`
 }
 
 // HeldRow is a suspect equation awaiting confirmation (an outlier or the start
@@ -134,6 +140,18 @@ type HeldRow struct {
 	V      float64   `json:"v"` // f(ρ)
 	Flows  []string  `json:"flows"`
 	Rates  []float64 `json:"rates"`
+	// Resid is the equation's residual against the solve before it, and
+	// Scale its standard deviation (σ_y·√(1 + leverage), the CUSUM's
+	// divisor); 0: not judged (no model, or a young one).
+	Resid float64 `json:"resid,omitempty"`
+	Scale float64 `json:"scale,omitempty"`
+}
+
+// TrailRow is an equation folded into the sums and Weight, the aging weight
+// it still has in them (its share of N_h; v = Weight·V in C and D).
+type TrailRow struct {
+	HeldRow
+	Weight float64 `json:"weight"`
 }
 
 // SmoothState is P and Q of equation 8 for one flow, aged by 2^(−1/t) per
@@ -212,8 +230,9 @@ func (c Counters) Skipped() int64 {
 }
 
 // stateVersion 2 adds the adaptive memory and the CUSUM to SourceState;
-// version 1 states are read with those at zero.
-const stateVersion = 2
+// version 3 the trail of equations since the regime started and each held
+// equation's residual. Older states are read with those at zero (empty).
+const stateVersion = 3
 
 // Clone returns a deep copy.
 func (s *State) Clone() *State {
@@ -231,9 +250,19 @@ func (s *State) Clone() *State {
 		src.PrevBX = slices.Clone(src.PrevBX)
 		src.Held = cloneRows(src.Held)
 		src.Recent = cloneRows(src.Recent)
+		src.Trail = cloneTrail(src.Trail)
 		c.Sources[i] = src
 	}
 	return &c
+}
+
+func cloneTrail(rows []TrailRow) []TrailRow {
+	rows = slices.Clone(rows)
+	for j := range rows {
+		rows[j].Flows = slices.Clone(rows[j].Flows)
+		rows[j].Rates = slices.Clone(rows[j].Rates)
+	}
+	return rows
 }
 
 func cloneRows(rows []HeldRow) []HeldRow {
@@ -248,8 +277,9 @@ func cloneRows(rows []HeldRow) []HeldRow {
 // check verifies the shapes and that every number is finite.
 func (s *State) check() error {
 	k := len(s.Flows)
-	// Version 1 lacks the memory and CUSUM fields: read as zero, a fresh memory.
-	if s.Version != stateVersion && s.Version != 1 {
+	// Version 1 lacks the memory and CUSUM fields: read as zero, a fresh
+	// memory; version 2 the trail: read as empty.
+	if s.Version < 1 || s.Version > stateVersion {
 		return fmt.Errorf("state version %d, want %d", s.Version, stateVersion)
 	}
 	if len(s.C) != k*k || len(s.D) != k || len(s.Smooth) != k {
@@ -299,8 +329,15 @@ func (s *State) check() error {
 		if !finite(src.N, src.SY, src.YY, src.B0, src.BY, src.Sigma2, src.Bg) || !finite(src.SX...) || !finite(src.BX...) {
 			return fmt.Errorf("source %q has a non-finite sum", src.Key)
 		}
-		for _, h := range append(slices.Clone(src.Held), src.Recent...) {
-			if len(h.Flows) != len(h.Rates) || !finite(h.Y, h.V) || !finite(h.Rates...) {
+		rows := append(slices.Clone(src.Held), src.Recent...)
+		for _, t := range src.Trail {
+			if !finite(t.Weight) || t.Weight < 0 {
+				return fmt.Errorf("source %q has an invalid trail weight", src.Key)
+			}
+			rows = append(rows, t.HeldRow)
+		}
+		for _, h := range rows {
+			if len(h.Flows) != len(h.Rates) || !finite(h.Y, h.V, h.Resid, h.Scale) || !finite(h.Rates...) {
 				return fmt.Errorf("source %q has an invalid held equation", src.Key)
 			}
 		}
@@ -333,6 +370,7 @@ func (s *State) age(g int64) {
 		src.B0 *= a2
 		src.BY *= a2
 		src.BX = scale(src.BX, a2)
+		ageTrail(src.Trail, a)
 	}
 	s.agePrev(math.Exp2(-float64(g) / s.HalfLife))
 	b := math.Exp2(-float64(g) / s.SmoothHalfLife)
@@ -360,6 +398,13 @@ func (s *State) agePrev(a float64) {
 		src.PrevB0 *= a2
 		src.PrevBY *= a2
 		src.PrevBX = scale(src.PrevBX, a2)
+	}
+}
+
+// ageTrail multiplies the trail's weights by the row aging a.
+func ageTrail(rows []TrailRow, a float64) {
+	for i := range rows {
+		rows[i].Weight *= a
 	}
 }
 
@@ -530,6 +575,8 @@ func (t *SourceState) mergeSource(src SourceState, sx, bx, pbx []float64) {
 	t.Last = max(t.Last, src.Last)
 	t.Held = append(t.Held, src.Held...)
 	t.Recent = append(t.Recent, src.Recent...)
+	t.Trail = append(t.Trail, src.Trail...)
+	slices.SortStableFunc(t.Trail, func(x, y TrailRow) int { return cmp.Compare(x.Period, y.Period) })
 	t.Capacity = max(t.Capacity, src.Capacity)
 	t.QuietUntil = max(t.QuietUntil, src.QuietUntil)
 	t.RegimeStart = max(t.RegimeStart, src.RegimeStart)
@@ -611,7 +658,12 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		w(src.CusumStart)
 		w([]float64{src.PrevN, src.PrevYY, src.PrevB0, src.PrevBY})
 		wf(src.PrevBX)
-		for _, rows := range [][]HeldRow{src.Held, src.Recent} {
+		trail := make([]HeldRow, len(src.Trail))
+		weights := make([]float64, len(src.Trail))
+		for i, t := range src.Trail {
+			trail[i], weights[i] = t.HeldRow, t.Weight
+		}
+		for _, rows := range [][]HeldRow{src.Held, src.Recent, trail} {
 			w(uint32(len(rows)))
 			for _, h := range rows {
 				w(h.Period)
@@ -622,8 +674,10 @@ func (s *State) MarshalBinary() ([]byte, error) {
 					ws(f)
 				}
 				wf(h.Rates)
+				w([]float64{h.Resid, h.Scale})
 			}
 		}
+		wf(weights)
 	}
 	w(s.Count)
 	return b.Bytes(), nil
@@ -643,7 +697,7 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	d.read(&v)
 	var t State
 	t.Version = int(v)
-	if d.err == nil && t.Version != stateVersion && t.Version != 1 {
+	if d.err == nil && (t.Version < 1 || t.Version > stateVersion) {
 		return fmt.Errorf("state version %d, want %d", t.Version, stateVersion)
 	}
 	d.read(&t.HalfLife)
@@ -773,12 +827,22 @@ func (d *decoder) source(version int) SourceState {
 		src.PrevN, src.PrevYY, src.PrevB0, src.PrevBY = p[0], p[1], p[2], p[3]
 		src.PrevBX = nilIfEmpty(d.floats())
 	}
-	src.Held = d.heldRows()
-	src.Recent = d.heldRows()
+	src.Held = d.heldRows(version)
+	src.Recent = d.heldRows(version)
+	if version >= 3 {
+		trail := d.heldRows(version)
+		weights := d.floats()
+		if d.err == nil && len(weights) != len(trail) {
+			d.err = errors.New("trail weights disagree with the trail")
+		}
+		for i := 0; d.err == nil && i < len(trail); i++ {
+			src.Trail = append(src.Trail, TrailRow{HeldRow: trail[i], Weight: weights[i]})
+		}
+	}
 	return src
 }
 
-func (d *decoder) heldRows() []HeldRow {
+func (d *decoder) heldRows(version int) []HeldRow {
 	nh := d.count("held equations")
 	var rows []HeldRow
 	for j := 0; d.err == nil && j < int(nh); j++ {
@@ -791,6 +855,11 @@ func (d *decoder) heldRows() []HeldRow {
 			h.Flows = append(h.Flows, d.str())
 		}
 		h.Rates = d.floats()
+		if version >= 3 {
+			var r [2]float64
+			d.read(&r)
+			h.Resid, h.Scale = r[0], r[1]
+		}
 		rows = append(rows, h)
 	}
 	return rows

@@ -22,7 +22,16 @@ import (
 func main() {
 	seeds := flag.Int("seeds", 20, "seeds per setting")
 	plots := flag.String("plots", "", "directory for the SVG plots (none when empty)")
+	dev := flag.Bool("dev", false, "print the development sets' table of the change-point variants instead")
+	only := flag.String("variants", "", "with -dev, the comma-separated variants to run (all when empty)")
 	flag.Parse()
+	if *dev {
+		if err := devSets(os.Stdout, *only); err != nil {
+			fmt.Fprintln(os.Stderr, "wfscenario:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Stdout, *seeds, *plots); err != nil {
 		fmt.Fprintln(os.Stderr, "wfscenario:", err)
 		os.Exit(1)
@@ -36,8 +45,17 @@ type estimator struct {
 
 var estimators = []estimator{
 	{"default", workfactor.DefaultConfig()},
-	{"before: backward elimination (ChangeBackward)", backwardConfig()},
+	{"before: only the last 3 periods move at an alarm (ChangePointRecent)", recentConfig()},
+	{"backward elimination (ChangeBackward)", backwardConfig()},
 	{"paper (PaperConfig)", workfactor.PaperConfig()},
+}
+
+// recentConfig is the default without the change-point estimate at a CUSUM
+// alarm, the previous default (issue 37's fourth round compares them).
+func recentConfig() workfactor.Config {
+	c := workfactor.DefaultConfig()
+	c.ChangePoint = workfactor.ChangePointRecent
+	return c
 }
 
 // backwardConfig is the default with the changed columns selected by backward
