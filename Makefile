@@ -183,7 +183,7 @@ e2e-long:
 # and generated applications, against concurrency, fan-out, time scale, skew,
 # missing spans, async work, brokers, threads and attribute style, beside the
 # naive baseline and the saved baseline run; figures, JSON and a markdown table
-# in docs/causal/ (2,100 runs, about 4–5 min on 2 quiet cores). EVAL_NAME=baseline rewrites the baseline itself.
+# in docs/causal/ (2,300 runs, about 8 min on 2 quiet cores). EVAL_NAME=baseline rewrites the baseline itself.
 EVAL_NAME ?= current
 eval-causal:
 	$(GO) run ./internal/stitcheval/cmd/causaleval -out docs/causal -name $(EVAL_NAME) -seeds 5 -baseline docs/causal/baseline.json

@@ -53,7 +53,7 @@ func (c *curve) label(x float64) string {
 type config struct {
 	out, name, data, baseline, note string
 	spans                           string
-	seeds, workers                  int
+	seeds, workers, draws           int
 	quick                           bool
 	only                            string
 }
@@ -71,6 +71,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.workers, "workers", runtime.GOMAXPROCS(0), "scenarios run in parallel")
 	fs.BoolVar(&cfg.quick, "quick", false, "a smoke run: two concurrency points, one capture, small applications")
 	fs.StringVar(&cfg.only, "only", "", "run only these figures (comma-separated ids: concurrency, fanout, threads, …)")
+	fs.IntVar(&cfg.draws, "draws", 0, "instead of the figures, N random draws of every knob at once (stitcheval.RandomParams), both strip modes, worst precision first: OUT/NAME-draws.md")
 	fs.StringVar(&cfg.spans, "spans", "", "score this recording of spans with full context (OTLP/JSON lines) instead, on standard output")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -85,6 +86,13 @@ func run(args []string, stderr io.Writer) int {
 	if cfg.seeds < 1 || cfg.workers < 1 || cfg.name == "" || strings.ContainsAny(cfg.name, `/\`) || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "causaleval: want -seeds ≥ 1, -workers ≥ 1, a plain -name and no arguments")
 		return 2
+	}
+	if cfg.draws > 0 {
+		if err := evaluateDraws(cfg, stderr); err != nil {
+			fmt.Fprintf(stderr, "causaleval: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if err := evaluate(cfg, stderr); err != nil {
 		fmt.Fprintf(stderr, "causaleval: %v\n", err)
