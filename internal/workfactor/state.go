@@ -259,8 +259,7 @@ func (s *State) Clone() *State {
 func cloneTrail(rows []TrailRow) []TrailRow {
 	rows = slices.Clone(rows)
 	for j := range rows {
-		rows[j].Flows = slices.Clone(rows[j].Flows)
-		rows[j].Rates = slices.Clone(rows[j].Rates)
+		rows[j].HeldRow = rows[j].HeldRow.clone()
 	}
 	return rows
 }
@@ -268,10 +267,15 @@ func cloneTrail(rows []TrailRow) []TrailRow {
 func cloneRows(rows []HeldRow) []HeldRow {
 	rows = slices.Clone(rows)
 	for j := range rows {
-		rows[j].Flows = slices.Clone(rows[j].Flows)
-		rows[j].Rates = slices.Clone(rows[j].Rates)
+		rows[j] = rows[j].clone()
 	}
 	return rows
+}
+
+// clone copies the row's slices, so that the copy shares nothing.
+func (r HeldRow) clone() HeldRow {
+	r.Flows, r.Rates = slices.Clone(r.Flows), slices.Clone(r.Rates)
+	return r
 }
 
 // check verifies the shapes and that every number is finite.
