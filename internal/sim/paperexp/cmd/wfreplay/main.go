@@ -3,6 +3,7 @@
 // experiment of docs/workfactor-report.md and prints its tables.
 //
 //	wfreplay -report > tables.md
+//	wfreplay -change-points
 //	wfreplay -csv samples.csv [-scenario no-collinearity] [-seed 1] [-per-process] [-from 1 -to 60]
 package main
 
@@ -10,8 +11,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"sync"
 
 	"github.com/tierscope/tierscope/internal/sim/paperexp"
+	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
 func main() {
@@ -22,7 +26,27 @@ func main() {
 	perProcess := flag.Bool("per-process", false, "write per-process readings (with the process column)")
 	from := flag.Int("from", 1, "first period written")
 	to := flag.Int("to", 0, "last period written (0 = the last)")
+	changePoints := flag.Bool("change-points", false, "the replay on seeds 1–6 with each change point at an alarm (the columns of wfscenario -dev's table)")
 	flag.Parse()
+	if *changePoints {
+		fmt.Println("| change point | machine: significant cells beaten | per process: cells beaten, tails within 15% |")
+		fmt.Println("|---|---|---|")
+		for _, v := range []struct {
+			name string
+			cp   workfactor.ChangePointMethod
+		}{{"recent", workfactor.ChangePointRecent}, {"excursion", workfactor.ChangePointExcursion},
+			{"mean-shift", workfactor.ChangePointMeanShift}, {"regression", workfactor.ChangePointRegression}} {
+			cfg := workfactor.DefaultConfig()
+			cfg.ChangePoint = v.cp
+			mach, proc, tails, err := replaySeeds(cfg)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "wfreplay:", err)
+				os.Exit(1)
+			}
+			fmt.Printf("| %s | %d/228 | %d/228, %d/60 |\n", v.name, mach, proc, tails)
+		}
+		return
+	}
 	if *report {
 		if err := paperexp.WriteReport(os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "wfreplay:", err)
@@ -65,4 +89,48 @@ func main() {
 		fmt.Fprintln(os.Stderr, "wfreplay:", err)
 		os.Exit(1)
 	}
+}
+
+// replaySeeds runs the paper replay on seeds 1–6 with cfg, machine and
+// per-process readings.
+func replaySeeds(cfg workfactor.Config) (mach, proc, tails int, err error) {
+	type res struct{ m, p, t int }
+	out := make([]res, 6)
+	errs := make([]error, 6)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range out {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			pc := paperexp.DefaultConfig()
+			pc.Seed = uint64(i + 1)
+			run, err := paperexp.Generate(pc)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			m, err := paperexp.Evaluate(run, cfg, false)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			p, err := paperexp.Evaluate(run, cfg, true)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = res{m.Verdict.Beaten, p.Verdict.Beaten, p.Verdict.TailWithin}
+		}(i)
+	}
+	wg.Wait()
+	for i, r := range out {
+		if errs[i] != nil {
+			return 0, 0, 0, errs[i]
+		}
+		mach, proc, tails = mach+r.m, proc+r.p, tails+r.t
+	}
+	return mach, proc, tails, nil
 }

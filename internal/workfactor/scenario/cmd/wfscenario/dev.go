@@ -3,11 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
-	"sync"
 
-	"github.com/tierscope/tierscope/internal/sim/paperexp"
 	"github.com/tierscope/tierscope/internal/workfactor"
 	"github.com/tierscope/tierscope/internal/workfactor/scenario"
 )
@@ -31,12 +28,12 @@ func devVariants() []estimator {
 // devSets prints, per variant, the development sets of issue 37's third and
 // fourth rounds: a release of 3 flows (seeds 101–220); releases of 1, 5 and
 // 7 flows (101–160); the ten sweep settings other than the must-show one
-// with a release (101–120); stationary runs (101–160); and the paper replay
-// (seeds 1–6): machine readings' significant cells beaten, per-process
-// cells beaten and tails within 15%.
+// with a release (101–120); and stationary runs (101–160). The paper replay's
+// columns come from `wfreplay -change-points` (simulators stay out of
+// production code, this command included).
 func devSets(w io.Writer, only string) error {
-	fmt.Fprintln(w, "| variant | release of 3, 101–220 | release of 1 / 5 / 7, 101–160 | sweeps with a release, 101–120 | development total (500) | against the first variant: runs won, lost | stationary, 101–160 | replay machine: beaten | replay per process: beaten, tails |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| variant | release of 3, 101–220 | release of 1 / 5 / 7, 101–160 | sweeps with a release, 101–120 | development total (500) | against the first variant: runs won, lost | stationary, 101–160 |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	var first []bool
 	for _, v := range devVariants() {
 		if only != "" && !strings.Contains(","+only+",", ","+v.name+",") {
@@ -88,10 +85,6 @@ func devSets(w io.Writer, only string) error {
 		if err != nil {
 			return err
 		}
-		mach, proc, tails, err := devReplay(v.cfg)
-		if err != nil {
-			return err
-		}
 		if first == nil {
 			first = runs
 		}
@@ -100,54 +93,10 @@ func devSets(w io.Writer, only string) error {
 			won += boolInt(runs[i] && !first[i])
 			lost += boolInt(!runs[i] && first[i])
 		}
-		fmt.Fprintf(w, "| %s | %d/120 | %d / %d / %d of 60 | %d/200 | %d | %d, %d | %d/60 | %d/228 | %d/228, %d/60 |\n",
-			v.name, rel3, rf[0], rf[1], rf[2], sw, rel3+rf[0]+rf[1]+rf[2]+sw, won, lost, st, mach, proc, tails)
+		fmt.Fprintf(w, "| %s | %d/120 | %d / %d / %d of 60 | %d/200 | %d | %d, %d | %d/60 |\n",
+			v.name, rel3, rf[0], rf[1], rf[2], sw, rel3+rf[0]+rf[1]+rf[2]+sw, won, lost, st)
 	}
 	return nil
-}
-
-// devReplay runs the paper replay on seeds 1–6, machine and per-process
-// readings.
-func devReplay(cfg workfactor.Config) (mach, proc, tails int, err error) {
-	type res struct{ m, p, t int }
-	out := make([]res, 6)
-	errs := make([]error, 6)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i := range out {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			pc := paperexp.DefaultConfig()
-			pc.Seed = uint64(i + 1)
-			run, err := paperexp.Generate(pc)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			m, err := paperexp.Evaluate(run, cfg, false)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			p, err := paperexp.Evaluate(run, cfg, true)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out[i] = res{m.Verdict.Beaten, p.Verdict.Beaten, p.Verdict.TailWithin}
-		}(i)
-	}
-	wg.Wait()
-	for i, r := range out {
-		if errs[i] != nil {
-			return 0, 0, 0, errs[i]
-		}
-		mach, proc, tails = mach+r.m, proc+r.p, tails+r.t
-	}
-	return mach, proc, tails, nil
 }
 
 func boolInt(b bool) int {
