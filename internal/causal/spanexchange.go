@@ -1,5 +1,7 @@
 package causal
 
+import "slices"
+
 // Exchanges. A local orphan's confidence weighs each candidate's score with
 // the children the candidate holds at that moment. When concurrent parents of
 // one operation each make one call of a key, every other parent already
@@ -17,6 +19,13 @@ package causal
 //
 // summed over every candidate p of c and every such d that may take q. The
 // assignment is unchanged; confidences only fall.
+//
+// Parallel calls come in batches: two concurrent parents that each start
+// several calls of one key at once had their whole batches exchanged, and no
+// exchange of one child for one showed it, since each breaks both batches.
+// So each candidate p also offers the exchange of the batches (batchRatio):
+// every child of c's key under q that p may take, against every one under p
+// that q may take.
 func (s *spanStitcher) exchangeConfidence(round int) {
 	for _, c := range s.sweepOrder() {
 		q := s.parent[c]
@@ -37,6 +46,7 @@ func (s *spanStitcher) exchangeConfidence(round int) {
 				}
 				alt += s.exchangeRatio(round, c, q, d, p)
 			}
+			alt += s.batchRatio(round, c, q, p)
 		}
 		if alt > 0 {
 			s.conf[c] = float32(1 / (1/float64(s.conf[c]) + alt))
@@ -59,6 +69,54 @@ func (s *spanStitcher) exchangeRatio(round int, c, q, d, p int32) float64 {
 	s.removeKid(q, d)
 	s.insertKid(q, c)
 	s.insertKid(p, d)
+	return swapped / now
+}
+
+// batchRatio is the likelihood, relative to the assignment, of q's children
+// of c's key that p may take (c among them) under p and p's that q may take
+// under q; 0 when the batches are one child each or fewer, which the single
+// exchanges and c's own candidates already weigh.
+func (s *spanStitcher) batchRatio(round int, c, q, p int32) float64 {
+	movable := func(from, to int32) []int32 {
+		var out []int32
+		cs := &s.spans[c]
+		for _, x := range s.kids[from] {
+			xs := &s.spans[x]
+			if s.known[x] || xs.Service != cs.Service || xs.Name != cs.Name || !s.isCandidate(to, x) || isSpanAncestorOrSelf(s.parent, x, to) {
+				continue
+			}
+			out = append(out, x)
+		}
+		return out
+	}
+	fromQ, fromP := movable(q, p), movable(p, q)
+	if len(fromQ)+len(fromP) <= 2 || !slices.Contains(fromQ, c) {
+		return 0
+	}
+	product := func(p int32, xs []int32) float64 {
+		v := 1.0
+		for _, x := range xs {
+			v *= s.score(p, x, round)
+		}
+		return v
+	}
+	move := func(xs []int32, from, to int32) {
+		for _, x := range xs {
+			s.removeKid(from, x)
+		}
+		for _, x := range xs {
+			s.insertKid(to, x)
+		}
+	}
+	now := product(q, fromQ) * product(p, fromP)
+	if now <= 0 {
+		return 0
+	}
+	move(fromQ, q, p)
+	move(fromP, p, q)
+	swapped := product(p, fromQ) * product(q, fromP)
+	move(fromQ, p, q)
+	move(fromP, q, p)
 	return swapped / now
 }
 
