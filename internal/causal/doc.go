@@ -228,7 +228,9 @@
 //     alternatives, exchanging it with a child of its key held by another
 //     candidate: r = s(p, c)·s(q, d) / (s(q, c)·s(p, d)) with the children
 //     moved, conf′ = 1/(1/conf + Σ r). Concurrent handlers of one operation
-//     each holding one child of a key no longer make a wrong one sure.
+//     each holding one child of a key no longer make a wrong one sure. The
+//     exchange of whole batches (every child of the key either may take) is
+//     one more alternative: parallel calls started together move together.
 //   - Threads (spanthread.go). A span's thread.id tells a synchronous child's
 //     parent in a thread-per-request server and nearly nothing in a reactive
 //     one. EM over the orphans' candidates, before any assignment, estimates
