@@ -643,22 +643,27 @@ func (s *spanStitcher) asyncBeside(p, c int32) bool {
 	return ps.End > pps.End+s.tolEnd[p] && pps.Start <= cs.Start+s.tolStart[c] && pps.End+s.tolEnd[pp] >= cs.End
 }
 
-// asyncConfidence caps at ½ the confidence of a child given to asynchronous
-// work (a span that outlives its parent) whose own parent encloses the child
-// too, unless their threads tell them apart. Timing cannot: the calls the
-// work makes and those the handler makes meanwhile start at the same kind of
-// offsets, and the models, refitted to whichever side the assignment took,
-// grow sure of it (an application whose async spans make no call had their
-// handler's next call written under them, at confidence 1).
+// asyncConfidence caps the confidence of a child given to asynchronous work
+// (a span that outlives its parent) whose own parent encloses the child too.
+// Timing cannot tell the two apart: the calls the work makes and those the
+// handler makes meanwhile start at the same kind of offsets, and the models,
+// refitted to whichever side the assignment took, grow sure of it (an
+// application whose async spans make no call had their handler's next call
+// written under them, at confidence 1). Even odds, then, moved only by what
+// the threads say: the cap is f/(f+g), f and g the thread factors of the
+// work and of its parent, ½ where threads say nothing. Skipping the cap
+// whenever the factors differed at all let a reactive service's event-loop
+// threads, which say little, make such a child sure.
 func (s *spanStitcher) asyncConfidence() {
 	for c, p := range s.parent {
 		if p < 0 || s.known[c] || !s.asyncBeside(p, int32(c)) {
 			continue
 		}
-		if f, g := s.threadFactor(p, int32(c)), s.threadFactor(s.parent[p], int32(c)); f != g {
+		f, g := s.threadFactor(p, int32(c)), s.threadFactor(s.parent[p], int32(c))
+		if f+g <= 0 {
 			continue
 		}
-		s.conf[c] = min(s.conf[c], 0.5)
+		s.conf[c] = min(s.conf[c], float32(f/(f+g)))
 	}
 }
 
