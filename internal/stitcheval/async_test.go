@@ -1,10 +1,6 @@
 package stitcheval
 
-import (
-	"testing"
-
-	"github.com/tierscope/tierscope/internal/stitch"
-)
+import "testing"
 
 // Half of the operations fire work they do not wait for, through a broker or
 // on a thread of their own, every id stripped. Whether that work makes calls
@@ -15,11 +11,7 @@ func TestAsyncWorkStaysPrecise(t *testing.T) {
 	for _, work := range []float64{0, 1} {
 		p := DefaultParams()
 		p.Async, p.AsyncWork, p.QueueWorkers = 0.5, work, 4
-		runs, err := RunOne(SyntheticScenario("async", "s", 4, p, StripAll), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := runs[0].Scores
+		sc := stitchScores(t, SyntheticScenario("async", "s", 4, p, StripAll), 1)
 		pub := sc.ByKind["producer"]
 		t.Logf("async work making calls %.0f%%: %.3f / %.4f; publish %.3f / %.4f (accuracy / precision)", 100*work, sc.Accuracy, sc.Precision, pub.Accuracy, pub.Precision)
 		if sc.Precision < 0.985 || pub.Precision < 0.95 {
@@ -35,11 +27,7 @@ func TestMessageIdentityLinksConsumers(t *testing.T) {
 	for _, ids := range []float64{0, 1} {
 		p := DefaultParams()
 		p.Async, p.QueueWorkers, p.MessageIDs = 0.5, 4, ids
-		runs, err := RunOne(SyntheticScenario("broker", "s", 4, p, StripCrossProcess), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := runs[0].Scores.ByKind["consumer"]
+		c := stitchScores(t, SyntheticScenario("broker", "s", 4, p, StripCrossProcess), 1).ByKind["consumer"]
 		t.Logf("message ids on %.0f%% of the topics: consumers %.3f / %.4f (accuracy / precision), %d links", 100*ids, c.Accuracy, c.Precision, c.Links)
 		if ids == 1 && (c.Accuracy < 0.99 || c.Precision < 1) {
 			t.Errorf("with message ids: consumers %.3f right, %.4f precise; want ≥ 0.99 and 1", c.Accuracy, c.Precision)
@@ -56,11 +44,7 @@ func TestRequestTargetsNarrowCallers(t *testing.T) {
 	for _, share := range []float64{0, 1} {
 		p := DefaultParams()
 		p.Concurrency, p.TargetIDs = 8, share
-		runs, err := RunOne(SyntheticScenario("targets", "s", 8, p, StripCrossProcess), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := runs[0].Scores
+		sc := stitchScores(t, SyntheticScenario("targets", "s", 8, p, StripCrossProcess), 1)
 		t.Logf("identifiers in %.0f%% of the routes: %.4f right, %.4f precise, %d links", 100*share, sc.Accuracy, sc.Precision, sc.Links)
 		if share == 0 {
 			without = sc

@@ -1,10 +1,6 @@
 package stitcheval
 
-import (
-	"testing"
-
-	"github.com/tierscope/tierscope/internal/stitch"
-)
+import "testing"
 
 // A tenth of the spans dropped, the hops between services broken, local
 // context intact: a local span that lost its parent lost it with the parent
@@ -13,11 +9,7 @@ import (
 func TestDroppedParentsStayUnwritten(t *testing.T) {
 	p := DefaultParams()
 	p.Drop = 0.1
-	runs, err := RunOne(SyntheticScenario("drops", "s", 4, p, StripCrossProcess), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := runs[0].Scores
+	sc := stitchScores(t, SyntheticScenario("drops", "s", 4, p, StripCrossProcess), 1)
 	t.Logf("10%% of spans dropped, hops broken: %.3f / %.4f (accuracy / precision)", sc.Accuracy, sc.Precision)
 	if sc.Precision < 0.975 {
 		t.Errorf("precision %.4f, want ≥ 0.975", sc.Precision)
@@ -33,11 +25,7 @@ func TestDroppedParentsStayUnwritten(t *testing.T) {
 func TestAsyncWorkUnderDrops(t *testing.T) {
 	p := DefaultParams()
 	p.Async, p.Drop = 0.3, 0.05
-	runs, err := RunOne(SyntheticScenario("drops", "s", 4, p, StripAll), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := runs[0].Scores
+	sc := stitchScores(t, SyntheticScenario("drops", "s", 4, p, StripAll), 3)
 	pub := sc.ByKind["producer"]
 	t.Logf("30%% of operations async, 5%% dropped, seed 3: %.3f right, %.4f precise; publish spans %.3f right, %.4f precise", sc.Accuracy, sc.Precision, pub.Accuracy, pub.Precision)
 	if pub.Precision < 0.95 || sc.Precision < 0.975 {

@@ -1,10 +1,6 @@
 package stitcheval
 
-import (
-	"testing"
-
-	"github.com/tierscope/tierscope/internal/stitch"
-)
+import "testing"
 
 // Services whose spans are all INTERNAL (a manual tracer's default) still have
 // callers in other processes: their HTTP and legacy RPC spans say which side
@@ -13,11 +9,7 @@ func TestUnkindedServices(t *testing.T) {
 	score := func(unkinded float64) Scores {
 		p := DefaultParams()
 		p.Unkinded = unkinded
-		runs, err := RunOne(SyntheticScenario("kinds", "s", 4, p, StripCrossProcess), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return runs[0].Scores
+		return stitchScores(t, SyntheticScenario("kinds", "s", 4, p, StripCrossProcess), 1)
 	}
 	kinded, unkinded := score(0), score(0.5)
 	t.Logf("hops broken, overlap 4: every span kinded %.3f / %.4f; half of the services unkinded %.3f / %.4f (accuracy / precision)",
@@ -35,11 +27,7 @@ func TestUnsidedSpansStayUnwritten(t *testing.T) {
 	for _, seed := range []uint64{4, 5} {
 		p := DefaultParams()
 		p.Unkinded = 1
-		runs, err := RunOne(SyntheticScenario("kinds", "s", 4, p, StripCrossProcess), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := runs[0].Scores
+		sc := stitchScores(t, SyntheticScenario("kinds", "s", 4, p, StripCrossProcess), seed)
 		t.Logf("seed %d, every service unkinded, hops broken: %.3f right, %.4f precise", seed, sc.Accuracy, sc.Precision)
 		if sc.Precision < 0.99 {
 			t.Errorf("seed %d: precision %.4f, want ≥ 0.99", seed, sc.Precision)

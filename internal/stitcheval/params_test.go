@@ -1,10 +1,6 @@
 package stitcheval
 
-import (
-	"testing"
-
-	"github.com/tierscope/tierscope/internal/stitch"
-)
+import "testing"
 
 // Every random draw is an application the generator accepts, and a draw is
 // the same for its index.
@@ -27,11 +23,7 @@ func TestRandomParamsValid(t *testing.T) {
 // exchange is an alternative of its own now (95.5% precision before).
 func TestBatchesExchanged(t *testing.T) {
 	d := RandomParams(20)
-	runs, err := RunOne(SyntheticScenario("draw", "s", d.Concurrency, d.Params, StripAll), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := runs[0].Scores
+	sc := stitchScores(t, SyntheticScenario("draw", "s", d.Concurrency, d.Params, StripAll), 1)
 	t.Logf("draw 20, every id stripped: %.3f right, %.4f precise", sc.Accuracy, sc.Precision)
 	if sc.Precision < 0.962 {
 		t.Errorf("precision %.4f, want ≥ 0.962", sc.Precision)

@@ -39,15 +39,7 @@ func TestSkewBeyondTheWindow(t *testing.T) {
 func TestSkewOverMicrosecondHops(t *testing.T) {
 	p := DefaultParams()
 	p.HopDelay, p.Skew, p.Services, p.GRPC = 50*time.Microsecond, 10*time.Millisecond, 13, 0.7
-	runs, err := Sweep([]Scenario{SyntheticScenario("skew", "s", 4, p, StripCrossProcess)}, []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, SweepOptions{Seeds: []uint64{1, 2, 3}, Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all []Scores
-	for _, r := range runs {
-		all = append(all, r.Scores)
-	}
-	m := Merge(all...)
+	m := stitchScores(t, SyntheticScenario("skew", "s", 4, p, StripCrossProcess), 1, 2, 3)
 	t.Logf("hops 50 µs, skew ±10 ms, hops broken, 3 seeds: %.3f right, %.4f precise", m.Accuracy, m.Precision)
 	if m.Precision < 0.985 || m.Accuracy < 0.78 {
 		t.Errorf("%.3f right, precision %.4f; want ≥ 0.78 and ≥ 0.985 (72.6%% and 98.17%% with the skew window's width)", m.Accuracy, m.Precision)

@@ -1,10 +1,6 @@
 package stitcheval
 
-import (
-	"testing"
-
-	"github.com/tierscope/tierscope/internal/stitch"
-)
+import "testing"
 
 // Thread ids tell concurrent requests apart in a thread-per-request server,
 // and must not mislead in a reactive one, where a child starts on whichever
@@ -13,11 +9,7 @@ func TestThreadIDsAtOverlap8(t *testing.T) {
 	score := func(threads, loop float64) Scores {
 		p := DefaultParams()
 		p.Concurrency, p.ThreadIDs, p.EventLoop = 8, threads, loop
-		runs, err := RunOne(SyntheticScenario("threads", "s", 8, p, StripAll), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return runs[0].Scores
+		return stitchScores(t, SyntheticScenario("threads", "s", 8, p, StripAll), 1)
 	}
 	none, perRequest, reactive := score(0, 0), score(1, 0), score(1, 1)
 	t.Logf("no thread ids %.3f / %.4f; thread per request %.3f / %.4f; reactive %.3f / %.4f (accuracy / precision)",
@@ -40,15 +32,7 @@ func TestThreadIDsAtOverlap8(t *testing.T) {
 func TestReactiveThreadsDoNotMakeAsyncSure(t *testing.T) {
 	p := DefaultParams()
 	p.Concurrency, p.Async, p.ThreadIDs, p.EventLoop = 8, 0.5, 1, 1
-	runs, err := Sweep([]Scenario{SyntheticScenario("reactive", "s", 8, p, StripAll)}, []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, SweepOptions{Seeds: []uint64{1, 2, 3}, Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all []Scores
-	for _, r := range runs {
-		all = append(all, r.Scores)
-	}
-	m := Merge(all...)
+	m := stitchScores(t, SyntheticScenario("reactive", "s", 8, p, StripAll), 1, 2, 3)
 	t.Logf("reactive, half async, overlap 8, every id stripped: %.3f right, %.4f precise", m.Accuracy, m.Precision)
 	if m.Precision < 0.98 {
 		t.Errorf("precision %.4f, want ≥ 0.98", m.Precision)

@@ -3,8 +3,6 @@ package stitcheval
 import (
 	"testing"
 	"time"
-
-	"github.com/tierscope/tierscope/internal/stitch"
 )
 
 // Every duration of the application scaled by a thousand (millisecond hops to
@@ -14,11 +12,7 @@ func TestTimeScaleInvariance(t *testing.T) {
 	score := func(hop time.Duration, mode StripMode) Scores {
 		p := DefaultParams()
 		p.HopDelay, p.Skew = hop, 0
-		runs, err := RunOne(SyntheticScenario("timescale", "s", 4, p, mode), []Algorithm{{"stitch", Stitcher(stitch.DefaultOptions())}}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return runs[0].Scores
+		return stitchScores(t, SyntheticScenario("timescale", "s", 4, p, mode), 1)
 	}
 	for _, mode := range []StripMode{StripAll, StripCrossProcess} {
 		ms, s := score(time.Millisecond, mode), score(time.Second, mode)
