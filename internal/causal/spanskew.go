@@ -45,7 +45,10 @@ func (s *spanStitcher) learnSkew() {
 	// A true caller's difference strays from the offset by the asymmetry of
 	// its delays, far less than the median span in most services, and the
 	// skew window's milliseconds far more than that in microsecond ones.
-	b := min(w/2, max(1, int64(s.unit*unitsPerMedian)))
+	b := w / 2
+	if s.median > 0 {
+		b = min(b, s.median)
+	}
 	// A systematic sample of each callee process's orphan SERVER spans.
 	perProc := make(map[int32]int)
 	samples := make(map[[2]int32][]int64)

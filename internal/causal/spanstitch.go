@@ -13,8 +13,9 @@ import (
 type spanStitcher struct {
 	spans []span.Span
 	cfg   StitchConfig
-	// unit is the data's time unit (timeUnit), in nanoseconds.
-	unit float64
+	// median is the median span's duration (medianSpan), in nanoseconds: the
+	// data's own time scale, 0 when no span lasts.
+	median int64
 	// proc is the process a span's local parents are looked for in: its
 	// Instance, or its host process for a guest.
 	proc []int32
@@ -121,14 +122,14 @@ func (s *spanStitcher) run() *StitchResult {
 	s.placeGuests()
 	res.Guests = s.guests
 	s.indexProcesses()
-	s.unit = s.timeUnit()
+	s.median = s.medianSpan()
 	s.learnSkew()
 	s.candidates()
 	res.Capped = s.capped
 	s.fitThreads()
 	s.pruneByThread()
 	s.models = newDelayModels(s.cfg.Bins)
-	s.models.unit = s.unit
+	s.models.unit = timeUnit(s.median)
 	s.site = newSiteModels()
 	s.counts = newCountModels()
 	s.seq = newSeqModels()
@@ -907,9 +908,17 @@ func (s *spanStitcher) servedBetween(inner, outer int32) bool {
 // (scoreFloor, relativeFloor) weighed more the longer the requests, and
 // second-long calls were left unwritten that millisecond ones were not; in a
 // unit of the data's own scale they are the same share of a density at any.
-func (s *spanStitcher) timeUnit() float64 {
-	// A systematic sample of at most unitSample spans gives the median to
-	// within a few percent at a fraction of a round's sort.
+func timeUnit(median int64) float64 {
+	if median <= 0 {
+		return densityUnit
+	}
+	return float64(median) / unitsPerMedian
+}
+
+// medianSpan is the median duration of the spans that last, 0 when none
+// does. A systematic sample of at most unitSample spans gives it to within a
+// few percent at a fraction of a round's sort.
+func (s *spanStitcher) medianSpan() int64 {
 	step := max(1, len(s.spans)/unitSample)
 	d := make([]int64, 0, min(len(s.spans), unitSample+1))
 	for i := 0; i < len(s.spans); i += step {
@@ -918,17 +927,17 @@ func (s *spanStitcher) timeUnit() float64 {
 		}
 	}
 	if len(d) == 0 {
-		return densityUnit
+		return 0
 	}
 	slices.Sort(d)
-	return float64(d[len(d)/2]) / unitsPerMedian
+	return d[len(d)/2]
 }
 
 // unitsPerMedian divides the median span's duration into timeUnit: 3,000
 // keeps the unit near 1 µs for the millisecond spans of most services.
 const unitsPerMedian = 3000
 
-// unitSample bounds the spans timeUnit reads.
+// unitSample bounds the spans medianSpan reads.
 const unitSample = 4096
 
 // sameIdentity keeps, of remote entry c's candidate callers, those that name
