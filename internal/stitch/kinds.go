@@ -1,6 +1,7 @@
 package stitch
 
 import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tierscope/tierscope/internal/span"
@@ -79,10 +80,18 @@ func RoleOf(sp ptrace.Span) span.Kind {
 		return kind
 	}
 	attrs := sp.Attributes()
-	set := func(k string) bool { v, ok := attrs.Get(k); return ok && v.AsString() != "" }
-	if !set("http.request.method") && !set("http.method") && !set("rpc.system") &&
-		!set("messaging.operation.type") && !set("messaging.operation") {
-		return kind // most INTERNAL spans: a few lookups, nothing read
+	// Most INTERNAL spans record no call: one pass over their attributes
+	// says so, and nothing more is read.
+	records := false
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		switch k {
+		case "http.request.method", "http.method", "rpc.system", "messaging.operation.type", "messaging.operation":
+			records = v.AsString() != ""
+		}
+		return !records
+	})
+	if !records {
+		return kind
 	}
 	var a spanAttrs
 	readAttrs(attrs, &a, nil)
