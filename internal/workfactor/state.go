@@ -232,7 +232,9 @@ func (c Counters) Skipped() int64 {
 // stateVersion 2 adds the adaptive memory and the CUSUM to SourceState;
 // version 3 the trail of equations since the regime started and each held
 // equation's residual. Older states are read with those at zero (empty).
-const stateVersion = 3
+// Version 4 changes only the encodings: an equation names its flows by index
+// (both), and the JSON stores equations as columns (statejson.go).
+const stateVersion = 4
 
 // Clone returns a deep copy.
 func (s *State) Clone() *State {
@@ -282,7 +284,8 @@ func (r HeldRow) clone() HeldRow {
 func (s *State) check() error {
 	k := len(s.Flows)
 	// Version 1 lacks the memory and CUSUM fields: read as zero, a fresh
-	// memory; version 2 the trail: read as empty.
+	// memory; version 2 the trail: read as empty; version 3 differs only in
+	// its encodings.
 	if s.Version < 1 || s.Version > stateVersion {
 		return fmt.Errorf("state version %d, want %d", s.Version, stateVersion)
 	}
@@ -632,6 +635,12 @@ func (s *State) MarshalBinary() ([]byte, error) {
 	for _, f := range s.Flows {
 		ws(f)
 	}
+	idx := rowFlowIndex(s)
+	w(uint32(len(idx.extra)))
+	for _, f := range idx.extra {
+		ws(f)
+	}
+	wu := func(n int) { b.Write(binary.AppendUvarint(nil, uint64(n))) }
 	wf(s.C)
 	wf(s.D)
 	for _, sm := range s.Smooth {
@@ -673,11 +682,11 @@ func (s *State) MarshalBinary() ([]byte, error) {
 				w(h.Period)
 				w(h.Y)
 				w(h.V)
-				w(uint32(len(h.Flows)))
+				wu(len(h.Flows))
 				for _, f := range h.Flows {
-					ws(f)
+					wu(idx.of[f])
 				}
-				wf(h.Rates)
+				w(h.Rates)
 				w([]float64{h.Resid, h.Scale})
 			}
 		}
@@ -711,6 +720,13 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	nf := d.count("flows")
 	for i := 0; d.err == nil && i < int(nf); i++ {
 		t.Flows = append(t.Flows, d.str())
+	}
+	if t.Version >= 4 {
+		d.names = append([]string(nil), t.Flows...)
+		ne := d.count("equation flows")
+		for i := 0; d.err == nil && i < int(ne); i++ {
+			d.names = append(d.names, d.str())
+		}
 	}
 	t.C = d.floats()
 	t.D = d.floats()
@@ -753,6 +769,8 @@ func (s *State) UnmarshalBinary(data []byte) error {
 type decoder struct {
 	r   *bytes.Reader
 	err error
+	// names are the flows equations refer to by index (version 4).
+	names []string
 }
 
 // maxArray bounds a decoded array's length.
@@ -854,11 +872,15 @@ func (d *decoder) heldRows(version int) []HeldRow {
 		d.read(&h.Period)
 		d.read(&h.Y)
 		d.read(&h.V)
-		nfl := d.count("held flows")
-		for k := 0; d.err == nil && k < int(nfl); k++ {
-			h.Flows = append(h.Flows, d.str())
+		if version >= 4 {
+			h.Flows, h.Rates = d.indexedFlows()
+		} else {
+			nfl := d.count("held flows")
+			for k := 0; d.err == nil && k < int(nfl); k++ {
+				h.Flows = append(h.Flows, d.str())
+			}
+			h.Rates = d.floats()
 		}
-		h.Rates = d.floats()
 		if version >= 3 {
 			var r [2]float64
 			d.read(&r)
@@ -867,6 +889,44 @@ func (d *decoder) heldRows(version int) []HeldRow {
 		rows = append(rows, h)
 	}
 	return rows
+}
+
+// indexedFlows reads a version 4 equation's flows (a count, then indices
+// into d.names) and their rates (one per flow).
+func (d *decoder) indexedFlows() ([]string, []float64) {
+	n := d.uvarint(uint64(d.r.Len()))
+	var flows []string
+	for k := uint64(0); d.err == nil && k < n; k++ {
+		i := d.uvarint(uint64(d.r.Len()))
+		if d.err == nil && i >= uint64(len(d.names)) {
+			d.err = errors.New("equation flow index out of range")
+		}
+		if d.err == nil {
+			flows = append(flows, d.names[i])
+		}
+	}
+	if d.err != nil || n*8 > uint64(d.r.Len()) {
+		if d.err == nil {
+			d.err = errors.New("truncated equation")
+		}
+		return nil, nil
+	}
+	rates := make([]float64, n)
+	d.read(rates)
+	return flows, rates
+}
+
+// uvarint reads an unsigned varint no larger than limit.
+func (d *decoder) uvarint(limit uint64) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := binary.ReadUvarint(d.r)
+	if err == nil && v > limit {
+		err = errors.New("truncated equation")
+	}
+	d.err = err
+	return v
 }
 
 func nilIfEmpty(xs []float64) []float64 {

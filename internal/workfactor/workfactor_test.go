@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/workfactor"
@@ -891,5 +892,42 @@ func TestGroupsHoldEachFlowOnce(t *testing.T) {
 			}
 			seen[f] = g.Name
 		}
+	}
+}
+
+// An equation may still name a flow the state no longer tracks (evicted
+// under MaxFlows): both encodings keep its name (version 4 numbers the
+// equations' flows), and an index out of range is an error, not a panic.
+func TestStateEquationsNameEvictedFlows(t *testing.T) {
+	e := mustNew(t, workfactor.DefaultConfig())
+	run(t, e, newSynth(3), 1, 30)
+	st := e.State()
+	src := &st.Sources[0]
+	src.Held = append(src.Held, workfactor.HeldRow{Period: 30, Y: 100, V: 1, Flows: []string{"gone", st.Flows[0]}, Rates: []float64{1, 2}})
+	src.Trail = append(src.Trail, workfactor.TrailRow{HeldRow: workfactor.HeldRow{Period: 30, Y: 50, V: 1, Flows: []string{"also gone"}, Rates: []float64{3}}, Weight: 0.5})
+	bin, err := st.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromBin, fromJSON workfactor.State
+	if err := fromBin.UnmarshalBinary(bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(normal(&fromBin), normal(st)) || !reflect.DeepEqual(normal(&fromJSON), normal(st)) {
+		t.Fatal("an equation's evicted flow did not survive the round trips")
+	}
+	bad := strings.Replace(string(js), `"row_flows":["gone","also gone"]`, `"row_flows":["gone"]`, 1)
+	if bad == string(js) {
+		t.Fatalf("no row_flows in %s", js)
+	}
+	if err := json.Unmarshal([]byte(bad), &fromJSON); err == nil {
+		t.Error("an equation flow index out of range was accepted")
 	}
 }

@@ -253,7 +253,7 @@ func BenchmarkReplayRelease(b *testing.B) {
 }
 
 // A version 2 state (before the trails) still loads from both encodings,
-// resumes, and the version 3 state it becomes keeps a bounded trail and
+// resumes, and the current state it becomes keeps a bounded trail and
 // round-trips. testdata/state-v2.* were written by commit 8ada99e's
 // estimator (DefaultConfig, MarshalBinary and encoding/json) at period 150
 // of this very run (release at period 101): they hold a previous regime.
@@ -318,8 +318,8 @@ func TestVersion2StateResumes(t *testing.T) {
 			}
 		}
 	}
-	if st.Version != 3 || trail == 0 {
-		t.Fatalf("version %d, %d trail rows; want 3 and a trail", st.Version, trail)
+	if st.Version != 4 || trail == 0 {
+		t.Fatalf("version %d, %d trail rows; want 4 and a trail", st.Version, trail)
 	}
 	enc, err := st.MarshalBinary()
 	if err != nil {
@@ -332,4 +332,124 @@ func TestVersion2StateResumes(t *testing.T) {
 	if !reflect.DeepEqual(again.Sources[0].Trail, st.Sources[0].Trail) {
 		t.Error("the trail did not survive the binary round trip")
 	}
+}
+
+// A version 3 state (flows named in every equation) loads from both
+// encodings and resumes exactly where the estimator that wrote it was:
+// testdata/state-v3.* were written by commit cfc36ec's estimator
+// (DefaultConfig, MarshalBinary and encoding/json) at period 150 of the run of
+// TestVersion2StateResumes. The version 4 state it becomes is smaller in both
+// encodings (equations' flows by index, the JSON's equations as columns) and
+// round-trips exactly.
+func TestVersion3StateResumes(t *testing.T) {
+	c := Default()
+	c.Periods, c.ReleaseAt, c.ReleaseFlows, c.Seed = 200, 0.5, 3, 5
+	run, err := Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := workfactor.DefaultConfig()
+	whole, err := workfactor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, p := range run.Periods {
+		e, err := whole.AddPeriod(p.Index, p.Obs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, _ := json.Marshal(e)
+		want = append(want, string(j))
+	}
+	bin, err := os.ReadFile("testdata/state-v3.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile("testdata/state-v3.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromBin, fromJSON workfactor.State
+	if err := fromBin.UnmarshalBinary(bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if fromJSON.Version != 3 || fromBin.Period != 150 || len(fromBin.Sources) == 0 || len(fromBin.Sources[0].Trail) == 0 {
+		t.Fatalf("test data: version %d, period %d, %d sources", fromJSON.Version, fromBin.Period, len(fromBin.Sources))
+	}
+	resume := func(what string, st *workfactor.State, from int) *workfactor.Estimator {
+		t.Helper()
+		e, err := workfactor.Restore(cfg, st)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for i, p := range run.Periods[from:175] {
+			got, err := e.AddPeriod(p.Index, p.Obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j, _ := json.Marshal(got); string(j) != want[from+i] {
+				t.Fatalf("%s: period %d differs from the uninterrupted estimator", what, p.Index)
+			}
+		}
+		return e
+	}
+	resume("version 3, binary", &fromBin, 150)
+	st := resume("version 3, JSON", &fromJSON, 150).State()
+
+	bin4, err := st.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js4, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back3 workfactor.State
+	if err := back3.UnmarshalBinary(bin); err != nil {
+		t.Fatal(err)
+	}
+	bin3, _ := json.Marshal(back3) // the period-150 state, now version 4
+	t.Logf("period 150: binary %d → %d bytes, JSON %d → %d", len(bin), must(back3.MarshalBinary()), len(js), len(bin3))
+	var again, againJSON workfactor.State
+	if err := again.UnmarshalBinary(bin4); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js4, &againJSON); err != nil {
+		t.Fatal(err)
+	}
+	if st.Version != 4 || againJSON.Version != 4 {
+		t.Fatalf("version %d, from JSON %d; want 4", st.Version, againJSON.Version)
+	}
+	if !reflect.DeepEqual(&again, st) || !reflect.DeepEqual(&againJSON, st) {
+		t.Fatal("the version 4 state did not survive its round trips")
+	}
+	for _, x := range []struct {
+		what string
+		st   *workfactor.State
+	}{{"version 4, binary", &again}, {"version 4, JSON", &againJSON}} {
+		e, err := workfactor.Restore(cfg, x.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range run.Periods[175:] {
+			got, _ := e.AddPeriod(p.Index, p.Obs)
+			if j, _ := json.Marshal(got); string(j) != want[p.Index-1] {
+				t.Fatalf("%s: period %d differs from the uninterrupted estimator", x.what, p.Index)
+			}
+		}
+	}
+	if len(bin3) >= len(js) || must(back3.MarshalBinary()) >= len(bin) {
+		t.Error("the version 4 encodings are not smaller than version 3's")
+	}
+}
+
+func must(b []byte, err error) int {
+	if err != nil {
+		panic(err)
+	}
+	return len(b)
 }
