@@ -184,8 +184,8 @@ func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, 
 // Issue 9 on the real testbed: every tier runs as its own process, the
 // collector's hostmetrics process scraper reads each one's CPU, the tiers' SERVER
 // spans give the request rates, and /api/v1/workfactors must find each flow's
-// known cost: its CPU per request, measured with each transaction alone under
-// load before the mixed load (calibrateFlows). Spans and readings meet on host.name/process.executable.name: the
+// known cost: its marginal CPU per request inside the mix, measured before
+// the load with one transaction's rate raised at a time (calibrateFlowsInMix). Spans and readings meet on host.name/process.executable.name: the
 // tiers' spans carry the machine's host name and their executable name, and
 // host_name gives the hostmetrics resources the same host name.
 //
@@ -252,9 +252,12 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 		return out
 	}
 
-	// The truth: each flow's CPU per request, measured with each transaction
-	// alone under load before the mixed load (models_truth_test.go).
-	known, idle := calibrateFlows(t, cfg, tiers.web, tiers.queue, cpuOf)
+	// The truth: each flow's marginal CPU per request inside the mix, measured
+	// before the load (models_truth_test.go). Each transaction's cost alone
+	// is measured too, and reported beside it (the earlier truth).
+	idle := measureIdle(t, cfg, tiers.web, cpuOf)
+	alone := calibrateFlows(t, cfg, tiers.web, tiers.queue, cpuOf, idle)
+	known := calibrateFlowsInMix(t, cfg, tiers.web, tiers.queue, cpuOf, idle)
 
 	dur := wfDuration
 	start := time.Now()
@@ -280,18 +283,23 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 		total, end.Sub(start).Round(time.Second), counts, (to-from)/w, modelWindow, runtime.NumCPU(), mhz)
 	// Additivity: the calibrated costs of the load's requests, plus idle, against
 	// what /proc measured over the load, per service.
-	predicted := map[string]float64{}
-	for k, f := range truth {
-		svc, _, _ := strings.Cut(k, " ")
-		if c := known[k]; c != nil {
-			predicted[svc] += c.mc * float64(f.requests)
+	for _, c := range []struct {
+		what  string
+		costs map[string]*flowCost
+	}{{"in-mix", known}, {"alone", alone}} {
+		predicted := map[string]float64{}
+		for k, f := range truth {
+			svc, _, _ := strings.Cut(k, " ")
+			if fc := c.costs[k]; fc != nil {
+				predicted[svc] += fc.mc * float64(f.requests)
+			}
 		}
-	}
-	for svc := range pids {
-		used := (cpu1[svc] - cpu0[svc]) * mhz
-		idleMc := idle[svc] * end.Sub(start).Seconds() * mhz
-		t.Logf("%s: %.0f Mc of CPU (/proc) over the load; the calibrated costs of its requests plus idle predict %.0f (%+.1f%%)",
-			svc, used, predicted[svc]+idleMc, 100*(predicted[svc]+idleMc-used)/used)
+		for _, svc := range []string{"web", "app", "db"} {
+			used := (cpu1[svc] - cpu0[svc]) * mhz
+			idleMc := idle[svc] * end.Sub(start).Seconds() * mhz
+			t.Logf("%s: %.0f Mc of CPU (/proc) over the load; the %s costs of its requests plus idle predict %.0f (%+.1f%%)",
+				svc, used, c.what, predicted[svc]+idleMc, 100*(predicted[svc]+idleMc-used)/used)
+		}
 	}
 
 	check := func(apiAddr, what string) (worst float64, errs map[string]float64) {
@@ -331,8 +339,12 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 			}
 			want := c.mc
 			e := (f.WorkFactor - want) / want
-			t.Logf("  %-16s share %5.1f%%  known %6.2f Mc (burn %5.2f; %s)  est %6.2f (raw %6.2f, g %.2f, combined %v)  error %+6.1f%% (raw %+6.1f%%)",
-				k, 100*tr.share, want, tr.mc, c.levels(), f.WorkFactor, f.AlphaRaw, f.Goodness, f.Combined, 100*e, 100*(f.AlphaRaw-want)/want)
+			aloneMc, aloneLevels := math.NaN(), ""
+			if a := alone[k]; a != nil {
+				aloneMc, aloneLevels = a.mc, a.levels()
+			}
+			t.Logf("  %-16s share %5.1f%%  known %6.2f ± %.2f Mc (burn %5.2f; alone %6.2f: %s)  est %6.2f (raw %6.2f, g %.2f, combined %v)  error %+6.1f%% (raw %+6.1f%%, against alone %+6.1f%%)",
+				k, 100*tr.share, want, c.stderr, tr.mc, aloneMc, aloneLevels, f.WorkFactor, f.AlphaRaw, f.Goodness, f.Combined, 100*e, 100*(f.AlphaRaw-want)/want, 100*(f.WorkFactor-aloneMc)/aloneMc)
 			if tr.share >= 0.05 {
 				errs[k] = e
 				worst = max(worst, math.Abs(e))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -47,6 +48,7 @@ type flowCost struct {
 	mc      float64         // over every calibration run
 	byLevel map[int]float64 // over the runs of one level only
 	runs    int             // calibration runs in which the flow had requests
+	stderr  float64         // mc's standard error from the fit's residuals (in-mix calibration)
 }
 
 // calibrateFlows measures what each flow costs per request under load,
@@ -60,25 +62,10 @@ type flowCost struct {
 // worker, whose db calls belong to the run. webURL is the front tier,
 // queueURL the queue, cpuOf each service's CPU seconds (keys
 // with a space, such as "db primary", are logged only).
-// It also returns each service's idle CPU in CPU seconds per second.
-func calibrateFlows(t *testing.T, cfg *config.Config, webURL, queueURL string, cpuOf func() map[string]float64) (map[string]*flowCost, map[string]float64) {
+// idle is each service's idle CPU (measureIdle).
+func calibrateFlows(t *testing.T, cfg *config.Config, webURL, queueURL string, cpuOf func() map[string]float64, idle map[string]float64) map[string]*flowCost {
 	t.Helper()
 	mhz := cfg.MHz()
-	// Warm every path first (connection pools, SQLite's page cache, the heap).
-	for i, tx := range cfg.Transactions {
-		driveClosedLoop(t, webURL+"/txn/"+tx.Name, 2, calibrationThink/4, 2*time.Second, uint64(1000+i))
-	}
-	time.Sleep(time.Second)
-	c0, t0 := cpuOf(), time.Now()
-	time.Sleep(calibrationIdle)
-	c1, el := cpuOf(), time.Since(t0).Seconds()
-	idle := map[string]float64{} // service → CPU seconds per second
-	for svc := range c0 {
-		idle[svc] = (c1[svc] - c0[svc]) / el
-		if !strings.Contains(svc, " ") {
-			t.Logf("calibration: %s idles at %.1f MHz", svc, idle[svc]*mhz)
-		}
-	}
 	var runs []calibrationRun
 	for li, users := range calibrationUsers {
 		for ti, tx := range cfg.Transactions {
@@ -115,12 +102,126 @@ func calibrateFlows(t *testing.T, cfg *config.Config, webURL, queueURL string, c
 			out[flow].runs++
 		}
 	}
-	return out, idle
+	return out
+}
+
+// measureIdle warms every path (connection pools, SQLite's page cache, the
+// heap), then returns each service's idle CPU in CPU seconds per second.
+func measureIdle(t *testing.T, cfg *config.Config, webURL string, cpuOf func() map[string]float64) map[string]float64 {
+	t.Helper()
+	for i, tx := range cfg.Transactions {
+		driveClosedLoop(t, webURL+"/txn/"+tx.Name, 2, calibrationThink/4, 2*time.Second, uint64(1000+i))
+	}
+	time.Sleep(time.Second)
+	c0, t0 := cpuOf(), time.Now()
+	time.Sleep(calibrationIdle)
+	c1, el := cpuOf(), time.Since(t0).Seconds()
+	idle := map[string]float64{}
+	for svc := range c0 {
+		idle[svc] = (c1[svc] - c0[svc]) / el
+		if !strings.Contains(svc, " ") {
+			t.Logf("calibration: %s idles at %.1f MHz", svc, idle[svc]*cfg.MHz())
+		}
+	}
+	return idle
+}
+
+// The in-mix calibration: every transaction at mixUsers (about its mean
+// level in the load), and in turn one of them raised by mixBoost users;
+// mixPhase each, the plain mix at the start, the middle and the end.
+var (
+	mixUsers = 4
+	mixBoost = 6
+	mixPhase = 25 * time.Second
+)
+
+// calibrateFlowsInMix measures what each flow's request costs inside the
+// mixed load, independently of the regression: its marginal CPU, from phases
+// of the whole mix with one transaction's rate raised at a time. Per service,
+// CPU(phase) − idle = Σ_flow cost(flow)·requests(flow, phase) is solved by
+// least squares over the phases (/proc CPU time, the requests each phase's
+// completed transactions caused): the plain-mix phases fix the operating
+// point, and each raised transaction's extra requests and the CPU they add
+// determine its flows' costs. Calibrating each transaction alone
+// (calibrateFlows) gives the cost in an otherwise idle process, which
+// overpredicted the mixed load's CPU by 2–13% (docs/workfactor-report.md).
+func calibrateFlowsInMix(t *testing.T, cfg *config.Config, webURL, queueURL string, cpuOf func() map[string]float64, idle map[string]float64) map[string]*flowCost {
+	t.Helper()
+	mhz := cfg.MHz()
+	boosts := []string{""}
+	for i, tx := range cfg.Transactions {
+		boosts = append(boosts, tx.Name)
+		if i == len(cfg.Transactions)/2-1 {
+			boosts = append(boosts, "")
+		}
+	}
+	boosts = append(boosts, "")
+	var runs []calibrationRun
+	for k, boosted := range boosts {
+		c0, t0 := cpuOf(), time.Now()
+		counts := map[string]int64{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var failure error
+		for i, tx := range cfg.Transactions {
+			users := mixUsers
+			if tx.Name == boosted {
+				users += mixBoost
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := closedLoop(webURL+"/txn/"+tx.Name, users, calibrationThink, mixPhase, uint64(5000+100*k+i))
+				mu.Lock()
+				defer mu.Unlock()
+				counts[tx.Name] = n
+				if err != nil && failure == nil {
+					failure = err
+				}
+			}()
+		}
+		wg.Wait()
+		if failure != nil {
+			t.Fatalf("calibration in the mix: %v", failure)
+		}
+		backlog, waited := drainQueue(t, queueURL)
+		time.Sleep(time.Second)
+		c1, el := cpuOf(), time.Since(t0).Seconds()
+		r := calibrationRun{tx: boosted, users: mixUsers, requests: map[string]float64{}, cpuMc: map[string]float64{}}
+		for flow, f := range workFactorTruth(cfg, counts) {
+			if f.requests > 0 {
+				r.requests[flow] = float64(f.requests)
+			}
+		}
+		for svc := range c0 {
+			r.cpuMc[svc] = (c1[svc] - c0[svc] - idle[svc]*el) * mhz
+		}
+		what := "plain mix"
+		if boosted != "" {
+			what = fmt.Sprintf("mix, %s +%d users", boosted, mixBoost)
+		}
+		t.Logf("calibration in the mix: %-22s %v in %.1f s (queue backlog %d, drained in %v); Mc beyond idle: web %.0f, app %.0f, db %.0f",
+			what, counts, el, backlog, waited.Round(10*time.Millisecond), r.cpuMc["web"], r.cpuMc["app"], r.cpuMc["db"])
+		runs = append(runs, r)
+	}
+	costs, stderr := solveFlowCostsSE(runs, nil)
+	out := map[string]*flowCost{}
+	for flow, mc := range costs {
+		out[flow] = &flowCost{mc: mc, stderr: stderr[flow], runs: len(runs)}
+	}
+	return out
 }
 
 // solveFlowCosts solves, per service, CPU(run) = Σ_flow cost(flow)·requests(flow, run)
 // by least squares over the runs that keep selects (all when nil).
 func solveFlowCosts(runs []calibrationRun, keep func(calibrationRun) bool) map[string]float64 {
+	costs, _ := solveFlowCostsSE(runs, keep)
+	return costs
+}
+
+// solveFlowCostsSE is solveFlowCosts with each cost's standard error from the
+// fit's own residuals (0 when the runs determine the costs exactly).
+func solveFlowCostsSE(runs []calibrationRun, keep func(calibrationRun) bool) (costs, stderr map[string]float64) {
 	flowsOf := map[string][]string{}
 	for _, r := range runs {
 		if keep != nil && !keep(r) {
@@ -133,7 +234,7 @@ func solveFlowCosts(runs []calibrationRun, keep func(calibrationRun) bool) map[s
 			}
 		}
 	}
-	out := map[string]float64{}
+	costs, stderr = map[string]float64{}, map[string]float64{}
 	for svc, flows := range flowsOf {
 		slices.Sort(flows)
 		var rows []calibrationRun
@@ -158,11 +259,21 @@ func solveFlowCosts(runs []calibrationRun, keep func(calibrationRun) bool) map[s
 		if err := x.SolveVec(a, b); err != nil {
 			continue
 		}
+		var ata, inv mat.Dense
+		ata.Mul(a.T(), a)
+		var resid mat.VecDense
+		resid.MulVec(a, &x)
+		resid.SubVec(b, &resid)
+		dof := len(rows) - len(flows)
+		invOK := inv.Inverse(&ata) == nil
 		for j, flow := range flows {
-			out[flow] = x.AtVec(j)
+			costs[flow] = x.AtVec(j)
+			if dof > 0 && invOK {
+				stderr[flow] = math.Sqrt(mat.Dot(&resid, &resid) / float64(dof) * inv.At(j, j))
+			}
 		}
 	}
-	return out
+	return costs, stderr
 }
 
 // driveClosedLoop runs users emulated clients against url for d, each
@@ -172,6 +283,16 @@ func solveFlowCosts(runs []calibrationRun, keep func(calibrationRun) bool) map[s
 // test: its CPU would be counted without its flows.
 func driveClosedLoop(t *testing.T, url string, users int, think, d time.Duration, seed uint64) int64 {
 	t.Helper()
+	n, err := closedLoop(url, users, think, d, seed)
+	if err != nil {
+		t.Fatalf("calibration load on %s: %v", url, err)
+	}
+	return n
+}
+
+// closedLoop is driveClosedLoop without the test, for concurrent drivers: a
+// failed request stops its client and is returned.
+func closedLoop(url string, users int, think, d time.Duration, seed uint64) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: users}}
@@ -189,7 +310,7 @@ func driveClosedLoop(t *testing.T, url string, users int, think, d time.Duration
 			rng := rand.New(rand.NewPCG(seed, uint64(u)))
 			for ctx.Err() == nil {
 				if err := getOK(hc, url); err != nil {
-					failOnce.Do(func() { failure = err })
+					failOnce.Do(func() { failure = fmt.Errorf("%s: %w", url, err) })
 					return
 				}
 				done.Add(1)
@@ -201,10 +322,7 @@ func driveClosedLoop(t *testing.T, url string, users int, think, d time.Duration
 		}()
 	}
 	wg.Wait()
-	if failure != nil {
-		t.Fatalf("calibration load on %s: %v", url, failure)
-	}
-	return done.Load()
+	return done.Load(), failure
 }
 
 func getOK(hc *http.Client, url string) error {

@@ -15,7 +15,8 @@
 //	alpha, ok := est.WorkFactorOf("A")
 //
 // Every period gets an Estimate (the document of docs/formats.md §5). e.State() is
-// the persistent state (exported fields, JSON or MarshalBinary); Restore resumes
+// the persistent state (JSON, its equations as columns with their flows by
+// index, or MarshalBinary; both read versions 1–3 too); Restore resumes
 // from it; Merge combines two shards' states (see State); Current solves a
 // restored or merged state without changing it.
 //

@@ -122,28 +122,15 @@ func (rep *reporter) reportBaseline() error {
 // reportSeeds writes the other seeds: significant cells beaten and heavy tails within 15%, per seed.
 func (rep *reporter) reportSeeds() error {
 	p := rep.p
-	gen := Generate
-	base := rep.base
-	def := rep.def
-	paper := rep.paper
 	p("## Other seeds\n\nSignificant cells (flows ≥ 1%% of the stage's power) beaten out of the cells, heavy-flow tail cells (≥ 5%%) within 15%%.\n\n| seed | machine, paper | machine, default | per-process, paper | per-process, default |\n|---|---|---|---|---|\n")
-	for seed := uint64(1); seed <= 6; seed++ {
-		c := base
-		c.Seed = seed
-		r, err := gen(c)
-		if err != nil {
-			return err
-		}
-		p("| %d |", seed)
-		for _, proc := range []bool{false, true} {
-			for _, cfg := range []workfactor.Config{paper, def} {
-				o, err := Evaluate(r, cfg, proc)
-				if err != nil {
-					return err
-				}
-				v := o.Verdict
-				p(" %d/%d, tails %d/%d |", v.Beaten, v.SignificantCells, v.TailWithin, v.TailCells)
-			}
+	results, err := ReplaySeeds(rep.base, Seeds(1, 6), rep.paper, rep.def)
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		p("| %d |", r.Seed)
+		for _, v := range append(r.Machine, r.PerProcess...) {
+			p(" %d/%d, tails %d/%d |", v.Beaten, v.SignificantCells, v.TailWithin, v.TailCells)
 		}
 		p("\n")
 	}

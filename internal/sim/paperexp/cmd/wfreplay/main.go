@@ -11,8 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime"
-	"sync"
 
 	"github.com/tierscope/tierscope/internal/sim/paperexp"
 	"github.com/tierscope/tierscope/internal/workfactor"
@@ -92,45 +90,14 @@ func main() {
 }
 
 // replaySeeds runs the paper replay on seeds 1–6 with cfg, machine and
-// per-process readings.
+// per-process readings, and sums the verdicts.
 func replaySeeds(cfg workfactor.Config) (mach, proc, tails int, err error) {
-	type res struct{ m, p, t int }
-	out := make([]res, 6)
-	errs := make([]error, 6)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i := range out {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			pc := paperexp.DefaultConfig()
-			pc.Seed = uint64(i + 1)
-			run, err := paperexp.Generate(pc)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			m, err := paperexp.Evaluate(run, cfg, false)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			p, err := paperexp.Evaluate(run, cfg, true)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out[i] = res{m.Verdict.Beaten, p.Verdict.Beaten, p.Verdict.TailWithin}
-		}(i)
+	results, err := paperexp.ReplaySeeds(paperexp.DefaultConfig(), paperexp.Seeds(1, 6), cfg)
+	if err != nil {
+		return 0, 0, 0, err
 	}
-	wg.Wait()
-	for i, r := range out {
-		if errs[i] != nil {
-			return 0, 0, 0, errs[i]
-		}
-		mach, proc, tails = mach+r.m, proc+r.p, tails+r.t
+	for _, r := range results {
+		mach, proc, tails = mach+r.Machine[0].Beaten, proc+r.PerProcess[0].Beaten, tails+r.PerProcess[0].TailWithin
 	}
 	return mach, proc, tails, nil
 }
