@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/tierscope/tierscope/internal/workfactor"
@@ -452,4 +453,62 @@ func must(b []byte, err error) int {
 		panic(err)
 	}
 	return len(b)
+}
+
+// The state's size at the end of the must-show runs (seed 1; the report's
+// "Costs"): mostly the equations each source keeps since its regime started
+// (at most 128 periods). Version 4 stores an equation in binary in 49 bytes
+// plus 9 per flow (a varint index and the rate; the bound below leaves room);
+// version 3 stored each flow's name, and length prefixes.
+func TestStateSize(t *testing.T) {
+	for _, x := range []struct {
+		flows   int
+		release bool
+	}{{7, false}, {7, true}, {20, false}, {20, true}} {
+		c := Default()
+		c.Seed, c.Flows = 1, x.flows
+		if x.release {
+			c.ReleaseAt, c.ReleaseFlows = 0.75, 3
+		}
+		run, err := Generate(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := workfactor.New(workfactor.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range run.Periods {
+			if _, err := e.AddPeriod(p.Index, p.Obs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := e.State()
+		bin, err := st.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, rates := 0, 0
+		for _, s := range st.Sources {
+			for _, r := range append(append(slices.Clone(s.Held), s.Recent...), trailRows(s.Trail)...) {
+				rows, rates = rows+1, rates+len(r.Rates)
+			}
+		}
+		t.Logf("%d flows, release %v: binary %d bytes, JSON %d bytes; %d equations kept (%d rates)", x.flows, x.release, len(bin), len(js), rows, rates)
+		if limit := 72*rows + 9*rates + 4096; len(bin) > limit {
+			t.Errorf("%d flows, release %v: binary state %d bytes, want ≤ %d", x.flows, x.release, len(bin), limit)
+		}
+	}
+}
+
+func trailRows(trail []workfactor.TrailRow) []workfactor.HeldRow {
+	out := make([]workfactor.HeldRow, len(trail))
+	for i, r := range trail {
+		out[i] = r.HeldRow
+	}
+	return out
 }
