@@ -184,8 +184,9 @@ func runVaryingLoad(t *testing.T, target string, cfg *config.Config, users int, 
 // Issue 9 on the real testbed: every tier runs as its own process, the
 // collector's hostmetrics process scraper reads each one's CPU, the tiers' SERVER
 // spans give the request rates, and /api/v1/workfactors must find each flow's
-// known cost: its marginal CPU per request inside the mix, measured before
-// the load with one transaction's rate raised at a time (calibrateFlowsInMix). Spans and readings meet on host.name/process.executable.name: the
+// known cost: its CPU per request measured alone, times its service's
+// discount in the mix, both measured before the load (calibrateFlows,
+// calibrateInMix). Spans and readings meet on host.name/process.executable.name: the
 // tiers' spans carry the machine's host name and their executable name, and
 // host_name gives the hostmetrics resources the same host name.
 //
@@ -252,12 +253,13 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 		return out
 	}
 
-	// The truth: each flow's marginal CPU per request inside the mix, measured
-	// before the load (models_truth_test.go). Each transaction's cost alone
-	// is measured too, and reported beside it (the earlier truth).
+	// The truth, measured before the load (models_truth_test.go): each flow's
+	// CPU per request with its transaction alone, times its service's discount
+	// in the whole mix; each flow's marginal cost in the mix is logged beside it.
 	idle := measureIdle(t, cfg, tiers.web, cpuOf)
 	alone := calibrateFlows(t, cfg, tiers.web, tiers.queue, cpuOf, idle)
-	known := calibrateFlowsInMix(t, cfg, tiers.web, tiers.queue, cpuOf, idle)
+	mix := calibrateInMix(t, cfg, tiers.web, tiers.queue, cpuOf, idle, alone)
+	known := mix.known
 
 	dur := wfDuration
 	start := time.Now()
@@ -286,7 +288,7 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 	for _, c := range []struct {
 		what  string
 		costs map[string]*flowCost
-	}{{"in-mix", known}, {"alone", alone}} {
+	}{{"known (alone × mix factor)", known}, {"alone", alone}, {"in-mix marginal", mix.marginal}} {
 		predicted := map[string]float64{}
 		for k, f := range truth {
 			svc, _, _ := strings.Cut(k, " ")
@@ -339,12 +341,13 @@ func TestWorkFactorsOnTestbed(t *testing.T) {
 			}
 			want := c.mc
 			e := (f.WorkFactor - want) / want
-			aloneMc, aloneLevels := math.NaN(), ""
-			if a := alone[k]; a != nil {
-				aloneMc, aloneLevels = a.mc, a.levels()
+			marginal, marginalSE := math.NaN(), math.NaN()
+			if m := mix.marginal[k]; m != nil {
+				marginal, marginalSE = m.mc, m.stderr
 			}
-			t.Logf("  %-16s share %5.1f%%  known %6.2f ± %.2f Mc (burn %5.2f; alone %6.2f: %s)  est %6.2f (raw %6.2f, g %.2f, combined %v)  error %+6.1f%% (raw %+6.1f%%, against alone %+6.1f%%)",
-				k, 100*tr.share, want, c.stderr, tr.mc, aloneMc, aloneLevels, f.WorkFactor, f.AlphaRaw, f.Goodness, f.Combined, 100*e, 100*(f.AlphaRaw-want)/want, 100*(f.WorkFactor-aloneMc)/aloneMc)
+			t.Logf("  %-16s share %5.1f%%  known %6.2f Mc (burn %5.2f; alone %6.2f: %s; in-mix marginal %6.2f ± %.2f)  est %6.2f (raw %6.2f, g %.2f, combined %v)  error %+6.1f%% (raw %+6.1f%%; against alone %+6.1f%%, against the marginal %+6.1f%%)",
+				k, 100*tr.share, want, tr.mc, alone[k].mc, c.levels(), marginal, marginalSE, f.WorkFactor, f.AlphaRaw, f.Goodness, f.Combined,
+				100*e, 100*(f.AlphaRaw-want)/want, 100*(f.WorkFactor-alone[k].mc)/alone[k].mc, 100*(f.WorkFactor-marginal)/marginal)
 			if tr.share >= 0.05 {
 				errs[k] = e
 				worst = max(worst, math.Abs(e))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of the work-factor (issue 9) and signature (issue 10) models
 # on the real testbed through the shipped collector (e2e/models_test.go, build
-# tag `long`: they take about 8 minutes and want a quiet machine). Rebuilds
+# tag `long`: the work factors take about 14 minutes (calibration alone 3.5, in
+# the mix 4, load 6), the signatures 5, and want a quiet machine). Rebuilds
 # build/otelcol-tierscope/otelcol-tierscope first (seconds when up to date).
 #
 #   scripts/e2e-models.sh                 # both
