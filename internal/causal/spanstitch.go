@@ -181,9 +181,11 @@ func (s *spanStitcher) run() *StitchResult {
 //     it with the parent, so its true parent is not a candidate;
 //   - messageConfidence: a consumer whose lone candidate names its message;
 //   - unsidedConfidence: a span that records a call without its side, which
-//     may be a server whose parent is in another process.
+//     may be a server whose parent is in another process;
+//   - orderConfidence: a local parent out of order with its child on their
+//     common clock.
 //
-// unsettledConfidence, applied after the last round, is the sixth: a parent
+// unsettledConfidence, applied after the last round, is the seventh: a parent
 // the last refit still changed.
 func (s *spanStitcher) reviseConfidence() {
 	s.exchangeConfidence(s.cfg.Rounds)
@@ -191,6 +193,24 @@ func (s *spanStitcher) reviseConfidence() {
 	s.sporadicOrphans()
 	s.messageConfidence()
 	s.unsidedConfidence()
+	s.orderConfidence()
+}
+
+// orderConfidence caps at ½ a local parent out of order with its child on
+// their common clock (outOfOrder). Such a parent stays a candidate: dropping
+// the candidates made the others surer than their precision bears
+// (docs/causal-report.md, eighth round). A handler that left work behind
+// (a SERVER or CONSUMER span) may end before that work starts.
+func (s *spanStitcher) orderConfidence() {
+	for c, p := range s.parent {
+		if p < 0 || s.known[c] || s.remote[c] || s.isRemote(p, int32(c)) {
+			continue
+		}
+		ps, cs := &s.spans[p], &s.spans[c]
+		if s.outOfOrder(p, int32(c)) && !(ps.Kind.RemoteEntry() && ps.End < cs.Start && ps.Start <= cs.Start) {
+			s.conf[c] = min(s.conf[c], 0.5)
+		}
+	}
 }
 
 // unsidedConfidence caps at ½ the local parent of a span whose call kind is
@@ -511,6 +531,22 @@ func (s *spanStitcher) enclosing(act []int32, c int32, dst []int32) []int32 {
 		}
 	}
 	return dst
+}
+
+// outOfOrder reports whether local candidate p started after c, or ended
+// before c started, on one clock of one resolution: rounding is monotone, so a
+// parent stamped in whole milliseconds never starts a tick after its child,
+// nor ends a tick before it starts. Timestamps of different resolutions may
+// cross, which the candidates' tolerances allow for. A guest (an in-process
+// client reported under another name, hosted or roaming) reads its host's
+// clock.
+func (s *spanStitcher) outOfOrder(p, c int32) bool {
+	ps, cs := &s.spans[p], &s.spans[c]
+	sameClock := s.proc[p] == s.proc[c] || (s.roaming != nil && s.roaming[c] && cs.Host >= 0 && ps.Host == cs.Host)
+	if !sameClock {
+		return false
+	}
+	return (s.tolStart[p] == s.tolStart[c] && ps.Start > cs.Start) || (s.tolEnd[p] == s.tolStart[c] && ps.End < cs.Start)
 }
 
 // capCandidates bounds the work per orphan: under a flood of messages or calls
