@@ -462,3 +462,26 @@ func TestConvertNezhaParentNotInFile(t *testing.T) {
 		t.Errorf("--strip all: parent %s trace %s, summary %q", s.ParentSpanID(), s.TraceID(), summary)
 	}
 }
+
+// A gzip capture converts as its decompressed text does, from a file or from
+// standard input, and a corrupt one is refused with its name.
+func TestConvertGzipInput(t *testing.T) {
+	gz := filepath.Join(nezhaDataDir, nezhaCaptures[1]+".gz")
+	plain := nezhaCapture(t, nezhaCaptures[1])
+	_, want, _ := runCLI(t, "", "convert", "--from", "nezha", "--in", plain, "--strip", "all")
+	code, got, errs := runCLI(t, "", "convert", "--from", "nezha", "--in", gz, "--strip", "all")
+	if code != 0 || got != want {
+		t.Fatalf("gzip file: exit %d, same output %v: %s", code, got == want, errs)
+	}
+	data, err := os.ReadFile(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, got, errs = runCLI(t, string(data), "convert", "--from", "nezha", "--in", "-", "--strip", "all"); code != 0 || got != want {
+		t.Fatalf("gzip on stdin: exit %d, same output %v: %s", code, got == want, errs)
+	}
+	corrupt := writeFile(t, "corrupt.csv.gz", "\x1f\x8bnot gzip")
+	if code, _, errs = runCLI(t, "", "convert", "--from", "nezha", "--in", corrupt); code == 0 || !strings.Contains(errs, "corrupt.csv.gz") {
+		t.Fatalf("corrupt gzip: exit %d: %s", code, errs)
+	}
+}

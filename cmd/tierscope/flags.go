@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"compress/gzip"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,20 +58,45 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// input opens the file named by --in; "-" is standard input. The returned name is
-// the one to use in error messages.
+// input opens the file named by --in; "-" is standard input. Gzip input (a
+// .csv.gz capture, a compressed span log) is read decompressed, whatever its
+// name. The returned name is the one to use in error messages.
 func input(path string, stdin io.Reader) (io.Reader, string, func(), error) {
 	switch path {
 	case "":
 		return nil, "", nil, usagef("--in is required (use --in - for standard input)")
 	case "-":
-		return inputlimit.NewReader(stdin, "<stdin>", inputlimit.MaxLine), "<stdin>", func() {}, nil
+		r, err := maybeGunzip(stdin, "<stdin>")
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return inputlimit.NewReader(r, "<stdin>", inputlimit.MaxLine), "<stdin>", func() {}, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return inputlimit.NewReader(f, path, inputlimit.MaxLine), path, func() { f.Close() }, nil
+	r, err := maybeGunzip(f, path)
+	if err != nil {
+		f.Close()
+		return nil, "", nil, err
+	}
+	return inputlimit.NewReader(r, path, inputlimit.MaxLine), path, func() { f.Close() }, nil
+}
+
+// maybeGunzip returns r decompressed when it starts with the gzip magic bytes,
+// and r unchanged (nothing consumed) otherwise.
+func maybeGunzip(r io.Reader, name string) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	magic, err := br.Peek(2)
+	if err != nil || magic[0] != 0x1f || magic[1] != 0x8b {
+		return br, nil // short or plain input: the reader reports what it finds
+	}
+	z, err := gzip.NewReader(br)
+	if err != nil {
+		return nil, fmt.Errorf("%s: gzip: %w", name, err)
+	}
+	return z, nil
 }
 
 // readFileCapped reads a whole document named on the command line (a plan,

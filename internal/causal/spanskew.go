@@ -94,6 +94,12 @@ func (s *spanStitcher) learnSkew() {
 		if s.preSkew == nil {
 			s.preSkew = make(map[[2]int32]int64)
 		}
+		if float64(n) < tieContrast*float64(secondPeak(v, theta, b)) {
+			if s.skewTied == nil {
+				s.skewTied = make(map[[2]int32]bool)
+			}
+			s.skewTied[k] = true
+		}
 		s.preSkew[k] = theta
 		s.skewAhead, s.skewBehind = max(s.skewAhead, theta), max(s.skewBehind, -theta)
 	}
@@ -111,6 +117,9 @@ const (
 	// nearContrast is how many times the densest window within ±w/2
 	// (nearPeak) a far offset's window must hold.
 	nearContrast = 1.5
+	// tieContrast is how many times the second peak away from it (secondPeak)
+	// an offset's window must hold not to be tied with it.
+	tieContrast = 1.2
 )
 
 // nearPeak is how many of the sorted values the densest window of width b
@@ -122,6 +131,33 @@ func nearPeak(v []int64, half, b int64) int {
 	j, _ := slices.BinarySearch(v, half+1)
 	_, n := densestWindow(v[i:j], b)
 	return n
+}
+
+// secondPeak is how many of the sorted values the densest window of width b
+// holds away from theta (beyond 2b): a caller that calls one service twice in
+// a row, with calls of one duration, puts a second peak as high as the true
+// offset's at the calls' spacing.
+func secondPeak(v []int64, theta, b int64) int {
+	lo, _ := slices.BinarySearch(v, theta-2*b)
+	hi, _ := slices.BinarySearch(v, theta+2*b+1)
+	_, below := densestWindow(v[:lo], b)
+	_, above := densestWindow(v[hi:], b)
+	return max(below, above)
+}
+
+// skewConfidence caps at ½ the parents written across a pair of processes
+// whose offset learnSkew found tied with another (skewTied): either offset
+// matches the callee with a caller of its own, and the one taken decided
+// which.
+func (s *spanStitcher) skewConfidence() {
+	if s.skewTied == nil {
+		return
+	}
+	for c, p := range s.parent {
+		if p >= 0 && !s.known[c] && s.isRemote(p, int32(c)) && s.skewTied[[2]int32{s.procIndex[p], s.procIndex[c]}] {
+			s.conf[c] = min(s.conf[c], 0.5)
+		}
+	}
 }
 
 // densestWindow is the median of the sorted values in the window of width b

@@ -60,7 +60,10 @@ type spanStitcher struct {
 	procs        int
 	// preSkew holds the offsets learnSkew measured beyond the skew window, by
 	// process pair; skewAhead and skewBehind their largest either way.
-	preSkew               map[[2]int32]int64
+	preSkew map[[2]int32]int64
+	// skewTied marks the pairs whose measured offset another offset ties
+	// with (secondPeak).
+	skewTied              map[[2]int32]bool
 	skewAhead, skewBehind int64
 	// perParent is 1 over the number of spans that share a span's parent
 	// model (populationKey).
@@ -181,9 +184,13 @@ func (s *spanStitcher) run() *StitchResult {
 //     it with the parent, so its true parent is not a candidate;
 //   - messageConfidence: a consumer whose lone candidate names its message;
 //   - unsidedConfidence: a span that records a call without its side, which
-//     may be a server whose parent is in another process.
+//     may be a server whose parent is in another process;
+//   - orderConfidence: a local parent out of order with its child on their
+//     common clock;
+//   - skewConfidence: a caller across a pair of processes whose clock offset
+//     another offset ties with.
 //
-// unsettledConfidence, applied after the last round, is the sixth: a parent
+// unsettledConfidence, applied after the last round, is the eighth: a parent
 // the last refit still changed.
 func (s *spanStitcher) reviseConfidence() {
 	s.exchangeConfidence(s.cfg.Rounds)
@@ -191,6 +198,25 @@ func (s *spanStitcher) reviseConfidence() {
 	s.sporadicOrphans()
 	s.messageConfidence()
 	s.unsidedConfidence()
+	s.orderConfidence()
+	s.skewConfidence()
+}
+
+// orderConfidence caps at ½ a local parent out of order with its child on
+// their common clock (outOfOrder). Such a parent stays a candidate: dropping
+// the candidates made the others surer than their precision bears
+// (docs/causal-report.md, eighth round). A handler that left work behind
+// (a SERVER or CONSUMER span) may end before that work starts.
+func (s *spanStitcher) orderConfidence() {
+	for c, p := range s.parent {
+		if p < 0 || s.known[c] || s.remote[c] || s.isRemote(p, int32(c)) {
+			continue
+		}
+		ps, cs := &s.spans[p], &s.spans[c]
+		if s.outOfOrder(p, int32(c)) && !(ps.Kind.RemoteEntry() && ps.End < cs.Start && ps.Start <= cs.Start) {
+			s.conf[c] = min(s.conf[c], 0.5)
+		}
+	}
 }
 
 // unsidedConfidence caps at ½ the local parent of a span whose call kind is
@@ -513,6 +539,22 @@ func (s *spanStitcher) enclosing(act []int32, c int32, dst []int32) []int32 {
 	return dst
 }
 
+// outOfOrder reports whether local candidate p started after c, or ended
+// before c started, on one clock of one resolution: rounding is monotone, so a
+// parent stamped in whole milliseconds never starts a tick after its child,
+// nor ends a tick before it starts. Timestamps of different resolutions may
+// cross, which the candidates' tolerances allow for. A guest (an in-process
+// client reported under another name, hosted or roaming) reads its host's
+// clock.
+func (s *spanStitcher) outOfOrder(p, c int32) bool {
+	ps, cs := &s.spans[p], &s.spans[c]
+	sameClock := s.proc[p] == s.proc[c] || (s.roaming != nil && s.roaming[c] && cs.Host >= 0 && ps.Host == cs.Host)
+	if !sameClock {
+		return false
+	}
+	return (s.tolStart[p] == s.tolStart[c] && ps.Start > cs.Start) || (s.tolEnd[p] == s.tolStart[c] && ps.End < cs.Start)
+}
+
 // capCandidates bounds the work per orphan: under a flood of messages or calls
 // only the MaxCandidates candidates that started last before it are kept.
 func (s *spanStitcher) capCandidates(lists [][]int32) {
@@ -778,6 +820,14 @@ func (s *spanStitcher) fitOffsets(round int) {
 		}
 		slices.Sort(v)
 		theta, lo, hi := densest(v)
+		if round == 0 {
+			// Among every candidate, the true callers may be fewer than the
+			// fifth densest takes: a window of the data's scale finds them
+			// when they stand out of the scatter.
+			if t, ok := s.offsetPeak(v); ok {
+				theta, lo, hi = t, t, t
+			}
+		}
 		if lo <= 0 && 0 <= hi {
 			// Synchronised clocks are the prior: no offset when the densest
 			// run holds 0.
@@ -794,6 +844,27 @@ func (s *spanStitcher) fitOffsets(round int) {
 		}
 		s.offsets[[2]int32{k.caller, k.callee}] = o
 	}
+}
+
+// offsetPeak is the densest window of candidate offsets, of learnSkew's width
+// b = min(w/2, the median span), when it stands out of a uniform scatter over
+// the values' range as learnSkew requires of a far offset.
+func (s *spanStitcher) offsetPeak(v []int64) (int64, bool) {
+	w := int64(s.cfg.SkewWindow)
+	b := w / 2
+	if s.median > 0 {
+		b = min(b, s.median)
+	}
+	span := v[len(v)-1] - v[0]
+	if b <= 0 || span <= 4*b {
+		return 0, false
+	}
+	theta, n := densestWindow(v, b)
+	background := float64(len(v)) * float64(b) / float64(span)
+	if n < minSkewPeak || float64(n)-background < skewZ*math.Sqrt(max(background, 1)) || float64(n) < skewContrast*background {
+		return 0, false
+	}
+	return theta, true
 }
 
 // densest is the median of the narrowest run of a fifth of the sorted values
