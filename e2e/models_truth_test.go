@@ -129,8 +129,8 @@ func measureIdle(t *testing.T, cfg *config.Config, webURL string, cpuOf func() m
 
 // The in-mix calibration: every transaction at mixUsers, and in turn one of
 // them raised by mixBoost users; mixPhase each, the plain mix at the start,
-// the middle and the end. With 5 users each the phases run at 28–34
-// transactions a second, about the load's mean (32).
+// the middle and the end. With 5 users each the phases run at 26–31
+// transactions a second, a little under the load's mean (32).
 var (
 	mixUsers = 5
 	mixBoost = 6
