@@ -159,7 +159,8 @@ type mixTruth struct {
 // each flow's proportion from its precise calibration alone. The marginal
 // costs fitted freely per flow (six per service from nine phases) carry
 // standard errors of 3–12%, too wide to be the truth at a 15% tolerance;
-// they are logged beside it, and agree with it within those errors.
+// they are logged beside it, and agree with it within about two of those
+// errors (docs/workfactor-report.md, fifth round).
 func calibrateInMix(t *testing.T, cfg *config.Config, webURL, queueURL string, cpuOf func() map[string]float64, idle map[string]float64, alone map[string]*flowCost) mixTruth {
 	t.Helper()
 	runs := runMixPhases(t, cfg, webURL, queueURL, cpuOf, idle)
