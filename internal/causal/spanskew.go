@@ -45,10 +45,7 @@ func (s *spanStitcher) learnSkew() {
 	// A true caller's difference strays from the offset by the asymmetry of
 	// its delays, far less than the median span in most services, and the
 	// skew window's milliseconds far more than that in microsecond ones.
-	b := w / 2
-	if s.median > 0 {
-		b = min(b, s.median)
-	}
+	b := s.offsetScale()
 	// A systematic sample of each callee process's orphan SERVER spans.
 	perProc := make(map[int32]int)
 	samples := make(map[[2]int32][]int64)

@@ -820,10 +820,11 @@ func (s *spanStitcher) fitOffsets(round int) {
 		}
 		slices.Sort(v)
 		theta, lo, hi := densest(v)
-		if round == 0 {
+		if round == 0 && hi-lo > s.offsetScale() {
 			// Among every candidate, the true callers may be fewer than the
-			// fifth densest takes: a window of the data's scale finds them
-			// when they stand out of the scatter.
+			// fifth densest takes, and its run, wider than the data's scale,
+			// is scatter: a window of that scale finds them when they stand
+			// out of it.
 			if t, ok := s.offsetPeak(v); ok {
 				theta, lo, hi = t, t, t
 			}
@@ -850,11 +851,7 @@ func (s *spanStitcher) fitOffsets(round int) {
 // b = min(w/2, the median span), when it stands out of a uniform scatter over
 // the values' range as learnSkew requires of a far offset.
 func (s *spanStitcher) offsetPeak(v []int64) (int64, bool) {
-	w := int64(s.cfg.SkewWindow)
-	b := w / 2
-	if s.median > 0 {
-		b = min(b, s.median)
-	}
+	b := s.offsetScale()
 	span := v[len(v)-1] - v[0]
 	if b <= 0 || span <= 4*b {
 		return 0, false
@@ -865,6 +862,16 @@ func (s *spanStitcher) offsetPeak(v []int64) (int64, bool) {
 		return 0, false
 	}
 	return theta, true
+}
+
+// offsetScale is the width b = min(w/2, the median span) in which the offsets
+// of a pair's true calls gather (learnSkew's window).
+func (s *spanStitcher) offsetScale() int64 {
+	b := int64(s.cfg.SkewWindow) / 2
+	if s.median > 0 {
+		b = min(b, s.median)
+	}
+	return b
 }
 
 // densest is the median of the narrowest run of a fifth of the sorted values
