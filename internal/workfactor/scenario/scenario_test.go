@@ -265,21 +265,7 @@ func TestVersion2StateResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := os.ReadFile("testdata/state-v2.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := os.ReadFile("testdata/state-v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fromBin, fromJSON workfactor.State
-	if err := fromBin.UnmarshalBinary(bin); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(js, &fromJSON); err != nil {
-		t.Fatal(err)
-	}
+	fromBin, fromJSON, _, _ := loadStates(t, "testdata/state-v2")
 	if fromJSON.Version != 2 || len(fromBin.PrevC) == 0 || fromBin.Period != 150 {
 		t.Fatalf("test data: version %d, previous regime %d, period %d", fromJSON.Version, len(fromBin.PrevC), fromBin.Period)
 	}
@@ -363,21 +349,7 @@ func TestVersion3StateResumes(t *testing.T) {
 		j, _ := json.Marshal(e)
 		want = append(want, string(j))
 	}
-	bin, err := os.ReadFile("testdata/state-v3.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := os.ReadFile("testdata/state-v3.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fromBin, fromJSON workfactor.State
-	if err := fromBin.UnmarshalBinary(bin); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(js, &fromJSON); err != nil {
-		t.Fatal(err)
-	}
+	fromBin, fromJSON, bin, js := loadStates(t, "testdata/state-v3")
 	if fromJSON.Version != 3 || fromBin.Period != 150 || len(fromBin.Sources) == 0 || len(fromBin.Sources[0].Trail) == 0 {
 		t.Fatalf("test data: version %d, period %d, %d sources", fromJSON.Version, fromBin.Period, len(fromBin.Sources))
 	}
@@ -511,4 +483,25 @@ func trailRows(trail []workfactor.TrailRow) []workfactor.HeldRow {
 		out[i] = r.HeldRow
 	}
 	return out
+}
+
+// loadStates reads a state an earlier version wrote, in both encodings (the
+// .bin and .json files of base), decoded and as read.
+func loadStates(t *testing.T, base string) (fromBin, fromJSON workfactor.State, bin, js []byte) {
+	t.Helper()
+	bin, err := os.ReadFile(base + ".bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err = os.ReadFile(base + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fromBin.UnmarshalBinary(bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	return fromBin, fromJSON, bin, js
 }
