@@ -107,14 +107,21 @@
 //     remote: s(p,c) = n_req(c.start − p.start − θ)·P_resp(p.end − c.end + θ)·
 //     P_site(c's service and name | p's call site),
 //     θ the clock offset of the two processes, fitted each round as NTP's
-//     ((request delay) − (response delay))/2 at its densest cluster. Callers
-//     are searched within SkewWindow of the callee's start and end, so a skew
-//     beyond it would hide the true caller: first, learnSkew (spanskew.go)
-//     measures each process pair's offset up to MaxSkew, from callers whose
-//     duration exceeds the callee's by at most max(w, d_callee) (the round
-//     trip, whatever the clocks), as the densest w/2-wide window of midpoint
+//     ((request delay) − (response delay))/2 at its densest cluster (in
+//     round 0, over every candidate, the densest window of the data's scale
+//     b = min(w/2, median span) where the densest fifth is wider than b: the
+//     true callers may be fewer than a fifth). Callers are searched within
+//     SkewWindow of the callee's start and end, so a skew beyond it would
+//     hide the true caller: first, learnSkew (spanskew.go) measures each
+//     process pair's offset up to MaxSkew, from callers whose duration
+//     exceeds the callee's by at most max(w, d_callee) (the round trip,
+//     whatever the clocks), as the densest b-wide window of midpoint
 //     differences that stands 6σ above a uniform scatter, and moves the
-//     pair's window there when it lies beyond w/2;
+//     pair's window there when it lies beyond w/2; a second peak within
+//     1.2 times it (two calls in a row) ties the pair, whose links are then
+//     not written (confidence ½). A local parent out of order with its child
+//     on one clock at one resolution (rounding is monotone) is not written
+//     either;
 //     local: s(p,c) = n(first or gap)·P(outlives | key), where first =
 //     c.start − p.start for p's first child, gap = c.start − prev.end after a
 //     finished previous sibling or c.start − prev.start beside a running one.

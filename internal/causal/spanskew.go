@@ -83,8 +83,7 @@ func (s *spanStitcher) learnSkew() {
 		slices.Sort(v)
 		theta, n := densestWindow(v, b)
 		background := float64(len(v)) * float64(b) / float64(2*wide)
-		excess := float64(n) - background
-		if n < minSkewPeak || excess < skewZ*math.Sqrt(max(background, 1)) || float64(n) < skewContrast*background || (theta > -w/2 && theta < w/2) ||
+		if !standsOut(n, background) || (theta > -w/2 && theta < w/2) ||
 			float64(n) < nearContrast*float64(nearPeak(v, w/2, b)) {
 			continue
 		}
@@ -118,6 +117,13 @@ const (
 	// an offset's window must hold not to be tied with it.
 	tieContrast = 1.2
 )
+
+// standsOut reports whether a window holding n differences stands out of the
+// background a uniform scatter would put in it: at least minSkewPeak, skewZ
+// standard deviations above it and skewContrast times it.
+func standsOut(n int, background float64) bool {
+	return n >= minSkewPeak && float64(n)-background >= skewZ*math.Sqrt(max(background, 1)) && float64(n) >= skewContrast*background
+}
 
 // nearPeak is how many of the sorted values the densest window of width b
 // within ±half holds: the offset the window already covers. A pair's window

@@ -849,7 +849,7 @@ func (s *spanStitcher) fitOffsets(round int) {
 
 // offsetPeak is the densest window of candidate offsets, of learnSkew's width
 // b = min(w/2, the median span), when it stands out of a uniform scatter over
-// the values' range as learnSkew requires of a far offset.
+// the values' range as learnSkew requires of a far offset (standsOut).
 func (s *spanStitcher) offsetPeak(v []int64) (int64, bool) {
 	b := s.offsetScale()
 	span := v[len(v)-1] - v[0]
@@ -857,8 +857,7 @@ func (s *spanStitcher) offsetPeak(v []int64) (int64, bool) {
 		return 0, false
 	}
 	theta, n := densestWindow(v, b)
-	background := float64(len(v)) * float64(b) / float64(span)
-	if n < minSkewPeak || float64(n)-background < skewZ*math.Sqrt(max(background, 1)) || float64(n) < skewContrast*background {
+	if !standsOut(n, float64(len(v))*float64(b)/float64(span)) {
 		return 0, false
 	}
 	return theta, true
