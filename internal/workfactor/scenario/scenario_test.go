@@ -373,27 +373,14 @@ func TestVersion3StateResumes(t *testing.T) {
 	resume("version 3, binary", &fromBin, 150)
 	st := resume("version 3, JSON", &fromJSON, 150).State()
 
-	bin4, err := st.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js4, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin4, js4 := encodeStates(t, st)
 	var back3 workfactor.State
 	if err := back3.UnmarshalBinary(bin); err != nil {
 		t.Fatal(err)
 	}
 	bin3, _ := json.Marshal(back3) // the period-150 state, now version 4
 	t.Logf("period 150: binary %d → %d bytes, JSON %d → %d", len(bin), must(back3.MarshalBinary()), len(js), len(bin3))
-	var again, againJSON workfactor.State
-	if err := again.UnmarshalBinary(bin4); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(js4, &againJSON); err != nil {
-		t.Fatal(err)
-	}
+	again, againJSON := decodeStates(t, bin4, js4)
 	if st.Version != 4 || againJSON.Version != 4 {
 		t.Fatalf("version %d, from JSON %d; want 4", st.Version, againJSON.Version)
 	}
@@ -456,14 +443,7 @@ func TestStateSize(t *testing.T) {
 			}
 		}
 		st := e.State()
-		bin, err := st.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		js, err := json.Marshal(st)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bin, js := encodeStates(t, st)
 		rows, rates := 0, 0
 		for _, s := range st.Sources {
 			for _, r := range append(append(slices.Clone(s.Held), s.Recent...), trailRows(s.Trail)...) {
@@ -497,11 +477,31 @@ func loadStates(t *testing.T, base string) (fromBin, fromJSON workfactor.State, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	fromBin, fromJSON = decodeStates(t, bin, js)
+	return fromBin, fromJSON, bin, js
+}
+
+// encodeStates writes st in both encodings.
+func encodeStates(t *testing.T, st *workfactor.State) (bin, js []byte) {
+	t.Helper()
+	bin, err := st.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	return bin, js
+}
+
+// decodeStates reads a state from each encoding.
+func decodeStates(t *testing.T, bin, js []byte) (fromBin, fromJSON workfactor.State) {
+	t.Helper()
 	if err := fromBin.UnmarshalBinary(bin); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(js, &fromJSON); err != nil {
 		t.Fatal(err)
 	}
-	return fromBin, fromJSON, bin, js
+	return fromBin, fromJSON
 }
