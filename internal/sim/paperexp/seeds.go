@@ -1,9 +1,7 @@
 package paperexp
 
 import (
-	"runtime"
-	"sync"
-
+	"github.com/tierscope/tierscope/internal/parallel"
 	"github.com/tierscope/tierscope/internal/workfactor"
 )
 
@@ -24,18 +22,7 @@ type SeedResult struct {
 func ReplaySeeds(base Config, seeds []uint64, cfgs ...workfactor.Config) ([]SeedResult, error) {
 	out := make([]SeedResult, len(seeds))
 	errs := make([]error, len(seeds))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i, seed := range seeds {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out[i], errs[i] = replaySeed(base, seed, cfgs)
-		}()
-	}
-	wg.Wait()
+	parallel.Do(len(seeds), func(i int) { out[i], errs[i] = replaySeed(base, seeds[i], cfgs) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

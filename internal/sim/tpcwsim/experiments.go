@@ -2,10 +2,9 @@ package tpcwsim
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
 
+	"github.com/tierscope/tierscope/internal/parallel"
 	"github.com/tierscope/tierscope/internal/signature"
 )
 
@@ -77,18 +76,7 @@ func MixRuns(seed uint64, d time.Duration) []Experiment {
 // RunAll runs the experiments on all CPUs and returns their results in order.
 func RunAll(exps []Experiment) []Result {
 	out := make([]Result, len(exps))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i, e := range exps {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			out[i] = Run(e.Config)
-			<-sem
-		}()
-	}
-	wg.Wait()
+	parallel.Do(len(exps), func(i int) { out[i] = Run(exps[i].Config) })
 	return out
 }
 

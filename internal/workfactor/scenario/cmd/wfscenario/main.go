@@ -12,9 +12,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 
+	"github.com/tierscope/tierscope/internal/parallel"
 	"github.com/tierscope/tierscope/internal/workfactor"
 	"github.com/tierscope/tierscope/internal/workfactor/scenario"
 )
@@ -90,20 +89,11 @@ func withEstimator(cfg workfactor.Config) evaluator {
 func batch(c scenario.Config, eval evaluator, first, n int) ([]scenario.Outcome, error) {
 	outs := make([]scenario.Outcome, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ci := c
-			ci.Seed = uint64(first + i)
-			outs[i], errs[i] = eval(ci)
-		}(i)
-	}
-	wg.Wait()
+	parallel.Do(n, func(i int) {
+		ci := c
+		ci.Seed = uint64(first + i)
+		outs[i], errs[i] = eval(ci)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
