@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/tierscope/tierscope/internal/model"
 	"github.com/tierscope/tierscope/internal/span"
 	"github.com/tierscope/tierscope/internal/span/spantest"
+	"github.com/tierscope/tierscope/internal/store"
 )
 
 // fakeTraffic stands for the ingest side: the link book's answers as
@@ -454,4 +456,48 @@ func TestCoordinatorRunsOnItsClock(t *testing.T) {
 	require.Equal(t, at.Unix(), run.snapshot().Started)
 	run.fail("stopped by the test")
 	require.Equal(t, at.Unix(), run.snapshot().Finished)
+}
+
+// heldStore holds every Put that carries a gradient until release closes.
+type heldStore struct {
+	store.Store
+	putting chan struct{}
+	release chan struct{}
+	stored  []store.Record
+}
+
+func (h *heldStore) Put(_ context.Context, recs []store.Record) error {
+	for _, rec := range recs {
+		if rec.Kind == model.KindGradient {
+			close(h.putting)
+			<-h.release
+			break
+		}
+	}
+	h.stored = append(h.stored, recs...)
+	return nil
+}
+
+// A client that sees an experiment finished finds its gradients stored: the
+// snapshot the API serves says finished only once they are written.
+func TestFinishedOnlyOnceGradientsAreStored(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Links = map[string]Link{"a->b": {Address: "tcp://127.0.0.1:9", Injector: "http://127.0.0.1:9"}}
+	x := newTestCoordinator(cfg, &fakeTraffic{})
+	held := &heldStore{putting: make(chan struct{}), release: make(chan struct{})}
+	x.st = held
+	run, err := x.newRunner(api.ExperimentRequest{Element: "link:a->b"})
+	require.NoError(t, err)
+
+	ex := run.snapshot()
+	ex.Phase, ex.Finished = "done", time.Now().Unix()
+	ex.Gradients = []api.Gradient{{Element: "link:a->b", Transaction: "GET /", Gradient: 1.5, Measured: ex.Finished}}
+	committed := make(chan struct{})
+	go func() { run.commit(ex, false); close(committed) }()
+	<-held.putting
+	require.Zero(t, run.snapshot().Finished, "served as finished before its gradients are stored")
+	close(held.release)
+	<-committed
+	require.Equal(t, ex.Finished, run.snapshot().Finished)
+	require.True(t, slices.ContainsFunc(held.stored, func(r store.Record) bool { return r.Kind == model.KindGradient }))
 }

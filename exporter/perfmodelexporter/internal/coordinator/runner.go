@@ -210,6 +210,7 @@ func (r *runner) discover(now time.Time) bool {
 }
 
 func (r *runner) fail(reason string) {
+	// Before the state machine exists there are no gradients to store first.
 	r.mu.Lock()
 	r.snap.Phase, r.snap.Reason, r.snap.Finished = "failed", reason, r.x.now().Unix()
 	r.mu.Unlock()
@@ -391,12 +392,11 @@ func (r *runner) end(reason string) {
 	}
 	r.mu.Unlock()
 	r.publish(now)
-	r.mu.Lock()
-	if r.snap.Finished == 0 {
-		r.snap.Finished = now.Unix()
+	ex := r.snapshot()
+	if ex.Finished == 0 {
+		ex.Finished = now.Unix()
 	}
-	r.mu.Unlock()
-	r.persist(true)
+	r.commit(ex, true)
 	r.logger().Info("perfmodel: experiment ended", zap.String("phase", r.snapshot().Phase), zap.Duration("wall", now.Sub(r.started)))
 }
 
@@ -409,15 +409,15 @@ func (r *runner) publish(now time.Time) {
 	p := r.exp.Progress(now)
 	res := r.exp.Result()
 	detail, _ := json.Marshal(res)
-	r.mu.Lock()
-	r.snap.Detail = detail
-	r.snap.Phase, r.snap.Reason = string(p.Phase), p.Reason
-	r.snap.Percent = p.Percent
-	r.snap.ETASeconds = p.ETA.Seconds()
-	r.snap.Gradients = gradientsOf(r.id, res)
-	r.snap.CurrentElement = ""
+	next := r.snapshot()
+	next.Detail = detail
+	next.Phase, next.Reason = string(p.Phase), p.Reason
+	next.Percent = p.Percent
+	next.ETASeconds = p.ETA.Seconds()
+	next.Gradients = gradientsOf(r.id, res)
+	next.CurrentElement = ""
 	if !r.exp.Finished() {
-		r.snap.CurrentElement = p.Element
+		next.CurrentElement = p.Element
 	}
 	if p.Phase == gradient.PhaseDone {
 		// Failed only if no element succeeded; otherwise the reason names
@@ -429,21 +429,20 @@ func (r *runner) publish(now time.Time) {
 			}
 		}
 		if len(failed) > 0 {
-			r.snap.Reason = strings.Join(failed, "; ")
+			next.Reason = strings.Join(failed, "; ")
 			if len(failed) == len(res.Elements) {
-				r.snap.Phase = "failed"
+				next.Phase = "failed"
 			}
 			if len(res.Elements) == 1 {
-				r.snap.Reason = res.Elements[0].Error
+				next.Reason = res.Elements[0].Error
 			}
 		}
 	}
-	if r.exp.Finished() && r.snap.Finished == 0 {
-		r.snap.Finished = now.Unix()
-		r.snap.ETASeconds = 0
+	if r.exp.Finished() && next.Finished == 0 {
+		next.Finished = now.Unix()
+		next.ETASeconds = 0
 	}
-	r.mu.Unlock()
-	r.persist(false)
+	r.commit(next, false)
 }
 
 func gradientsOf(id string, res gradient.Result) []api.Gradient {
@@ -472,7 +471,32 @@ func gradientsOf(id string, res gradient.Result) []api.Gradient {
 // persist stores the experiment record (on a phase change, every
 // persistEvery, or when forced) and, once it is finished, its gradients.
 func (r *runner) persist(force bool) {
-	ex := r.snapshot()
+	r.store(r.snapshot(), force)
+}
+
+// commit makes ex the snapshot the API serves and stores it. An experiment
+// that finishes is stored before it is served, so that a client who sees it
+// finished finds its gradients (a prediction right after "done").
+func (r *runner) commit(ex api.Experiment, force bool) {
+	r.mu.Lock()
+	finishing := ex.Finished != 0 && r.snap.Finished == 0
+	if !finishing {
+		r.snap = ex
+	}
+	r.mu.Unlock()
+	if !finishing {
+		r.store(ex, force)
+		return
+	}
+	r.store(ex, true)
+	r.mu.Lock()
+	r.snap = ex
+	r.mu.Unlock()
+}
+
+// store writes ex (on a phase change, every persistEvery, or when forced)
+// and, once it is finished, its gradients.
+func (r *runner) store(ex api.Experiment, force bool) {
 	now := r.x.now()
 	if !force && ex.Phase == r.lastPhase && now.Sub(r.lastPersist) < persistEvery {
 		return
