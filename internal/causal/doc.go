@@ -238,6 +238,10 @@
 //     each holding one child of a key no longer make a wrong one sure. The
 //     exchange of whole batches (every child of the key either may take) is
 //     one more alternative: parallel calls started together move together.
+//     So is the move of a child with its k nearest running siblings of its
+//     key to the other candidate, for k + 1 from 2 to maxCount, each its own
+//     alternative: a batch under the wrong one of two concurrent parents is
+//     otherwise sure of it member by member, each following its siblings.
 //   - Threads (spanthread.go). A span's thread.id tells a synchronous child's
 //     parent in a thread-per-request server and nearly nothing in a reactive
 //     one. EM over the orphans' candidates, before any assignment, estimates

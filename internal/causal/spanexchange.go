@@ -1,6 +1,9 @@
 package causal
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // Exchanges. A local orphan's confidence weighs each candidate's score with
 // the children the candidate holds at that moment. When concurrent parents of
@@ -25,7 +28,9 @@ import "slices"
 // exchange of one child for one showed it, since each breaks both batches.
 // So each candidate p also offers the exchange of the batches (batchRatio):
 // every child of c's key under q that p may take, against every one under p
-// that q may take.
+// that q may take. And a batch may simply sit under the wrong parent while the
+// right one holds nothing of its key then: the move of c with its nearest
+// running siblings to p is a third alternative (cohortRatio).
 func (s *spanStitcher) exchangeConfidence(round int) {
 	for _, c := range s.sweepOrder() {
 		q := s.parent[c]
@@ -47,6 +52,7 @@ func (s *spanStitcher) exchangeConfidence(round int) {
 				alt += s.exchangeRatio(round, c, q, d, p)
 			}
 			alt += s.batchRatio(round, c, q, p)
+			alt += s.cohortRatio(round, c, q, p)
 		}
 		if alt > 0 {
 			s.conf[c] = float32(1 / (1/float64(s.conf[c]) + alt))
@@ -118,6 +124,66 @@ func (s *spanStitcher) batchRatio(round int, c, q, p int32) float64 {
 	move(fromQ, p, q)
 	move(fromP, q, p)
 	return swapped / now
+}
+
+// cohortRatio is the likelihood, relative to the assignment, of c's cohort
+// under p: c with the children of its key under q that started nearest it
+// while it ran, and that p may take, moved together. A parallel batch placed
+// under the wrong one of two concurrent parents is sure of it member by
+// member, each following its siblings; neither a one-for-one exchange nor
+// the exchange of whole batches (which drags q's other batches along) weighs
+// that alternative. How many siblings the batch has is not known, so each
+// size from 2 to maxCount is one alternative, and their ratios add up. 0 when
+// c runs beside no such sibling.
+func (s *spanStitcher) cohortRatio(round int, c, q, p int32) float64 {
+	cs := &s.spans[c]
+	cohort := append(s.scratchCohort[:0], c)
+	for _, x := range s.kids[q] {
+		xs := &s.spans[x]
+		if x == c || s.known[x] || xs.Service != cs.Service || xs.Name != cs.Name || xs.Start >= cs.End || xs.End <= cs.Start ||
+			!s.isCandidate(p, x) || isSpanAncestorOrSelf(s.parent, x, p) {
+			continue
+		}
+		cohort = append(cohort, x)
+	}
+	s.scratchCohort = cohort
+	if len(cohort) < 2 {
+		return 0
+	}
+	distance := func(x int32) int64 {
+		d := s.spans[x].Start - cs.Start
+		return max(d, -d)
+	}
+	slices.SortFunc(cohort[1:], func(a, b int32) int { return cmp.Compare(distance(a), distance(b)) })
+	cohort = cohort[:min(len(cohort), maxCount)]
+	now := make([]float64, len(cohort))
+	for i, x := range cohort {
+		now[i] = s.score(q, x, round)
+	}
+	var ratio float64
+	for m := 2; m <= len(cohort); m++ {
+		moving := cohort[:m]
+		under, moved := 1.0, 1.0
+		for i := range moving {
+			under *= now[i]
+		}
+		if under <= 0 {
+			break
+		}
+		for _, x := range moving {
+			s.removeKid(q, x)
+			s.insertKid(p, x)
+		}
+		for _, x := range moving {
+			moved *= s.score(p, x, round)
+		}
+		for _, x := range moving {
+			s.removeKid(p, x)
+			s.insertKid(q, x)
+		}
+		ratio += moved / under
+	}
+	return ratio
 }
 
 // isCandidate says whether p is among c's candidate parents.

@@ -89,6 +89,8 @@ type spanStitcher struct {
 	// threads holds each process's thread factors (fitThreads), empty when no
 	// span records its thread.
 	threads map[threadKey]threadStats
+	// scratchCohort is cohortRatio's buffer.
+	scratchCohort []int32
 }
 
 func newSpanStitcher(spans []span.Span, cfg StitchConfig) *spanStitcher {

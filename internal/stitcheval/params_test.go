@@ -19,13 +19,15 @@ func TestRandomParamsValid(t *testing.T) {
 // Draw 20 has two concurrent parents that each start a batch of parallel
 // calls of one key at once (eight requests overlapping, up to six calls per
 // operation). Whole batches were exchanged between the parents at confidence
-// 0.99, which no exchange of one child for one reveals; the batches'
-// exchange is an alternative of its own now (95.5% precision before).
+// 0.99, which no exchange of one child for one reveals: 95.5% precision at
+// first, 96.7% with the exchange of whole batches (batchRatio), 98.7% with a
+// batch's move to the other parent as an alternative of its own
+// (cohortRatio).
 func TestBatchesExchanged(t *testing.T) {
 	d := RandomParams(20)
 	sc := stitchScores(t, SyntheticScenario("draw", "s", d.Concurrency, d.Params, StripAll), 1)
 	t.Logf("draw 20, every id stripped: %.3f right, %.4f precise", sc.Accuracy, sc.Precision)
-	if sc.Precision < 0.962 {
-		t.Errorf("precision %.4f, want ≥ 0.962", sc.Precision)
+	if sc.Precision < 0.98 {
+		t.Errorf("precision %.4f, want ≥ 0.98", sc.Precision)
 	}
 }
