@@ -119,7 +119,13 @@
 //     differences that stands 6σ above a uniform scatter, and moves the
 //     pair's window there when it lies beyond w/2; a second peak within
 //     1.2 times it (two calls in a row) ties the pair, whose links are then
-//     not written (confidence ½). A local parent out of order with its child
+//     not written (confidence ½). The pairs' offsets are differences of one
+//     clock per process, θ(a→b) = c_b − c_a, so they must sum to 0 around
+//     every cycle: the clocks are fitted by weighted least squares to the
+//     untied pairs (a far offset weighing as the near peak it had to beat),
+//     the worst pair beyond b dropped until all agree, pairs on no cycle
+//     left out, and a dropped pair, or one no sample measured, takes
+//     c_b − c_a (consistentOffsets). A local parent out of order with its child
 //     on one clock at one resolution (rounding is monotone) is not written
 //     either;
 //     local: s(p,c) = n(first or gap)·P(outlives | key), where first =

@@ -1,6 +1,8 @@
 package causal
 
 import (
+	"cmp"
+	"maps"
 	"math"
 	"slices"
 
@@ -28,6 +30,12 @@ import (
 // w/2 (nearer, the window already holds it). The width follows the data's
 // scale: a window of milliseconds let the callers of microsecond calls drown
 // the true offset.
+//
+// Pairs measured one by one disagree where a pair with few calls took another
+// request's peak, and a pair no sample measured kept the default window, its
+// true callers outside it. Clocks belong to processes, not to pairs: the
+// offsets are made to agree with one clock per process (consistentOffsets),
+// and a pair the samples missed takes the difference of its two clocks.
 func (s *spanStitcher) learnSkew() {
 	w, wide := int64(s.cfg.SkewWindow), int64(s.cfg.MaxSkew)
 	if wide <= w || w <= 0 {
@@ -79,26 +87,198 @@ func (s *spanStitcher) learnSkew() {
 			samples[k] = append(samples[k], theta)
 		}
 	}
-	for k, v := range samples {
+	var measured []pairOffset
+	for _, k := range slices.SortedFunc(maps.Keys(samples), comparePairs) {
+		v := samples[k]
 		slices.Sort(v)
 		theta, n := densestWindow(v, b)
 		background := float64(len(v)) * float64(b) / float64(2*wide)
-		if !standsOut(n, background) || (theta > -w/2 && theta < w/2) ||
-			float64(n) < nearContrast*float64(nearPeak(v, w/2, b)) {
+		if !standsOut(n, background) {
+			continue
+		}
+		near := theta > -w/2 && theta < w/2
+		if !near && float64(n) < nearContrast*float64(nearPeak(v, w/2, b)) {
+			continue
+		}
+		tied := !near && float64(n) < tieContrast*float64(secondPeak(v, theta, b))
+		weight := float64(n)
+		if !near {
+			// Synchronised clocks are the prior: a far peak counts as the
+			// near one it had to beat.
+			weight /= nearContrast
+		}
+		measured = append(measured, pairOffset{pair: k, theta: theta, weight: weight, tied: tied})
+	}
+	clock, reached := consistentOffsets(measured, b)
+	for _, m := range measured {
+		if m.theta > -w/2 && m.theta < w/2 {
 			continue
 		}
 		if s.preSkew == nil {
 			s.preSkew = make(map[[2]int32]int64)
 		}
-		if float64(n) < tieContrast*float64(secondPeak(v, theta, b)) {
+		if m.tied {
 			if s.skewTied == nil {
 				s.skewTied = make(map[[2]int32]bool)
 			}
-			s.skewTied[k] = true
+			s.skewTied[m.pair] = true
 		}
-		s.preSkew[k] = theta
-		s.skewAhead, s.skewBehind = max(s.skewAhead, theta), max(s.skewBehind, -theta)
+		s.preSkew[m.pair] = m.theta
+		s.skewAhead, s.skewBehind = max(s.skewAhead, m.theta), max(s.skewBehind, -m.theta)
 	}
+	// The clocks give the pairs no sample measured an offset too.
+	if s.preSkew != nil {
+		lo, hi := map[int32]int64{}, map[int32]int64{}
+		for v, set := range reached {
+			if _, ok := lo[set]; !ok {
+				lo[set], hi[set] = clock[v], clock[v]
+			}
+			lo[set], hi[set] = min(lo[set], clock[v]), max(hi[set], clock[v])
+		}
+		for set := range lo {
+			s.skewAhead, s.skewBehind = max(s.skewAhead, hi[set]-lo[set]), max(s.skewBehind, hi[set]-lo[set])
+		}
+		s.clock, s.clockSet = clock, reached
+	}
+}
+
+// pairOffset is one caller → callee process pair's measured clock offset
+// (callee clock minus caller clock), the count of differences behind it, and
+// whether another peak ties with it.
+type pairOffset struct {
+	pair   [2]int32
+	theta  int64
+	weight float64
+	tied   bool
+}
+
+func comparePairs(a, b [2]int32) int {
+	if c := cmp.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a[1], b[1])
+}
+
+// consistentOffsets makes the pairs' offsets agree with one clock per
+// process. An offset is a difference of two clocks, θ(a→b) = c_b − c_a, so
+// around any cycle of pairs the offsets sum to 0; a pair whose peak was
+// another request's calls breaks that sum. The clocks are fitted by weighted
+// least squares over the untied pairs (a far offset weighs as the near peak it
+// had to beat: synchronised clocks are the prior), the pair with the largest
+// residual beyond tol dropped and the fit repeated until every residual is
+// within tol. The pairs on no cycle (bridges) are then left out, since nothing
+// checks them, and each dropped pair whose processes the checked pairs still
+// connect takes the offset their clocks give. A tied pair keeps what it
+// measured, and stays tied: its two peaks may both lie within tol of the fit.
+// The clocks, and the anchor of each process's connected set, are returned
+// for the pairs no sample measured.
+func consistentOffsets(ms []pairOffset, tol int64) (clock map[int32]int64, reached map[int32]int32) {
+	if len(ms) < 3 {
+		return nil, nil
+	}
+	use := make([]bool, len(ms))
+	for i, m := range ms {
+		use[i] = !m.tied
+	}
+	for {
+		clock, _ = fitClocks(ms, use)
+		worst, worstAt := tol, -1
+		for i, m := range ms {
+			if !use[i] {
+				continue
+			}
+			r := m.theta - (clock[m.pair[1]] - clock[m.pair[0]])
+			if r = max(r, -r); r > worst {
+				worst, worstAt = r, i
+			}
+		}
+		if worstAt < 0 {
+			// A pair that no cycle checks (a bridge) vouches for nothing
+			// beyond itself: the clocks rest on the checked pairs only.
+			for _, i := range bridges(ms, use) {
+				use[i] = false
+			}
+			clock, reached = fitClocks(ms, use)
+			for i := range ms {
+				m := &ms[i]
+				if use[i] || m.tied {
+					continue
+				}
+				ra, oka := reached[m.pair[0]]
+				rb, okb := reached[m.pair[1]]
+				if !oka || !okb || ra != rb {
+					continue
+				}
+				m.theta = clock[m.pair[1]] - clock[m.pair[0]]
+			}
+			return clock, reached
+		}
+		use[worstAt] = false
+	}
+}
+
+// fitClocks solves the weighted least squares of c_b − c_a = θ over the used
+// pairs by Gauss–Seidel sweeps, anchoring the smallest process of each
+// connected set at 0; reached maps each process to its set's anchor.
+func fitClocks(ms []pairOffset, use []bool) (clock map[int32]int64, reached map[int32]int32) {
+	adj := make(map[int32][]int)
+	for i, m := range ms {
+		if use[i] {
+			adj[m.pair[0]] = append(adj[m.pair[0]], i)
+			adj[m.pair[1]] = append(adj[m.pair[1]], i)
+		}
+	}
+	nodes := slices.Sorted(maps.Keys(adj))
+	reached = make(map[int32]int32, len(nodes))
+	for _, root := range nodes {
+		if _, ok := reached[root]; ok {
+			continue
+		}
+		reached[root] = root
+		queue := []int32{root}
+		for len(queue) > 0 {
+			v := queue[0]
+			queue = queue[1:]
+			for _, i := range adj[v] {
+				for _, u := range ms[i].pair {
+					if _, ok := reached[u]; !ok {
+						reached[u] = root
+						queue = append(queue, u)
+					}
+				}
+			}
+		}
+	}
+	c := make(map[int32]float64, len(nodes))
+	for sweep := 0; sweep < 200; sweep++ {
+		var moved float64
+		for _, v := range nodes {
+			if reached[v] == v {
+				continue
+			}
+			var num, den float64
+			for _, i := range adj[v] {
+				m := &ms[i]
+				if m.pair[1] == v {
+					num += m.weight * (c[m.pair[0]] + float64(m.theta))
+				} else {
+					num += m.weight * (c[m.pair[1]] - float64(m.theta))
+				}
+				den += m.weight
+			}
+			next := num / den
+			moved = max(moved, math.Abs(next-c[v]))
+			c[v] = next
+		}
+		if moved < 100 { // 100 ns
+			break
+		}
+	}
+	clock = make(map[int32]int64, len(nodes))
+	for v, x := range c {
+		clock[v] = int64(math.Round(x))
+	}
+	return clock, reached
 }
 
 // skewSample is how many orphan SERVER spans per process learnSkew reads.
@@ -188,5 +368,61 @@ func (s *spanStitcher) skewOf(p, c int32) int64 {
 	if s.preSkew == nil {
 		return 0
 	}
-	return s.preSkew[[2]int32{s.procIndex[p], s.procIndex[c]}]
+	k := [2]int32{s.procIndex[p], s.procIndex[c]}
+	if theta, ok := s.preSkew[k]; ok {
+		return theta
+	}
+	a, oka := s.clockSet[k[0]]
+	b, okb := s.clockSet[k[1]]
+	if !oka || !okb || a != b {
+		return 0
+	}
+	theta, w := s.clock[k[1]]-s.clock[k[0]], int64(s.cfg.SkewWindow)
+	if theta > -w/2 && theta < w/2 {
+		return 0
+	}
+	return theta
+}
+
+// bridges are the used pairs on no cycle of used pairs (Tarjan's lowlink).
+func bridges(ms []pairOffset, use []bool) []int {
+	adj := make(map[int32][]int)
+	for i, m := range ms {
+		if use[i] && m.pair[0] != m.pair[1] {
+			adj[m.pair[0]] = append(adj[m.pair[0]], i)
+			adj[m.pair[1]] = append(adj[m.pair[1]], i)
+		}
+	}
+	order := make(map[int32]int, len(adj))
+	low := make(map[int32]int, len(adj))
+	var out []int
+	var visit func(v int32, via int)
+	visit = func(v int32, via int) {
+		order[v] = len(order) + 1
+		low[v] = order[v]
+		for _, i := range adj[v] {
+			if i == via {
+				continue
+			}
+			u := ms[i].pair[0]
+			if u == v {
+				u = ms[i].pair[1]
+			}
+			if order[u] == 0 {
+				visit(u, i)
+				low[v] = min(low[v], low[u])
+				if low[u] > order[v] {
+					out = append(out, i)
+				}
+			} else {
+				low[v] = min(low[v], order[u])
+			}
+		}
+	}
+	for _, v := range slices.Sorted(maps.Keys(adj)) {
+		if order[v] == 0 {
+			visit(v, -1)
+		}
+	}
+	return out
 }

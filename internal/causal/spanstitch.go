@@ -63,7 +63,11 @@ type spanStitcher struct {
 	preSkew map[[2]int32]int64
 	// skewTied marks the pairs whose measured offset another offset ties
 	// with (secondPeak).
-	skewTied              map[[2]int32]bool
+	skewTied map[[2]int32]bool
+	// clock is each process's clock fitted to the measured offsets
+	// (consistentOffsets), clockSet the anchor of the processes they connect.
+	clock                 map[int32]int64
+	clockSet              map[int32]int32
 	skewAhead, skewBehind int64
 	// perParent is 1 over the number of spans that share a span's parent
 	// model (populationKey).
