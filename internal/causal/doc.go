@@ -123,7 +123,7 @@
 //     clock per process, θ(a→b) = c_b − c_a, so they must sum to 0 around
 //     every cycle: the clocks are fitted by weighted least squares to the
 //     untied pairs (a far offset weighing as the near peak it had to beat),
-//     the worst pair beyond b dropped until all agree, pairs on no cycle
+//     the worst pair beyond b dropped until all agree, far pairs on no cycle
 //     left out, and a dropped pair, or one no sample measured, takes
 //     c_b − c_a (consistentOffsets). A local parent out of order with its child
 //     on one clock at one resolution (rounding is monotone) is not written

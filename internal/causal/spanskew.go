@@ -109,7 +109,7 @@ func (s *spanStitcher) learnSkew() {
 		}
 		measured = append(measured, pairOffset{pair: k, theta: theta, weight: weight, tied: tied})
 	}
-	clock, reached := consistentOffsets(measured, b)
+	clock, reached := consistentOffsets(measured, b, w/2)
 	for _, m := range measured {
 		if m.theta > -w/2 && m.theta < w/2 {
 			continue
@@ -167,12 +167,14 @@ func comparePairs(a, b [2]int32) int {
 // had to beat: synchronised clocks are the prior), the pair with the largest
 // residual beyond tol dropped and the fit repeated until every residual is
 // within tol. The pairs on no cycle (bridges) are then left out, since nothing
-// checks them, and each dropped pair whose processes the checked pairs still
-// connect takes the offset their clocks give. A tied pair keeps what it
-// measured, and stays tied: its two peaks may both lie within tol of the fit.
+// checks them, but for those within ±near, which say what the prior says
+// (their two clocks agree). Each dropped pair whose processes the remaining
+// pairs still connect takes the offset their clocks give. A tied pair keeps
+// what it measured, and stays tied: its two peaks may both lie within tol of
+// the fit.
 // The clocks, and the anchor of each process's connected set, are returned
 // for the pairs no sample measured.
-func consistentOffsets(ms []pairOffset, tol int64) (clock map[int32]int64, reached map[int32]int32) {
+func consistentOffsets(ms []pairOffset, tol, near int64) (clock map[int32]int64, reached map[int32]int32) {
 	if len(ms) < 3 {
 		return nil, nil
 	}
@@ -194,9 +196,12 @@ func consistentOffsets(ms []pairOffset, tol int64) (clock map[int32]int64, reach
 		}
 		if worstAt < 0 {
 			// A pair that no cycle checks (a bridge) vouches for nothing
-			// beyond itself: the clocks rest on the checked pairs only.
+			// beyond itself, unless it says what the prior says: that its
+			// two clocks agree.
 			for _, i := range bridges(ms, use) {
-				use[i] = false
+				if ms[i].theta <= -near || ms[i].theta >= near {
+					use[i] = false
+				}
 			}
 			clock, reached = fitClocks(ms, use)
 			for i := range ms {

@@ -4,8 +4,9 @@ import "testing"
 
 // Four processes measured pair by pair, one pair at another request's peak:
 // the cycles through the others find it and give it, and the pairs no sample
-// measured, the difference of the fitted clocks. A pair no cycle checks keeps
-// its measure and vouches for no clock, and a tied one keeps its measure.
+// measured, the difference of the fitted clocks. A far pair no cycle checks
+// keeps its measure and vouches for no clock, a near one places its process on
+// the other's clock, and a tied one keeps its measure.
 func TestConsistentOffsets(t *testing.T) {
 	const ms = int64(1e6)
 	clock := map[int32]int64{0: 0, 1: 3 * ms, 2: -4 * ms, 3: 7 * ms}
@@ -17,8 +18,9 @@ func TestConsistentOffsets(t *testing.T) {
 	pairs[2].theta += 5 * ms // 1 → 2 measured at a spurious peak
 	pairs = append(pairs,
 		pairOffset{pair: [2]int32{3, 4}, theta: 9 * ms, weight: 20},                         // only link to 4
+		pairOffset{pair: [2]int32{3, 5}, theta: ms, weight: 20},                             // only link to 5, near
 		pairOffset{pair: [2]int32{0, 3}, theta: truth(0, 3) + 3*ms, weight: 80, tied: true}) // tied: left alone
-	got, reached := consistentOffsets(pairs, ms)
+	got, reached := consistentOffsets(pairs, ms, 2*ms)
 
 	for _, p := range pairs[:5] {
 		if d := p.theta - truth(p.pair[0], p.pair[1]); d < -100_000 || d > 100_000 {
@@ -28,8 +30,12 @@ func TestConsistentOffsets(t *testing.T) {
 	if pairs[5].theta != 9*ms {
 		t.Errorf("the pair no cycle checks moved to %d", pairs[5].theta)
 	}
-	if !pairs[6].tied || pairs[6].theta != truth(0, 3)+3*ms {
-		t.Errorf("the tied pair changed: %+v", pairs[6])
+	if !pairs[7].tied || pairs[7].theta != truth(0, 3)+3*ms {
+		t.Errorf("the tied pair changed: %+v", pairs[7])
+	}
+	// A near pair on no cycle says what the prior says: 5 is on 3's clock.
+	if reached[5] != reached[3] || got[5]-got[3] != ms {
+		t.Errorf("process 5 at %d ns from 3, want %d", got[5]-got[3], ms)
 	}
 	if _, ok := reached[4]; ok || reached[0] != reached[3] {
 		t.Fatalf("one set of clocks without process 4 expected, got %v", reached)
