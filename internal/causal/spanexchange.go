@@ -156,20 +156,17 @@ func (s *spanStitcher) cohortRatio(round int, c, q, p int32) float64 {
 	}
 	slices.SortFunc(cohort[1:], func(a, b int32) int { return cmp.Compare(distance(a), distance(b)) })
 	cohort = cohort[:min(len(cohort), maxCount)]
-	now := make([]float64, len(cohort))
-	for i, x := range cohort {
-		now[i] = s.score(q, x, round)
-	}
 	var ratio float64
-	for m := 2; m <= len(cohort); m++ {
-		moving := cohort[:m]
-		under, moved := 1.0, 1.0
-		for i := range moving {
-			under *= now[i]
+	under := 1.0 // the scores under q, as assigned, of cohort[:m+1]
+	for m := range cohort {
+		under *= s.score(q, cohort[m], round)
+		if m == 0 {
+			continue
 		}
 		if under <= 0 {
 			break
 		}
+		moving, moved := cohort[:m+1], 1.0
 		for _, x := range moving {
 			s.removeKid(q, x)
 			s.insertKid(p, x)

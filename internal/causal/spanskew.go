@@ -126,7 +126,8 @@ func (s *spanStitcher) learnSkew() {
 		s.preSkew[m.pair] = m.theta
 		s.skewAhead, s.skewBehind = max(s.skewAhead, m.theta), max(s.skewBehind, -m.theta)
 	}
-	// The clocks give the pairs no sample measured an offset too.
+	// The clocks give the pairs no sample measured an offset too, where some
+	// pair is measured apart: without one, every clock agrees.
 	if s.preSkew != nil {
 		lo, hi := map[int32]int64{}, map[int32]int64{}
 		for v, set := range reached {
@@ -143,8 +144,8 @@ func (s *spanStitcher) learnSkew() {
 }
 
 // pairOffset is one caller → callee process pair's measured clock offset
-// (callee clock minus caller clock), the count of differences behind it, and
-// whether another peak ties with it.
+// (callee clock minus caller clock), the weight of the differences behind it,
+// and whether another peak ties with it.
 type pairOffset struct {
 	pair   [2]int32
 	theta  int64
@@ -171,9 +172,8 @@ func comparePairs(a, b [2]int32) int {
 // (their two clocks agree). Each dropped pair whose processes the remaining
 // pairs still connect takes the offset their clocks give. A tied pair keeps
 // what it measured, and stays tied: its two peaks may both lie within tol of
-// the fit.
-// The clocks, and the anchor of each process's connected set, are returned
-// for the pairs no sample measured.
+// the fit. The clocks, and the anchor of each process's connected set, are
+// returned for the pairs no sample measured.
 func consistentOffsets(ms []pairOffset, tol, near int64) (clock map[int32]int64, reached map[int32]int32) {
 	if len(ms) < 3 {
 		return nil, nil
@@ -226,14 +226,7 @@ func consistentOffsets(ms []pairOffset, tol, near int64) (clock map[int32]int64,
 // pairs by Gauss–Seidel sweeps, anchoring the smallest process of each
 // connected set at 0; reached maps each process to its set's anchor.
 func fitClocks(ms []pairOffset, use []bool) (clock map[int32]int64, reached map[int32]int32) {
-	adj := make(map[int32][]int)
-	for i, m := range ms {
-		if use[i] {
-			adj[m.pair[0]] = append(adj[m.pair[0]], i)
-			adj[m.pair[1]] = append(adj[m.pair[1]], i)
-		}
-	}
-	nodes := slices.Sorted(maps.Keys(adj))
+	adj, nodes := pairGraph(ms, use)
 	reached = make(map[int32]int32, len(nodes))
 	for _, root := range nodes {
 		if _, ok := reached[root]; ok {
@@ -391,13 +384,7 @@ func (s *spanStitcher) skewOf(p, c int32) int64 {
 
 // bridges are the used pairs on no cycle of used pairs (Tarjan's lowlink).
 func bridges(ms []pairOffset, use []bool) []int {
-	adj := make(map[int32][]int)
-	for i, m := range ms {
-		if use[i] && m.pair[0] != m.pair[1] {
-			adj[m.pair[0]] = append(adj[m.pair[0]], i)
-			adj[m.pair[1]] = append(adj[m.pair[1]], i)
-		}
-	}
+	adj, nodes := pairGraph(ms, use)
 	order := make(map[int32]int, len(adj))
 	low := make(map[int32]int, len(adj))
 	var out []int
@@ -424,10 +411,23 @@ func bridges(ms []pairOffset, use []bool) []int {
 			}
 		}
 	}
-	for _, v := range slices.Sorted(maps.Keys(adj)) {
+	for _, v := range nodes {
 		if order[v] == 0 {
 			visit(v, -1)
 		}
 	}
 	return out
+}
+
+// pairGraph is the used pairs as a graph of processes: each process's pairs,
+// and the processes in order.
+func pairGraph(ms []pairOffset, use []bool) (adj map[int32][]int, nodes []int32) {
+	adj = make(map[int32][]int)
+	for i, m := range ms {
+		if use[i] {
+			adj[m.pair[0]] = append(adj[m.pair[0]], i)
+			adj[m.pair[1]] = append(adj[m.pair[1]], i)
+		}
+	}
+	return adj, slices.Sorted(maps.Keys(adj))
 }

@@ -484,14 +484,12 @@ func (r *runner) commit(ex api.Experiment, force bool) {
 		r.snap = ex
 	}
 	r.mu.Unlock()
-	if !finishing {
-		r.store(ex, force)
-		return
+	r.store(ex, force || finishing)
+	if finishing {
+		r.mu.Lock()
+		r.snap = ex
+		r.mu.Unlock()
 	}
-	r.store(ex, true)
-	r.mu.Lock()
-	r.snap = ex
-	r.mu.Unlock()
 }
 
 // store writes ex (on a phase change, every persistEvery, or when forced)
