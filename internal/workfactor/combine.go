@@ -145,6 +145,24 @@ func (s *blockSolve) backgroundColumns() {
 	}
 }
 
+// capacityScale is each source's capacity over the sources' mean, and the mean.
+func (e *Estimator) capacityScale(sources []int) ([]float64, float64) {
+	w := make([]float64, len(sources))
+	mean := 0.0
+	for j, si := range sources {
+		w[j] = e.st.Sources[si].Capacity
+		mean += w[j] / float64(len(sources))
+	}
+	for j := range w {
+		if mean > 0 {
+			w[j] /= mean
+		} else {
+			w[j] = 1
+		}
+	}
+	return w, mean
+}
+
 // startingColumns sets the starting columns, most important first. The
 // paper's (CombineRate): flows 1 … j+q−1 by mean rate alone, j being the first
 // whose mean rate is at most CombineThreshold × the mean over the block's
@@ -177,7 +195,67 @@ func (s *blockSolve) startingColumns() {
 		s.ind = e.collinearGroups(&s.b, s.kept, s.sx, &s.br)
 	}
 	if e.cfg.Background == BackgroundAuto && len(s.ind) > 0 && e.backgroundVIF(&s.b, s.ind) > e.cfg.BackgroundMaxVIF {
-		s.bgCols, s.br.bgSource = nil, nil
+		s.bgCols, s.br.bgSource, s.br.bgScale = nil, nil, nil
+	}
+	if e.cfg.Background == BackgroundAuto && len(s.bgCols) == 1 && len(s.ind) > 0 {
+		s.backgroundForm()
+	}
+}
+
+// backgroundForm chooses the shared background column's form from the data:
+// the same MHz on every machine, or the same share of each machine's
+// capacity. Both add one column to the starting columns, so the form whose
+// column lowers the residual sum of squares more decides: with the flows'
+// normal equations C_FF, D_F and a candidate column z, the reduction is
+// (D_z − C_zF·C_FF⁻¹D_F)² / (C_zz − C_zF·C_FF⁻¹C_Fz), one factorization of
+// C_FF serving both.
+func (s *blockSolve) backgroundForm() {
+	e := s.e
+	scale, mean := e.capacityScale(s.b.sources)
+	differ := false
+	for _, w := range scale {
+		differ = differ || math.Abs(w-1) > 1e-9
+	}
+	if !differ {
+		return
+	}
+	nF := len(s.ind)
+	cols := make([]column, 0, nF+2)
+	for _, g := range s.ind {
+		cols = append(cols, column{flows: g})
+	}
+	byCap := s.bgCols[0]
+	byCap.bgScale = scale
+	cols = append(cols, s.bgCols[0], byCap)
+	n := len(cols)
+	cg, dg := e.normalEquations(cols)
+	cff := make([]float64, nF*nF)
+	for a := 0; a < nF; a++ {
+		copy(cff[a*nF:(a+1)*nF], cg[a*n:a*n+nF])
+	}
+	st := standardize(cff, dg[:nF], nF)
+	sc, ex := st.scale, st.excluded
+	l, _ := cholesky(st.cs, nF, ex)
+	alpha := cholSolve(l, nF, ex, st.ds)
+	gain := func(z int) float64 {
+		u := make([]float64, nF)
+		for a := range u {
+			u[a] = cg[a*n+z] * sc[a]
+		}
+		x := cholSolve(l, nF, ex, u)
+		num, den := dg[z], cg[z*n+z]
+		for a := range u {
+			num -= u[a] * alpha[a]
+			den -= u[a] * x[a]
+		}
+		if !(den > 0) {
+			return 0
+		}
+		return num * num / den
+	}
+	if gain(nF+1) > gain(nF) {
+		s.bgCols[0] = byCap
+		s.br.bgScale, s.br.bgMeanCapacity = scale, mean
 	}
 }
 
@@ -400,7 +478,7 @@ func (s *blockSolve) record(f fit) {
 		}
 	}
 	if !s.useBg {
-		br.bgSource = nil
+		br.bgSource, br.bgScale = nil, nil
 		return
 	}
 	off := len(s.ind)

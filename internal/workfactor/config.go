@@ -63,8 +63,9 @@ const (
 	// BackgroundAuto adds the shared column in machine mode when the data
 	// identify it: its variance inflation is at most Config.BackgroundMaxVIF
 	// (the flows' rates vary enough not to mimic a constant) and its estimate
-	// is not negative. Per-process readings (§4.6) get none: they hold no other
-	// tenant's work. The default.
+	// is not negative; it is the same MHz on every machine or the same share
+	// of each, whichever fits the data better. Per-process readings (§4.6) get
+	// none: they hold no other tenant's work. The default.
 	BackgroundAuto
 )
 

@@ -113,7 +113,12 @@
 //     machine mode one shared column, kept when its variance inflation
 //     B0/(B0 − bᵀC⁻¹b) is at most BackgroundMaxVIF (1000) and its estimate is
 //     not negative. A small positive background with g < 1 is kept: dropping it
-//     would give its power to the steadiest flows. Per-process readings get no
+//     would give its power to the steadiest flows. Its form comes from the
+//     data (backgroundForm): the same MHz on every machine (the paper's column
+//     of ones) or the same share of each machine's capacity (a column of Ω_m),
+//     whichever lowers the residual sum of squares more; on machines of
+//     different power the wrong form's differences go to the flows each
+//     machine serves (15% on a test, TestBackgroundForm). Per-process readings get no
 //     column: they hold no other tenant's work, and on the testbed a column
 //     took per-request costs of the processes' flows (errors to −25%).
 //   - A flow that fails §4.3's criterion and whose rates correlate at ≥ 0.9

@@ -103,6 +103,11 @@ type BackgroundEstimate struct {
 	Block    int      `json:"block"`
 	MHz      *float64 `json:"mhz"`
 	Goodness *float64 `json:"goodness"`
+	// ShareOfCapacity is set when the shared column was fitted as the same
+	// share of every machine's capacity (the data fitted it better than the
+	// same MHz on each): that share. MHz is then a machine of the block's
+	// mean capacity.
+	ShareOfCapacity *float64 `json:"share_of_capacity,omitempty"`
 }
 
 // Flow returns the estimate of one flow.
@@ -204,6 +209,9 @@ func (e *Estimator) report(res *solveResult) *Estimate {
 			if br.bgOK[c] {
 				be.MHz = num(br.bgAlpha[c])
 				be.Goodness = num(br.bgG[c])
+				if br.bgScale != nil && br.bgMeanCapacity > 0 {
+					be.ShareOfCapacity = num(br.bgAlpha[c] / br.bgMeanCapacity)
+				}
 			}
 			est.Background = append(est.Background, be)
 		}

@@ -169,6 +169,8 @@ type column struct {
 	bg    []int // source indices, for a background column
 	fixed bool
 	value float64
+	// bgScale weighs each of bg's sources (nil: 1 each).
+	bgScale []float64
 	// regime is the data the column spans: the current regime's equations
 	// (the zero value), or the previous regime's, or both (State.PrevC).
 	regime regime
@@ -183,6 +185,14 @@ const (
 )
 
 func (r regime) has(x regime) bool { return r == both || r == x }
+
+// bgWeight is the background column's value on the equations of its j-th source.
+func (c column) bgWeight(j int) float64 {
+	if c.bgScale == nil {
+		return 1
+	}
+	return c.bgScale[j]
+}
 
 // colFit is one column's solution.
 type colFit struct {
@@ -256,8 +266,8 @@ func (e *Estimator) gram(r regime, cols []column, cg, dg []float64) {
 		for _, i := range ca.flows {
 			dg[a] += dm[i]
 		}
-		for _, s := range ca.bg {
-			dg[a] += by(s)
+		for js, s := range ca.bg {
+			dg[a] += ca.bgWeight(js) * by(s)
 		}
 		for bi := a; bi < n; bi++ {
 			cb := cols[bi]
@@ -269,16 +279,17 @@ func (e *Estimator) gram(r regime, cols []column, cg, dg []float64) {
 				for _, j := range cb.flows {
 					v += cm[i*k+j]
 				}
-				for _, s := range cb.bg {
-					v += bx(s, i)
+				for js, s := range cb.bg {
+					v += cb.bgWeight(js) * bx(s, i)
 				}
 			}
-			for _, s := range ca.bg {
+			for js, s := range ca.bg {
+				wa := ca.bgWeight(js)
 				for _, j := range cb.flows {
-					v += bx(s, j)
+					v += wa * bx(s, j)
 				}
-				if slices.Contains(cb.bg, s) {
-					v += b0(s)
+				if jt := slices.Index(cb.bg, s); jt >= 0 {
+					v += wa * cb.bgWeight(jt) * b0(s)
 				}
 			}
 			cg[a*n+bi] += v
@@ -319,8 +330,12 @@ type blockResult struct {
 	bgAlpha  []float64 // per background column
 	bgG      []float64
 	bgOK     []bool
-	bgSource []int // source of each per-source background column (-1: shared)
-	groups   []Group
+	bgSource []int     // source of each per-source background column (-1: shared)
+	bgScale  []float64 // the shared column's weight per source of the block (nil: 1)
+	// bgMeanCapacity is the block's mean capacity when bgScale is set: the
+	// shared column's coefficient is the background of a machine this size.
+	bgMeanCapacity float64
+	groups         []Group
 	// changed are the flows whose work factor changed at the block's last
 	// shift (acrossRegimes); the others are estimated from both regimes.
 	changed []int
@@ -497,10 +512,19 @@ func (c colFit) failsAsBackground() bool {
 }
 
 // centredCov returns the aged, centred covariance of the block's flows' rates
-// over its equations (weights v²): C_ij − bx_i·bx_j/B0 with bx = Σv²λ.
-func (e *Estimator) centredCov(b *block, flows []int) (cov []float64, bx []float64) {
+// over its equations (weights v²): C_ij − bx_i·bx_j/B0 with bx = Σv²λ. With
+// bothRegimes and a previous regime kept, the previous regime's equations
+// count too: a release changes work factors, not how the rates move, and a
+// regime only a few periods old would make any two trending rates look
+// collinear.
+func (e *Estimator) centredCov(b *block, flows []int, bothRegimes bool) (cov []float64, bx []float64) {
 	k := len(e.st.Flows)
 	m := len(flows)
+	prev := bothRegimes && b.pb0 > 0 && len(e.st.PrevC) == k*k && !e.cfg.memoryFixed()
+	b0 := b.b0
+	if prev {
+		b0 += b.pb0
+	}
 	bx = make([]float64, m)
 	for _, s := range b.sources {
 		src := e.st.Sources[s]
@@ -508,14 +532,20 @@ func (e *Estimator) centredCov(b *block, flows []int) (cov []float64, bx []float
 			if i < len(src.BX) {
 				bx[p] += src.BX[i]
 			}
+			if prev && i < len(src.PrevBX) {
+				bx[p] += src.PrevBX[i]
+			}
 		}
 	}
 	cov = make([]float64, m*m)
 	for p, i := range flows {
 		for q, j := range flows {
 			cov[p*m+q] = e.st.C[i*k+j]
-			if b.b0 > 0 {
-				cov[p*m+q] -= bx[p] * bx[q] / b.b0
+			if prev {
+				cov[p*m+q] += e.st.PrevC[i*k+j]
+			}
+			if b0 > 0 {
+				cov[p*m+q] -= bx[p] * bx[q] / b0
 			}
 		}
 	}
@@ -529,7 +559,7 @@ func (e *Estimator) centredCov(b *block, flows []int) (cov []float64, bx []float
 // single-column fit D_k/C_kk). The groups and their reasons go to br.groups.
 func (e *Estimator) collinearGroups(b *block, kept []int, sx map[int]float64, br *blockResult) [][]int {
 	m := len(kept)
-	cov, _ := e.centredCov(b, kept)
+	cov, _ := e.centredCov(b, kept, true)
 	parent := make([]int, m)
 	for i := range parent {
 		parent[i] = i
@@ -611,7 +641,7 @@ func (e *Estimator) partner(b *block, ind [][]int, c int, joined map[int]bool) (
 	for _, col := range ind {
 		flows = append(flows, col...)
 	}
-	cov, _ := e.centredCov(b, flows)
+	cov, _ := e.centredCov(b, flows, true)
 	m := len(flows)
 	// Column sums of the flows' covariance.
 	pos := make([]int, len(ind)+1)
@@ -668,7 +698,7 @@ func (e *Estimator) backgroundVIF(b *block, cols [][]int) float64 {
 	m := len(cols)
 	cg := make([]float64, m*m)
 	bg := make([]float64, m)
-	_, bxf := e.centredCov(b, flows)
+	_, bxf := e.centredCov(b, flows, false)
 	pos := 0
 	for a, ca := range cols {
 		for range ca {
@@ -787,8 +817,11 @@ func (e *Estimator) remember(res *solveResult) {
 				e.st.Sources[s].Bg = br.bgAlpha[c]
 				continue
 			}
-			for _, t := range br.b.sources {
+			for j, t := range br.b.sources {
 				e.st.Sources[t].Bg = br.bgAlpha[c]
+				if br.bgScale != nil {
+					e.st.Sources[t].Bg *= br.bgScale[j]
+				}
 			}
 		}
 		for _, i := range br.b.flows {

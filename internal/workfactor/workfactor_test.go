@@ -1,6 +1,7 @@
 package workfactor_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -929,5 +930,99 @@ func TestStateEquationsNameEvictedFlows(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(bad), &fromJSON); err == nil {
 		t.Error("an equation flow index out of range was accepted")
+	}
+}
+
+// Rates that happen to trend together over the few periods since a shift are
+// not collinear: the previous regime's periods tell the flows apart, so no
+// group is formed and each keeps its own work factor.
+func TestNoGroupFromAYoungRegime(t *testing.T) {
+	e := mustNew(t, workfactor.DefaultConfig())
+	s := newSynth(5)
+	s.noise = 5
+	s.machines = map[string][]string{"m1": {"a", "b", "c"}, "m2": {"b", "c"}, "m3": {"a", "b", "c"}}
+	run(t, e, s, 1, 150)
+	s.scale["a"] = 2 // a release doubles a's work factor
+	var est *workfactor.Estimate
+	for p := int64(151); p <= 156; p++ {
+		// b and c ramp up together, in step, after the release.
+		ramp := 5 + 5*float64(p-150)
+		var obs []workfactor.Observation
+		for _, m := range []string{"m1", "m2", "m3"} {
+			rates := map[string]float64{}
+			y := 0.0
+			for _, f := range s.machines[m] {
+				x := 5 + 10*s.rng.Float64()
+				if f != "a" {
+					x = ramp * (1 + 0.001*s.rng.NormFloat64())
+				}
+				rates[f] = x
+				y += s.alpha[f] * x * cmp.Or(s.scale[f], 1)
+			}
+			y += s.noise * s.rng.NormFloat64()
+			obs = append(obs, workfactor.Observation{Machine: m, CapacityMHz: s.capacity, Utilization: y / s.capacity, Rates: rates})
+		}
+		var err error
+		if est, err = e.AddPeriod(p, obs); err != nil {
+			t.Fatal(err)
+		}
+		if len(est.Groups) != 0 {
+			t.Errorf("period %d: groups %+v formed from %d periods of a new regime", p, est.Groups, p-150)
+		}
+	}
+	if est.Counters.Shifts == 0 {
+		t.Fatal("the release was not detected; the test needs a young regime")
+	}
+	near(t, "α̃_b", *mustFlow(t, est, "b").WorkFactor, 3, 0.1)
+	near(t, "α̃_c", *mustFlow(t, est, "c").WorkFactor, 25, 0.05)
+}
+
+// The shared background column takes the form the data fit: the same share
+// of machines of different capacities, or the same MHz on each.
+func TestBackgroundForm(t *testing.T) {
+	capacity := map[string]float64{"m1": 2000, "m2": 3000, "m3": 4000}
+	flows := map[string][]string{"m1": {"a", "b"}, "m2": {"b", "c"}, "m3": {"a", "b", "c"}}
+	alpha := map[string]float64{"a": 10, "b": 3, "c": 25}
+	for _, sameShare := range []bool{true, false} {
+		rng := rand.New(rand.NewPCG(9, 9))
+		e := mustNew(t, workfactor.DefaultConfig())
+		var est *workfactor.Estimate
+		for p := int64(1); p <= 300; p++ {
+			var obs []workfactor.Observation
+			for _, m := range []string{"m1", "m2", "m3"} {
+				bg := 150.0 // MHz
+				if sameShare {
+					bg = 0.05 * capacity[m]
+				}
+				rates := map[string]float64{}
+				y := bg + 5*rng.NormFloat64()
+				for _, f := range flows[m] {
+					rates[f] = 5 + 20*rng.Float64()
+					y += alpha[f] * rates[f]
+				}
+				obs = append(obs, workfactor.Observation{Machine: m, CapacityMHz: capacity[m], Utilization: y / capacity[m], Rates: rates})
+			}
+			var err error
+			if est, err = e.AddPeriod(p, obs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(est.Background) != 1 || est.Background[0].MHz == nil {
+			t.Fatalf("same share %v: background %+v", sameShare, est.Background)
+		}
+		bg := est.Background[0]
+		switch {
+		case sameShare && bg.ShareOfCapacity == nil:
+			t.Errorf("5%% of each machine: fitted as the same MHz (%.1f)", *bg.MHz)
+		case sameShare:
+			near(t, "background share", *bg.ShareOfCapacity, 0.05, 0.005)
+		case bg.ShareOfCapacity != nil:
+			t.Errorf("150 MHz on each machine: fitted as a share (%.3f)", *bg.ShareOfCapacity)
+		default:
+			near(t, "background MHz", *bg.MHz, 150, 0.1)
+		}
+		for f, a := range alpha {
+			near(t, "α̃_"+f, *mustFlow(t, est, f).WorkFactor, a, 0.03)
+		}
 	}
 }

@@ -25,8 +25,10 @@ type Config struct {
 	// of the machine (0.02 = 2 points of utilization).
 	Noise float64
 	// Background is the constant CPU not caused by any flow, as a fraction of
-	// each machine.
-	Background float64
+	// each machine; with BackgroundSameMHz, as a fraction of the mean machine,
+	// the same MHz on every machine.
+	Background        float64
+	BackgroundSameMHz bool
 	// Collinear is the number of flow pairs whose rates move together: the second
 	// flow's rate is a fixed multiple of the first's, up to CollinearJitter.
 	Collinear int
@@ -38,14 +40,18 @@ type Config struct {
 	ReleaseFlows int
 	// Utilization is the mean utilization of a machine from the flows.
 	Utilization float64
-	Seed        uint64
+	// RateSpread is the standard deviation of each flow's log rate, and
+	// RateMemory its correlation from one period to the next (0: independent
+	// periods). Each flow's rate also follows a wave of ±30%.
+	RateSpread, RateMemory float64
+	Seed                   uint64
 }
 
 // Default is the must-show scenario of issue 37: 3 machines, 7 flows, 2%
 // utilization noise, a 1% background, one collinear pair, 400 periods.
 func Default() Config {
 	return Config{Machines: 3, Flows: 7, Periods: 400, Noise: 0.02, Background: 0.01,
-		Collinear: 1, CollinearJitter: 0.01, Utilization: 0.35, Seed: 1}
+		Collinear: 1, CollinearJitter: 0.01, Utilization: 0.35, RateSpread: 0.3, RateMemory: 0.95, Seed: 1}
 }
 
 // Validate reports the first invalid field.
@@ -57,6 +63,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scenario: %d collinear pairs need %d flows, have %d", c.Collinear, 2*c.Collinear, c.Flows)
 	case !(c.Noise >= 0) || !(c.Background >= 0) || !(c.Utilization > 0 && c.Utilization+c.Background < 1):
 		return fmt.Errorf("scenario: noise and background ≥ 0, utilization + background in (0, 1)")
+	case !(c.RateSpread >= 0) || !(c.RateMemory >= 0 && c.RateMemory < 1):
+		return fmt.Errorf("scenario: rate spread ≥ 0 and rate memory in [0, 1)")
 	case c.ReleaseAt < 0 || c.ReleaseAt >= 1 || c.ReleaseFlows < 0 || c.ReleaseFlows > c.Flows:
 		return fmt.Errorf("scenario: release at in [0, 1), release flows in [0, flows]")
 	}
@@ -230,8 +238,8 @@ func drawRelease(rng *rand.Rand, run *Run) {
 	}
 }
 
-// drawPeriods generates the periods. Each flow's rate is a slow log-normal
-// AR(1) (σ 0.3, correlation 0.95 per period) times a daily-like wave with its
+// drawPeriods generates the periods. Each flow's rate is a log-normal AR(1)
+// (σ RateSpread, correlation RateMemory per period) times a daily-like wave with its
 // own period and phase; a collinear partner's is a fixed multiple of its
 // pair's (CollinearJitter). A machine's reading is its flows' CPU plus the
 // background, plus N(0, Noise²), clamped to [0, 1].
@@ -241,20 +249,20 @@ func drawPeriods(rng *rand.Rand, run *Run, base []float64, frac [][]float64, par
 	phase := make([]float64, c.Flows)
 	wave := make([]float64, c.Flows)
 	for k := range logRate {
-		logRate[k] = 0.3 * rng.NormFloat64()
+		logRate[k] = c.RateSpread * rng.NormFloat64()
 		phase[k] = 2 * math.Pi * rng.Float64()
 		wave[k] = 60 + 200*rng.Float64()
 	}
-	const rho = 0.95
+	rho, spread := c.RateMemory, c.RateSpread
 	for p := 1; p <= c.Periods; p++ {
 		per := Period{Index: int64(p), Rates: map[string]float64{}}
 		rate := make([]float64, c.Flows)
 		for k := range rate {
-			logRate[k] = rho*logRate[k] + math.Sqrt(1-rho*rho)*0.3*rng.NormFloat64()
+			logRate[k] = rho*logRate[k] + math.Sqrt(1-rho*rho)*spread*rng.NormFloat64()
 			if q := partner[k]; q >= 0 {
 				continue
 			}
-			rate[k] = base[k] * math.Exp(logRate[k]-0.045) * (1 + 0.3*math.Sin(2*math.Pi*float64(p)/wave[k]+phase[k]))
+			rate[k] = base[k] * math.Exp(logRate[k]-spread*spread/2) * (1 + 0.3*math.Sin(2*math.Pi*float64(p)/wave[k]+phase[k]))
 		}
 		for k := range rate {
 			if q := partner[k]; q >= 0 {
@@ -276,6 +284,9 @@ func observe(rng *rand.Rand, run *Run, rate []float64, frac [][]float64, period 
 	for m := 0; m < c.Machines; m++ {
 		o := workfactor.Observation{Machine: fmt.Sprintf("m%d", m+1), CapacityMHz: run.CapacityMHz[m], Rates: map[string]float64{}}
 		mhz := c.Background * run.CapacityMHz[m]
+		if c.BackgroundSameMHz {
+			mhz = c.Background * meanOf(run.CapacityMHz)
+		}
 		for k, f := range run.Flows {
 			if frac[k][m] == 0 {
 				continue
@@ -292,6 +303,14 @@ func observe(rng *rand.Rand, run *Run, rate []float64, frac [][]float64, period 
 		obs = append(obs, o)
 	}
 	return obs
+}
+
+func meanOf(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // placement spreads a flow over a random non-empty subset of the machines.

@@ -184,16 +184,25 @@ type sweep struct {
 	xs                  []float64
 	set                 func(*scenario.Config, float64)
 	xfmt                func(float64) string
+	// unnamed marks the axes issue 37 does not name: the data the estimator
+	// was not built on. They compare the default with the oracle only.
+	unnamed bool
 }
 
 func sweepAxes() []sweep {
 	pct := func(x float64) string { return fmt.Sprintf("%g%%", 100*x) }
 	num := func(x float64) string { return fmt.Sprintf("%g", x) }
 	return []sweep{
-		{"utilization noise", "error-vs-noise.svg", "utilization noise σ (% of the machine)", []float64{0.005, 0.01, 0.02, 0.03}, func(c *scenario.Config, x float64) { c.Noise = x }, pct},
-		{"number of flows", "error-vs-flows.svg", "flows", []float64{3, 7, 12, 20}, func(c *scenario.Config, x float64) { c.Flows = int(x) }, num},
-		{"collinear pairs", "error-vs-collinear.svg", "collinear pairs", []float64{0, 1, 2}, func(c *scenario.Config, x float64) { c.Collinear = int(x) }, num},
-		{"background load", "error-vs-background.svg", "background (% of the machine)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background = x }, pct},
+		{"utilization noise", "error-vs-noise.svg", "utilization noise σ (% of the machine)", []float64{0.005, 0.01, 0.02, 0.03}, func(c *scenario.Config, x float64) { c.Noise = x }, pct, false},
+		{"number of flows", "error-vs-flows.svg", "flows", []float64{3, 7, 12, 20}, func(c *scenario.Config, x float64) { c.Flows = int(x) }, num, false},
+		{"collinear pairs", "error-vs-collinear.svg", "collinear pairs", []float64{0, 1, 2}, func(c *scenario.Config, x float64) { c.Collinear = int(x) }, num, false},
+		{"background load", "error-vs-background.svg", "background (% of the machine)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background = x }, pct, false},
+		{"background, the same MHz on every machine", "error-vs-background-mhz.svg", "background (% of the mean machine, the same MHz on each)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background, c.BackgroundSameMHz = x, true }, pct, true},
+		{"number of machines", "error-vs-machines.svg", "machines", []float64{1, 2, 3, 6, 10}, func(c *scenario.Config, x float64) { c.Machines = int(x) }, num, true},
+		{"length of the run", "error-vs-periods.svg", "periods (release at 75%)", []float64{200, 400, 1000, 2000}, func(c *scenario.Config, x float64) { c.Periods = int(x) }, num, true},
+		{"spread of the rates", "error-vs-rate-spread.svg", "σ of each flow's log rate", []float64{0.05, 0.1, 0.2, 0.3, 0.5}, func(c *scenario.Config, x float64) { c.RateSpread = x }, num, true},
+		{"memory of the rates", "error-vs-rate-memory.svg", "correlation of a flow's log rate between periods", []float64{0, 0.5, 0.8, 0.95, 0.99}, func(c *scenario.Config, x float64) { c.RateMemory = x }, num, true},
+		{"utilization", "error-vs-utilization.svg", "mean utilization of a machine from the flows (%; the busiest capped at 50%)", []float64{0.1, 0.2, 0.35, 0.5}, func(c *scenario.Config, x float64) { c.Utilization = x }, pct, true},
 	}
 }
 
@@ -205,7 +214,7 @@ func sweeps(w io.Writer, n int, plots string) error {
 		fmt.Fprintln(w, "| "+s.title+" | estimator | stationary: passed | median | p90 | release at 75%: passed | median | p90 |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 		var series []scenario.Series
-		for _, e := range estimators {
+		for _, e := range sweepEvaluators(s) {
 			st, rel, err := sweepEstimator(w, s, e, n)
 			if err != nil {
 				return err
@@ -224,9 +233,27 @@ func sweeps(w io.Writer, n int, plots string) error {
 	return nil
 }
 
+// namedEvaluator is an estimator, or the oracle, in a sweep.
+type namedEvaluator struct {
+	name string
+	eval evaluator
+}
+
+// sweepEvaluators are the rows of a sweep: every estimator on the axes the
+// issue names, the default alone on the others; then the oracle.
+func sweepEvaluators(s sweep) []namedEvaluator {
+	var out []namedEvaluator
+	for _, e := range estimators {
+		if !s.unnamed || e.name == "default" {
+			out = append(out, namedEvaluator{e.name, withEstimator(e.cfg)})
+		}
+	}
+	return append(out, namedEvaluator{"oracle", scenario.EvaluateOracle})
+}
+
 // sweepEstimator prints one estimator's rows of a sweep and returns its
 // stationary and release series of medians.
-func sweepEstimator(w io.Writer, s sweep, e estimator, n int) (st, rel scenario.Series, err error) {
+func sweepEstimator(w io.Writer, s sweep, e namedEvaluator, n int) (st, rel scenario.Series, err error) {
 	st = scenario.Series{Name: e.name + ", stationary"}
 	rel = scenario.Series{Name: e.name + ", after a release"}
 	for _, x := range s.xs {
@@ -235,13 +262,13 @@ func sweepEstimator(w io.Writer, s sweep, e estimator, n int) (st, rel scenario.
 		if c.Flows < 2*c.Collinear || c.Flows < c.ReleaseFlows {
 			continue
 		}
-		so, err := batch(c, withEstimator(e.cfg), 1, n)
+		so, err := batch(c, e.eval, 1, n)
 		if err != nil {
 			return st, rel, err
 		}
 		rc := withRelease(c)
 		rc.ReleaseFlows = min(rc.ReleaseFlows, c.Flows)
-		ro, err := batch(rc, withEstimator(e.cfg), 1, n)
+		ro, err := batch(rc, e.eval, 1, n)
 		if err != nil {
 			return st, rel, err
 		}
