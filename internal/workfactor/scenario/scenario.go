@@ -38,6 +38,10 @@ type Config struct {
 	// factors of ReleaseFlows flows (0 = no release).
 	ReleaseAt    float64
 	ReleaseFlows int
+	// ReleaseFactor is the largest factor a release multiplies (or divides)
+	// a changed work factor by; each factor is drawn from [1.25, ReleaseFactor]
+	// (from [ReleaseFactor, 1.25] when below 1.25).
+	ReleaseFactor float64
 	// Utilization is the mean utilization of a machine from the flows.
 	Utilization float64
 	// RateSpread is the standard deviation of each flow's log rate, and
@@ -51,7 +55,7 @@ type Config struct {
 // utilization noise, a 1% background, one collinear pair, 400 periods.
 func Default() Config {
 	return Config{Machines: 3, Flows: 7, Periods: 400, Noise: 0.02, Background: 0.01,
-		Collinear: 1, CollinearJitter: 0.01, Utilization: 0.35, RateSpread: 0.3, RateMemory: 0.95, Seed: 1}
+		Collinear: 1, CollinearJitter: 0.01, Utilization: 0.35, RateSpread: 0.3, RateMemory: 0.95, ReleaseFactor: 2, Seed: 1}
 }
 
 // Validate reports the first invalid field.
@@ -65,6 +69,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scenario: noise and background ≥ 0, utilization + background in (0, 1)")
 	case !(c.RateSpread >= 0) || !(c.RateMemory >= 0 && c.RateMemory < 1):
 		return fmt.Errorf("scenario: rate spread ≥ 0 and rate memory in [0, 1)")
+	case !(c.ReleaseFactor > 1):
+		return fmt.Errorf("scenario: release factor must exceed 1, not %v", c.ReleaseFactor)
 	case c.ReleaseAt < 0 || c.ReleaseAt >= 1 || c.ReleaseFlows < 0 || c.ReleaseFlows > c.Flows:
 		return fmt.Errorf("scenario: release at in [0, 1), release flows in [0, flows]")
 	}
@@ -214,8 +220,9 @@ func baseRates(run *Run, share []float64, frac [][]float64) []float64 {
 }
 
 // drawRelease sets the release period and the work factors after it: the
-// ReleaseFlows flows it changes are multiplied by 0.5–0.8 or 1.25–2 (a
-// release that matters).
+// ReleaseFlows flows it changes are multiplied or divided by a factor
+// between 1.25 and ReleaseFactor (0.5–0.8 or 1.25–2 by default: a release
+// that matters).
 func drawRelease(rng *rand.Rand, run *Run) {
 	c := run.Config
 	if c.ReleaseAt > 0 {
@@ -229,7 +236,7 @@ func drawRelease(rng *rand.Rand, run *Run) {
 		f := &run.Flows[k]
 		f.AlphaAfter = f.Alpha
 		if changed[k] {
-			x := 1.25 + 0.75*rng.Float64()
+			x := 1.25 + (c.ReleaseFactor-1.25)*rng.Float64()
 			if rng.IntN(2) == 0 {
 				x = 1 / x
 			}

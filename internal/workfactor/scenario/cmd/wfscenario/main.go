@@ -198,6 +198,7 @@ func sweepAxes() []sweep {
 		{"collinear pairs", "error-vs-collinear.svg", "collinear pairs", []float64{0, 1, 2}, func(c *scenario.Config, x float64) { c.Collinear = int(x) }, num, false},
 		{"background load", "error-vs-background.svg", "background (% of the machine)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background = x }, pct, false},
 		{"background, the same MHz on every machine", "error-vs-background-mhz.svg", "background (% of the mean machine, the same MHz on each)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background, c.BackgroundSameMHz = x, true }, pct, true},
+		{"size of the release", "error-vs-release-size.svg", "largest factor a release changes a work factor by (drawn from 1.25 to it)", []float64{1.1, 1.5, 2, 4}, func(c *scenario.Config, x float64) { c.ReleaseFactor = x }, num, true},
 		{"number of machines", "error-vs-machines.svg", "machines", []float64{1, 2, 3, 6, 10}, func(c *scenario.Config, x float64) { c.Machines = int(x) }, num, true},
 		{"length of the run", "error-vs-periods.svg", "periods (release at 75%)", []float64{200, 400, 1000, 2000}, func(c *scenario.Config, x float64) { c.Periods = int(x) }, num, true},
 		{"spread of the rates", "error-vs-rate-spread.svg", "σ of each flow's log rate", []float64{0.05, 0.1, 0.2, 0.3, 0.5}, func(c *scenario.Config, x float64) { c.RateSpread = x }, num, true},
