@@ -145,7 +145,8 @@ func (s *blockSolve) backgroundColumns() {
 	}
 }
 
-// capacityScale is each source's capacity over the sources' mean, and the mean.
+// capacityScale is each source's capacity (the last Ω reported) over the
+// sources' mean, and the mean.
 func (e *Estimator) capacityScale(sources []int) ([]float64, float64) {
 	w := make([]float64, len(sources))
 	mean := 0.0
