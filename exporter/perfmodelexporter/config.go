@@ -97,7 +97,7 @@ type (
 type WorkFactorsConfig struct {
 	// HalfLife is the shortest half-life h of the data's geometric aging
 	// (§3.4), used right after a detected change of demand; the memory then
-	// grows with the time since (up to 300 windows, or h if longer). Default 10m.
+	// grows with the time since (up to 1,000 windows, or h if longer). Default 10m.
 	HalfLife time.Duration `mapstructure:"half_life"`
 	// SmoothingHalfLife is the half-life t of the estimates' smoothing
 	// (§4.4). Default 15m.

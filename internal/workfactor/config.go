@@ -206,7 +206,7 @@ type Config struct {
 	// the periods since its last detected change, between HalfLife and MaxHalfLife:
 	// it grows while the work factors hold, and a change (ShiftSigma, CUSUM)
 	// brings it back to HalfLife. 0 (or HalfLife): the paper's fixed aging.
-	// Default 300.
+	// Default 1000.
 	MaxHalfLife float64
 	// MemoryGrowth is how fast the memory grows: the half-life is
 	// MemoryGrowth × the periods since the last change (within HalfLife …
@@ -314,13 +314,13 @@ type Config struct {
 
 // DefaultConfig returns the paper's parameters (t = 15, δ = 1e-5, q = 2,
 // machine mode, plain least squares) with what issue 37 adds: no discounting,
-// memory from 10 to 300 periods chosen from the data, outlier rejection and
+// memory from 10 to 1000 periods chosen from the data, outlier rejection and
 // shift detection at 5σ and a CUSUM at 8σ, collinear combining, the background
 // column when identified. PaperConfig is the paper's algorithm alone.
 func DefaultConfig() Config {
 	return Config{
 		HalfLife:             10,
-		MaxHalfLife:          300,
+		MaxHalfLife:          1000,
 		MemoryGrowth:         4,
 		CusumThreshold:       8,
 		CusumDrift:           0.5,

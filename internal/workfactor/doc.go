@@ -28,7 +28,7 @@
 //
 //   - Memory chosen from the data (Config.MaxHalfLife, MemoryGrowth). A
 //     block's half-life is MemoryGrowth (4) times the number of periods since
-//     its last detected change, between HalfLife (10) and MaxHalfLife (300):
+//     its last detected change, between HalfLife (10) and MaxHalfLife (1000):
 //     at realistic utilization noise the paper's 10 periods leave too few
 //     equations for the minor flows, while a fixed long memory follows a
 //     release hundreds of periods late. Growing at 4× the regime's age keeps

@@ -16,7 +16,7 @@ import (
 // flags: 3 machines, 7 flows, 2% utilization noise, a 1% background and a
 // collinear pair; every unit drawing ≥ 5% of the CPU within 15% of its true
 // power at the end of the run, stationary and after a release at 75%. Over
-// seeds 1–20 at least 18 stationary runs and 14 release runs must pass (19
+// seeds 1–20 at least 18 stationary runs and 14 release runs must pass (20
 // and 14 today; the report gives the rates over seeds 1–20, 101–160 and the
 // held-out 401–460 and 501–620, and what least squares with the true model
 // and the true changed flows reaches),
