@@ -288,11 +288,12 @@ func drawPeriods(rng *rand.Rand, run *Run, base []float64, frac [][]float64, par
 func observe(rng *rand.Rand, run *Run, rate []float64, frac [][]float64, period int64) []workfactor.Observation {
 	c := run.Config
 	var obs []workfactor.Observation
+	meanCapacity := meanOf(run.CapacityMHz)
 	for m := 0; m < c.Machines; m++ {
 		o := workfactor.Observation{Machine: fmt.Sprintf("m%d", m+1), CapacityMHz: run.CapacityMHz[m], Rates: map[string]float64{}}
 		mhz := c.Background * run.CapacityMHz[m]
 		if c.BackgroundSameMHz {
-			mhz = c.Background * meanOf(run.CapacityMHz)
+			mhz = c.Background * meanCapacity
 		}
 		for k, f := range run.Flows {
 			if frac[k][m] == 0 {

@@ -322,7 +322,9 @@ func TestVersion2StateResumes(t *testing.T) {
 }
 
 // A version 3 state (flows named in every equation) loads from both
-// encodings and resumes exactly as the same state re-encoded in version 4:
+// encodings with the writer's data (its sums and trails are those of an
+// estimator run from period 1 with the writer's memory cap) and resumes
+// exactly as the same state re-encoded in version 4:
 // testdata/state-v3.* were written by commit cfc36ec's estimator
 // (DefaultConfig, MarshalBinary and encoding/json) at period 150 of the run of
 // TestVersion2StateResumes. The version 4 state it becomes is smaller in both
@@ -340,21 +342,42 @@ func TestVersion3StateResumes(t *testing.T) {
 	if fromJSON.Version != 3 || fromBin.Period != 150 || len(fromBin.Sources) == 0 || len(fromBin.Sources[0].Trail) == 0 {
 		t.Fatalf("test data: version %d, period %d, %d sources", fromJSON.Version, fromBin.Period, len(fromBin.Sources))
 	}
-	// The reference: the same state re-encoded by this version (4), resumed
-	// from period 150. (An estimator run from period 1 matches it only while
-	// the algorithm is the one that wrote the file.)
+	// What the file holds is the data: its sums and trails are those of an
+	// estimator run from period 1 with the writer's memory cap (300), to
+	// rounding. Its solves' outputs are not (the solve has changed since), so
+	// the reference for resuming is the same state re-encoded by this
+	// version (4).
+	writer := cfg
+	writer.MaxHalfLife = 300
+	whole, err := workfactor.New(writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range run.Periods[:150] {
+		if _, err := whole.AddPeriod(p.Index, p.Obs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, loaded := range []struct {
+		what string
+		st   *workfactor.State
+	}{{"binary", &fromBin}, {"JSON", &fromJSON}} {
+		if err := sameData(whole.State(), loaded.st); err != nil {
+			t.Fatalf("version 3, %s: %v", loaded.what, err)
+		}
+	}
 	v4, _ := encodeStates(t, &fromBin)
 	var reference workfactor.State
 	if err := reference.UnmarshalBinary(v4); err != nil {
 		t.Fatal(err)
 	}
-	whole, err := workfactor.Restore(cfg, &reference)
+	resumed, err := workfactor.Restore(cfg, &reference)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := make([]string, len(run.Periods))
 	for _, p := range run.Periods[150:] {
-		e, err := whole.AddPeriod(p.Index, p.Obs)
+		e, err := resumed.AddPeriod(p.Index, p.Obs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,6 +436,50 @@ func TestVersion3StateResumes(t *testing.T) {
 	if len(bin3) >= len(js) || must(back3.MarshalBinary()) >= len(bin) {
 		t.Error("the version 4 encodings are not smaller than version 3's")
 	}
+}
+
+// sameData reports the first difference, beyond rounding, between two
+// states' data: the flows, the normal equations of both regimes, each
+// source's sums and regime, and its trail's equations (their residuals come
+// from solves, and are not compared).
+func sameData(a, b *workfactor.State) error {
+	near := func(what string, x, y []float64) error {
+		if len(x) != len(y) {
+			return fmt.Errorf("%s: %d values against %d", what, len(x), len(y))
+		}
+		for i := range x {
+			if math.Abs(x[i]-y[i]) > 1e-12*math.Max(1, math.Max(math.Abs(x[i]), math.Abs(y[i]))) {
+				return fmt.Errorf("%s[%d]: %v against %v", what, i, x[i], y[i])
+			}
+		}
+		return nil
+	}
+	if !slices.Equal(a.Flows, b.Flows) || len(a.Sources) != len(b.Sources) {
+		return fmt.Errorf("flows %v and %d sources against %v and %d", a.Flows, len(a.Sources), b.Flows, len(b.Sources))
+	}
+	checks := []error{near("C", a.C, b.C), near("D", a.D, b.D), near("previous C", a.PrevC, b.PrevC), near("previous D", a.PrevD, b.PrevD)}
+	for i := range a.Sources {
+		x, y := &a.Sources[i], &b.Sources[i]
+		if x.Key != y.Key || x.RegimeStart != y.RegimeStart || len(x.Trail) != len(y.Trail) {
+			return fmt.Errorf("source %d: %s from %d with %d trail rows against %s from %d with %d", i, x.Key, x.RegimeStart, len(x.Trail), y.Key, y.RegimeStart, len(y.Trail))
+		}
+		checks = append(checks,
+			near(x.Key+" sums", []float64{x.N, x.YY, x.B0, x.BY, x.PrevN, x.PrevYY, x.PrevB0, x.PrevBY}, []float64{y.N, y.YY, y.B0, y.BY, y.PrevN, y.PrevYY, y.PrevB0, y.PrevBY}),
+			near(x.Key+" BX", x.BX, y.BX), near(x.Key+" previous BX", x.PrevBX, y.PrevBX))
+		for j := range x.Trail {
+			r, q := &x.Trail[j], &y.Trail[j]
+			if r.Period != q.Period || !slices.Equal(r.Flows, q.Flows) {
+				return fmt.Errorf("%s trail row %d: period %d flows %v against %d %v", x.Key, j, r.Period, r.Flows, q.Period, q.Flows)
+			}
+			checks = append(checks, near(fmt.Sprintf("%s trail row %d", x.Key, j), append([]float64{r.Y, r.V, r.Weight}, r.Rates...), append([]float64{q.Y, q.V, q.Weight}, q.Rates...)))
+		}
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func must(b []byte, err error) int {
