@@ -17,6 +17,8 @@ const maxAverageColumns = 10
 // column changed at the last shift.
 type changePosterior struct {
 	alpha, sd, inclusion []float64
+	// delta is the posterior mean of the column's increment at the shift.
+	delta []float64
 }
 
 // averageChanges is Bayesian model averaging over which columns changed at the
@@ -123,7 +125,7 @@ func (e *Estimator) averageChanges(b *block, cols []column) (post changePosterio
 	cand = cand[:min(len(cand), maxAverageColumns)]
 	slices.Sort(cand)
 	mix := sp.average(cand, tau, sigma2, e.cfg.ChangePrior)
-	post = changePosterior{alpha: make([]float64, n), sd: make([]float64, n), inclusion: make([]float64, n)}
+	post = changePosterior{alpha: make([]float64, n), sd: make([]float64, n), inclusion: make([]float64, n), delta: make([]float64, n)}
 	// Row a of E − P, in the column's own units (a column and its increment
 	// are scaled differently when standardized).
 	row := make([]float64, q)
@@ -134,6 +136,7 @@ func (e *Estimator) averageChanges(b *block, cols []column) (post changePosterio
 			if incOf[j] == i {
 				row[j] += st.scale[p+j]
 				post.inclusion[a] = mix.inclusion[j]
+				post.delta[a] = st.scale[p+j] * mix.mean[j]
 			}
 		}
 		mean := sx * sp.beta0[i]

@@ -330,7 +330,19 @@ func (s *blockSolve) rest(nInd int) []int {
 func (s *blockSolve) fitCols(cols []column) fit {
 	f := s.e.solveColumns(&s.b, cols)
 	if s.twoRegimes && f.columns > 0 {
-		f, s.br.changed = s.e.acrossRegimes(&s.b, cols, f)
+		var delta []float64
+		f, s.br.changed, delta = s.e.acrossRegimes(&s.b, cols, f)
+		s.br.delta = nil
+		if delta != nil {
+			s.br.delta = map[int]float64{}
+			for a, c := range cols {
+				if len(c.bg) == 0 && !c.fixed {
+					for _, i := range c.flows {
+						s.br.delta[i] = delta[a]
+					}
+				}
+			}
+		}
 	}
 	return f
 }

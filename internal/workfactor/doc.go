@@ -72,13 +72,18 @@
 //   - Both regimes after a change. A change usually concerns a few flows (a
 //     release); forgetting everything would estimate the others from the
 //     few periods since. So at a change the block's sums are kept as the
-//     previous regime (State.PrevC, aged at MaxHalfLife), with two
-//     exceptions: when no flow was found changed (or new) during the regime
-//     ending, its shift was a false alarm and it is merged into the previous
-//     regime; and a regime younger than 4·HalfLife, or holding fewer aged
-//     equations (N_h) than the previous one (a short one between two shifts),
-//     does not replace it. Each solve then estimates across both regimes,
-//     averaging over which columns changed (Config.Changes, ChangeAveraging):
+//     previous regime (State.PrevC, aged at MaxHalfLife). When there is one
+//     already, the regime ending is merged into it: as is when no flow was
+//     found changed (or new) during it (its shift was a false alarm);
+//     otherwise after the previous regime is rewritten in the ending
+//     regime's work factors, each equation y = xᵀα becoming y + xᵀδ with δ
+//     the last solve's increments (State.Smooth[i].Delta), so that a second
+//     shift discards nothing (without the increments, as in a state written
+//     before version 5, the regime holding more aged equations N_h is kept).
+//     A regime younger than 4·HalfLife is not kept (it is most likely the
+//     aftermath of the shift before). Each solve then estimates across both
+//     regimes, averaging over which columns changed (Config.Changes,
+//     ChangeAveraging):
 //     every flow column spanning both regimes may get an increment (a copy
 //     over the current regime only), and every subset S of the increments is
 //     weighed by its posterior probability (Bayesian model averaging,

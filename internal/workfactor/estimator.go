@@ -716,6 +716,11 @@ func countTrue(bs []bool) int {
 //   - no flow of the block was found changed (or new) during the ending
 //     regime: the shift that started it was a false alarm, and the ending
 //     regime and the one before are one (mergePrevious);
+//   - else, when the last solve estimated every flow's increment at the
+//     shift that started the ending regime, the previous regime is rewritten
+//     in the ending regime's work factors (rebasePrevious) and the two are
+//     merged: nothing is discarded, and a false alarm after a release no
+//     longer leaves the released work factors to the few periods since it;
 //   - else the ending regime replaces the previous one (keepPrevious) if it
 //     holds at least as many aged equations (N_h); a short regime between
 //     two shifts (often the first one's aftermath, mispredicted while its
@@ -727,6 +732,8 @@ func countTrue(bs []bool) int {
 func (e *Estimator) renewPrevious(b block) (renewed bool) {
 	switch {
 	case len(e.st.PrevC) > 0 && !e.changedSince(b):
+		e.mergePrevious(b)
+	case len(e.st.PrevC) > 0 && e.rebasePrevious(b):
 		e.mergePrevious(b)
 	case b.nh >= b.pnh:
 		e.keepPrevious(b)
@@ -745,6 +752,48 @@ func (e *Estimator) changedSince(b block) bool {
 		}
 	}
 	return false
+}
+
+// rebasePrevious rewrites the block's previous regime as if every flow had
+// had, then, its work factor of the ending regime: each equation y = xᵀα
+// becomes y + xᵀδ, δ the increments at the last shift. It reports false
+// when the increments are not known for every flow of the block.
+func (e *Estimator) rebasePrevious(b block) bool {
+	st := &e.st
+	k := len(st.Flows)
+	delta := make([]float64, k)
+	for _, i := range b.flows {
+		if !st.Smooth[i].DeltaOK {
+			return false
+		}
+		delta[i] = st.Smooth[i].Delta
+	}
+	// ΔYY = 2δᵀD + δᵀCδ over the block, with the old D.
+	dyy := 0.0
+	cd := make([]float64, k)
+	for _, i := range b.flows {
+		for _, j := range b.flows {
+			cd[i] += st.PrevC[i*k+j] * delta[j]
+		}
+		dyy += 2*delta[i]*st.PrevD[i] + delta[i]*cd[i]
+	}
+	for _, i := range b.flows {
+		st.PrevD[i] += cd[i]
+	}
+	b0 := 0.0
+	for _, si := range b.sources {
+		b0 += st.Sources[si].PrevB0
+	}
+	for _, si := range b.sources {
+		src := &st.Sources[si]
+		for i, x := range src.PrevBX {
+			src.PrevBY += x * delta[i]
+		}
+		if b0 > 0 {
+			src.PrevYY = max(src.PrevYY+dyy*src.PrevB0/b0, 0)
+		}
+	}
+	return true
 }
 
 // mergePrevious adds the block's current sums to its previous regime.

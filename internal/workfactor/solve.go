@@ -339,6 +339,9 @@ type blockResult struct {
 	// changed are the flows whose work factor changed at the block's last
 	// shift (acrossRegimes); the others are estimated from both regimes.
 	changed []int
+	// delta is each flow's increment at the block's last shift (nil: not
+	// estimated).
+	delta map[int]float64
 }
 
 type solveResult struct {
@@ -371,13 +374,15 @@ const maxSelectColumns = 24
 // subset by backward elimination (backwardChanges), also used by Ridge and
 // NNLS (the average's closed form is that of plain least squares). cur is
 // the current regime's fit of cols; the result's first len(cols) columns are
-// the current regime's, in the same order. If the joint fit makes a column
+// the current regime's, in the same order; with them come the changed flows
+// and each column's increment at the shift (its posterior mean, or the
+// difference of its two coefficients when selected). If the joint fit makes a column
 // fail that passes on the current regime alone (a worse conditioned
 // problem), cur is kept.
-func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int) {
+func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int, []float64) {
 	n := len(cols)
 	if n > maxSelectColumns {
-		return cur, nil
+		return cur, nil, nil
 	}
 	var post changePosterior
 	averaged := false
@@ -428,11 +433,21 @@ func (e *Estimator) acrossRegimes(b *block, cols []column, cur fit) (fit, []int)
 			failsJoint, failsCur = jf.cols[a].failsAsBackground(), cur.cols[a].failsAsBackground()
 		}
 		if jf.cols[a].singular || (!cols[a].fixed && failsJoint && !failsCur) {
-			return cur, nil // the joint problem is worse conditioned: keep the current fit
+			return cur, nil, nil // the joint problem is worse conditioned: keep the current fit
+		}
+	}
+	delta := post.delta
+	if !averaged {
+		delta = make([]float64, n)
+		for a, t := 0, n; a < n; a++ {
+			if changed[a] {
+				delta[a] = jf.cols[a].alpha - jf.cols[t].alpha
+				t++
+			}
 		}
 	}
 	jf.cols = jf.cols[:n]
-	return jf, flows
+	return jf, flows, delta
 }
 
 // backwardChanges selects the changed columns by backward elimination:
@@ -790,6 +805,7 @@ func (e *Estimator) smooth(res *solveResult) {
 func (e *Estimator) remember(res *solveResult) {
 	for i := range e.st.Smooth {
 		e.st.Smooth[i].Raw, e.st.Smooth[i].RawOK = 0, false
+		e.st.Smooth[i].Delta, e.st.Smooth[i].DeltaOK = 0, false
 	}
 	for _, br := range res.blocks {
 		for _, s := range br.b.sources {
@@ -830,6 +846,7 @@ func (e *Estimator) remember(res *solveResult) {
 			if r := res.flows[i]; r != nil && !r.rejected {
 				sm.Raw = r.coef
 			}
+			sm.Delta, sm.DeltaOK = br.delta[i]
 		}
 	}
 }

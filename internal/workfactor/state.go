@@ -164,6 +164,12 @@ type SmoothState struct {
 	// equations for shift detection; RawOK is false when its block was not solved.
 	Raw   float64 `json:"raw"`
 	RawOK bool    `json:"raw_ok"`
+	// Delta is the flow's increment at its block's last shift in the last
+	// solve (the posterior mean); DeltaOK is false when it was not estimated.
+	// At the next shift it rewrites the previous regime in the ending
+	// regime's work factors (rebasePrevious).
+	Delta   float64 `json:"delta,omitempty"`
+	DeltaOK bool    `json:"delta_ok,omitempty"`
 	// Until is the last period of the window after a shift of the flow's block
 	// (or the flow's first appearance) in which an own estimate that disagrees
 	// with the smoothed value by more than ShiftSigma standard errors makes the
@@ -233,8 +239,9 @@ func (c Counters) Skipped() int64 {
 // version 3 the trail of equations since the regime started and each held
 // equation's residual. Older states are read with those at zero (empty).
 // Version 4 changes only the encodings: an equation names its flows by index
-// (both), and the JSON stores equations as columns (statejson.go).
-const stateVersion = 4
+// (both), and the JSON stores equations as columns (statejson.go). Version 5
+// adds each flow's increment at the last shift (SmoothState.Delta).
+const stateVersion = 5
 
 // Clone returns a deep copy.
 func (s *State) Clone() *State {
@@ -320,7 +327,7 @@ func (s *State) check() error {
 		return errors.New("state has a non-finite sum")
 	}
 	for _, sm := range s.Smooth {
-		if !finite(sm.P, sm.Q, sm.Raw) {
+		if !finite(sm.P, sm.Q, sm.Raw, sm.Delta) {
 			return errors.New("state has a non-finite smoothing sum")
 		}
 	}
@@ -505,6 +512,7 @@ func (m *State) mergeSums(o *State, om []int, ka int, hadPrev bool) {
 		ms.Q += o.Smooth[i].Q
 		if !ms.RawOK {
 			ms.Raw, ms.RawOK = o.Smooth[i].Raw, o.Smooth[i].RawOK
+			ms.Delta, ms.DeltaOK = o.Smooth[i].Delta, o.Smooth[i].DeltaOK
 		}
 	}
 	m.C, m.D = c, d
@@ -650,6 +658,8 @@ func (s *State) MarshalBinary() ([]byte, error) {
 		w(sm.RawOK)
 		w(sm.Until)
 		w(sm.Since)
+		w(sm.Delta)
+		w(sm.DeltaOK)
 	}
 	wf(s.PrevC)
 	wf(s.PrevD)
@@ -739,6 +749,10 @@ func (s *State) UnmarshalBinary(data []byte) error {
 		d.read(&sm.RawOK)
 		d.read(&sm.Until)
 		d.read(&sm.Since)
+		if t.Version >= 5 {
+			d.read(&sm.Delta)
+			d.read(&sm.DeltaOK)
+		}
 		t.Smooth = append(t.Smooth, sm)
 	}
 	if t.Version >= 2 {
