@@ -15,10 +15,40 @@ func EvaluateOracle(c Config) (Outcome, error) {
 	}
 	units := trueUnits(run)
 	cols := oracleColumns(run, units)
-	coef := solveNormal(oracleNormal(run, units, cols))
-	o := Outcome{Config: c, Worst: oracleWorst(run, units, cols, coef)}
+	a, b := newNormal(len(cols))
+	for _, p := range run.Periods {
+		addOracleRows(run, units, cols, p, a, b)
+	}
+	last := run.Periods[len(run.Periods)-1]
+	o := Outcome{Config: c, Worst: oracleWorst(run, units, cols, solveNormal(a, b), last, int64(max(run.Release, 1)), last.Index)}
 	o.Pass = o.Worst <= Target
 	return o, nil
+}
+
+// OracleSinceRelease is the oracle of EvaluateOracle read d periods after
+// the release, for every d: fitted on the periods up to then and scored as
+// Outcome.SinceRelease is (units significant over the whole time since the
+// release). A unit the periods so far cannot determine is off by +Inf.
+func OracleSinceRelease(c Config) ([]float64, error) {
+	run, err := Generate(c)
+	if err != nil {
+		return nil, err
+	}
+	if run.Release <= 0 {
+		return nil, nil
+	}
+	units := trueUnits(run)
+	cols := oracleColumns(run, units)
+	a, b := newNormal(len(cols))
+	to := int64(len(run.Periods))
+	var out []float64
+	for _, p := range run.Periods {
+		addOracleRows(run, units, cols, p, a, b)
+		if p.Index >= run.Release {
+			out = append(out, oracleWorst(run, units, cols, solveNormal(a, b), p, run.Release, to))
+		}
+	}
+	return out, nil
 }
 
 // oracleUnit is a truly collinear group or a single flow, and whether the
@@ -65,41 +95,41 @@ func oracleColumns(run *Run, units []oracleUnit) []oracleColumn {
 	return cols
 }
 
-// oracleNormal returns XᵀX and XᵀY over every machine and period.
-func oracleNormal(run *Run, units []oracleUnit, cols []oracleColumn) ([][]float64, []float64) {
-	n := len(cols)
+func newNormal(n int) ([][]float64, []float64) {
 	a := make([][]float64, n)
 	for i := range a {
 		a[i] = make([]float64, n)
 	}
-	b := make([]float64, n)
-	x := make([]float64, n)
-	for _, p := range run.Periods {
-		for m, o := range p.Obs {
-			for ci, cl := range cols {
-				x[ci] = 0
-				switch {
-				case cl.unit < 0:
-					if cl.machine == m {
-						x[ci] = 1
-					}
-				case cl.regime == 1 && p.Index >= run.Release, cl.regime == 2 && p.Index < run.Release:
-				default:
-					for _, f := range units[cl.unit].flows {
-						x[ci] += o.Rates[f]
-					}
+	return a, make([]float64, n)
+}
+
+// addOracleRows adds period p's equations, one per machine, to XᵀX (a) and
+// XᵀY (b).
+func addOracleRows(run *Run, units []oracleUnit, cols []oracleColumn, p Period, a [][]float64, b []float64) {
+	x := make([]float64, len(cols))
+	for m, o := range p.Obs {
+		for ci, cl := range cols {
+			x[ci] = 0
+			switch {
+			case cl.unit < 0:
+				if cl.machine == m {
+					x[ci] = 1
 				}
-			}
-			y := o.Utilization * o.CapacityMHz
-			for i := range x {
-				b[i] += x[i] * y
-				for j := range x {
-					a[i][j] += x[i] * x[j]
+			case cl.regime == 1 && p.Index >= run.Release, cl.regime == 2 && p.Index < run.Release:
+			default:
+				for _, f := range units[cl.unit].flows {
+					x[ci] += o.Rates[f]
 				}
 			}
 		}
+		y := o.Utilization * o.CapacityMHz
+		for i := range x {
+			b[i] += x[i] * y
+			for j := range x {
+				a[i][j] += x[i] * x[j]
+			}
+		}
 	}
-	return a, b
 }
 
 // solveNormal solves A x = b by Gaussian elimination with partial pivoting.
@@ -136,25 +166,28 @@ func solveNormal(a [][]float64, b []float64) []float64 {
 	return x
 }
 
-// oracleWorst is the worst power error at the last period over the units
-// drawing at least SignificantShare of the CPU since the release (the whole
-// run without one), as ScoreAt scores an estimate.
-func oracleWorst(run *Run, units []oracleUnit, cols []oracleColumn, coef []float64) float64 {
-	last := run.Periods[len(run.Periods)-1]
-	power, total, truth := flowPower(run, int64(max(run.Release, 1)), last.Index)
+// oracleWorst is the worst power error at period at over the units drawing
+// at least SignificantShare of the CPU over periods [from, to], as ScoreAt
+// scores an estimate; +Inf when a scored unit's coefficient is undetermined.
+func oracleWorst(run *Run, units []oracleUnit, cols []oracleColumn, coef []float64, at Period, from, to int64) float64 {
+	power, total, truth := flowPower(run, from, to)
 	worst := 0.0
 	for ci, cl := range cols {
-		if cl.unit < 0 || cl.regime == 1 {
+		if cl.unit < 0 || (cl.regime == 1 && at.Index >= run.Release) || (cl.regime == 2 && at.Index < run.Release) {
 			continue
 		}
 		share, est, tru := 0.0, 0.0, 0.0
 		for _, f := range units[cl.unit].flows {
 			share += power[f] / total
-			est += last.Rates[f] * coef[ci]
-			tru += last.Rates[f] * run.AlphaAt(truth[f], last.Index)
+			est += at.Rates[f] * coef[ci]
+			tru += at.Rates[f] * run.AlphaAt(truth[f], at.Index)
 		}
 		if share >= SignificantShare && tru > 0 {
-			worst = max(worst, math.Abs(est-tru)/tru)
+			e := math.Abs(est-tru) / tru
+			if math.IsNaN(e) {
+				e = math.Inf(1)
+			}
+			worst = max(worst, e)
 		}
 	}
 	return worst

@@ -581,3 +581,29 @@ func decodeStates(t *testing.T, bin, js []byte) (fromBin, fromJSON workfactor.St
 	}
 	return fromBin, fromJSON
 }
+
+// The oracle read after the release is the end-of-run oracle at the last
+// period, undetermined at the release itself (one period of the new work
+// factors cannot pin three changed flows and their machines), and within
+// 15% well before the end.
+func TestOracleSinceRelease(t *testing.T) {
+	c := Default()
+	c.Seed, c.ReleaseAt, c.ReleaseFlows = 3, 0.75, 3
+	since, err := OracleSinceRelease(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := EvaluateOracle(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(since) != 100 || since[len(since)-1] != end.Worst {
+		t.Fatalf("%d readings, the last %v; want 100 (periods 301–400) and the end-of-run oracle's %v", len(since), since[len(since)-1], end.Worst)
+	}
+	if !(since[0] > Target) {
+		t.Errorf("at the release the oracle reads %v, want beyond %v", since[0], Target)
+	}
+	if !(since[50] <= Target) {
+		t.Errorf("50 periods after the release the oracle reads %v, want ≤ %v", since[50], Target)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -66,7 +67,13 @@ func (p Plot) WriteSVG(w io.Writer) error {
 		y := ymax * float64(i) / 5
 		fmt.Fprintf(&sb, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#ddd"/>`+"\n", l, py(y), W-r, py(y))
 		fmt.Fprintf(&sb, `<text x="%g" y="%.1f" text-anchor="end">%s</text>`+"\n", l-6, py(y)+4, tick(y))
-		x := xmin + (xmax-xmin)*float64(i)/5
+	}
+	last := math.Inf(-1)
+	for _, x := range p.xTicks(xmin, xmax) {
+		if px(x)-last < 32 {
+			continue // too close to the label before it
+		}
+		last = px(x)
 		fmt.Fprintf(&sb, `<text x="%.1f" y="%g" text-anchor="middle">%s</text>`+"\n", px(x), H-b+18, tick(x))
 	}
 	fmt.Fprintf(&sb, `<text x="%g" y="%g" text-anchor="middle">%s</text>`+"\n", (l+W-r)/2, H-12, esc(p.XLabel))
@@ -86,17 +93,54 @@ func (p Plot) WriteSVG(w io.Writer) error {
 				fmt.Fprintf(&sb, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(s.X[j]), py(s.Y[j]), col)
 			}
 		}
+	}
+	// The legend last, on a backdrop that keeps it readable over the curves.
+	widest := 0
+	for _, s := range p.Series {
+		widest = max(widest, len([]rune(s.Name)))
+	}
+	fmt.Fprintf(&sb, `<rect x="%g" y="%g" width="%d" height="%d" fill="white" fill-opacity="0.85"/>`+"\n", l+6, t+2, 34+7*widest, 16*len(p.Series)+4)
+	for i, s := range p.Series {
 		fmt.Fprintf(&sb, `<rect x="%g" y="%g" width="14" height="3" fill="%s"/><text x="%g" y="%g">%s</text>`+"\n",
-			l+12, t+8+float64(i)*16, col, l+32, t+13+float64(i)*16, esc(s.Name))
+			l+12, t+8+float64(i)*16, palette[i%len(palette)], l+32, t+13+float64(i)*16, esc(s.Name))
 	}
 	sb.WriteString("</svg>\n")
 	_, err := io.WriteString(w, sb.String())
 	return err
 }
 
+// xTicks are the x values labelled: the series' own when there are few (a
+// sweep's settings), else round steps (1, 2 or 5 × 10^k) across the range.
+func (p Plot) xTicks(xmin, xmax float64) []float64 {
+	var xs []float64
+	for _, s := range p.Series {
+		xs = append(xs, s.X...)
+	}
+	slices.Sort(xs)
+	xs = slices.Compact(xs)
+	if len(xs) <= 12 {
+		return xs
+	}
+	step := math.Pow(10, math.Floor(math.Log10((xmax-xmin)/5)))
+	for _, m := range []float64{2, 5, 10} {
+		if (xmax-xmin)/step <= 6 {
+			break
+		}
+		step = math.Pow(10, math.Floor(math.Log10((xmax-xmin)/5))) * m
+	}
+	var ticks []float64
+	for x := math.Ceil(xmin/step) * step; x <= xmax+step*1e-9; x += step {
+		ticks = append(ticks, x)
+	}
+	return ticks
+}
+
 func tick(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e6 {
+	switch {
+	case v == math.Trunc(v) && math.Abs(v) < 1e6:
 		return fmt.Sprintf("%g", v)
+	case math.Abs(v) >= 100 && math.Abs(v) < 1e6:
+		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.2g", v)
 }

@@ -234,6 +234,12 @@ func sweeps(w io.Writer, n int, plots string) error {
 	return nil
 }
 
+// oracleSinceRelease is the oracle read at every period after the release.
+func oracleSinceRelease(c scenario.Config) (scenario.Outcome, error) {
+	since, err := scenario.OracleSinceRelease(c)
+	return scenario.Outcome{Config: c, SinceRelease: since}, err
+}
+
 // namedEvaluator is an estimator, or the oracle, in a sweep.
 type namedEvaluator struct {
 	name string
@@ -286,17 +292,23 @@ func sweepEstimator(w io.Writer, s sweep, e namedEvaluator, n int) (st, rel scen
 }
 
 // sinceRelease prints and plots the error against periods since a release:
-// a release at the middle of an 800-period run, read every period after it.
+// a release at the middle of an 800-period run, read every period after it,
+// with the oracle fitted on the periods up to each reading.
 func sinceRelease(w io.Writer, n int, plots string) error {
 	fmt.Fprintf(w, "### Error against periods since a release (800 periods, release at period 401, 3 of 7 flows change)\n\n")
 	fmt.Fprintln(w, "| periods since the release | estimator | runs within 15% | median worst error | p90 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	var series []scenario.Series
 	marks := []int{10, 25, 50, 100, 200, 399}
+	evals := make([]namedEvaluator, 0, len(estimators)+1)
 	for _, e := range estimators {
+		evals = append(evals, namedEvaluator{e.name, withEstimator(e.cfg)})
+	}
+	evals = append(evals, namedEvaluator{"oracle", oracleSinceRelease})
+	for _, e := range evals {
 		c := scenario.Default()
 		c.Periods, c.ReleaseAt, c.ReleaseFlows = 800, 0.5, 3
-		outs, err := batch(c, withEstimator(e.cfg), 1, n)
+		outs, err := batch(c, e.eval, 1, n)
 		if err != nil {
 			return err
 		}
