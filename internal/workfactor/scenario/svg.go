@@ -25,7 +25,7 @@ type Plot struct {
 	Ref float64
 }
 
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
 
 // WriteSVG draws the plot.
 func (p Plot) WriteSVG(w io.Writer) error {
@@ -58,7 +58,7 @@ func (p Plot) WriteSVG(w io.Writer) error {
 		return H - b - y/ymax*(H-t-b)
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">`+"\n", W, H+16*float64(len(p.Series))+8)
 	fmt.Fprintf(&sb, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&sb, `<text x="%g" y="22" font-size="14" text-anchor="middle">%s</text>`+"\n", W/2, esc(p.Title))
 	fmt.Fprintf(&sb, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`+"\n", l, H-b, W-r, H-b)
@@ -94,15 +94,11 @@ func (p Plot) WriteSVG(w io.Writer) error {
 			}
 		}
 	}
-	// The legend last, on a backdrop that keeps it readable over the curves.
-	widest := 0
-	for _, s := range p.Series {
-		widest = max(widest, len([]rune(s.Name)))
-	}
-	fmt.Fprintf(&sb, `<rect x="%g" y="%g" width="%d" height="%d" fill="white" fill-opacity="0.85"/>`+"\n", l+6, t+2, 34+7*widest, 16*len(p.Series)+4)
+	// The legend below the plot, where it hides no curve.
 	for i, s := range p.Series {
+		y := H + 4 + float64(i)*16
 		fmt.Fprintf(&sb, `<rect x="%g" y="%g" width="14" height="3" fill="%s"/><text x="%g" y="%g">%s</text>`+"\n",
-			l+12, t+8+float64(i)*16, palette[i%len(palette)], l+32, t+13+float64(i)*16, esc(s.Name))
+			l, y, palette[i%len(palette)], l+20, y+5, esc(s.Name))
 	}
 	sb.WriteString("</svg>\n")
 	_, err := io.WriteString(w, sb.String())
