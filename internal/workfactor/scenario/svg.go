@@ -117,12 +117,12 @@ func (p Plot) xTicks(xmin, xmax float64) []float64 {
 	if len(xs) <= 12 {
 		return xs
 	}
-	step := math.Pow(10, math.Floor(math.Log10((xmax-xmin)/5)))
-	for _, m := range []float64{2, 5, 10} {
-		if (xmax-xmin)/step <= 6 {
+	base := math.Pow(10, math.Floor(math.Log10((xmax-xmin)/5)))
+	step := base
+	for _, m := range []float64{1, 2, 5, 10} {
+		if step = base * m; (xmax-xmin)/step <= 6 {
 			break
 		}
-		step = math.Pow(10, math.Floor(math.Log10((xmax-xmin)/5))) * m
 	}
 	var ticks []float64
 	for x := math.Ceil(xmin/step) * step; x <= xmax+step*1e-9; x += step {

@@ -249,13 +249,18 @@ type namedEvaluator struct {
 // sweepEvaluators are the rows of a sweep: every estimator on the axes the
 // issue names, the default alone on the others; then the oracle.
 func sweepEvaluators(s sweep) []namedEvaluator {
+	return evaluators(func(name string) bool { return !s.unnamed || name == "default" }, scenario.EvaluateOracle)
+}
+
+// evaluators are the estimators keep accepts, then oracle.
+func evaluators(keep func(name string) bool, oracle evaluator) []namedEvaluator {
 	var out []namedEvaluator
 	for _, e := range estimators {
-		if !s.unnamed || e.name == "default" {
+		if keep(e.name) {
 			out = append(out, namedEvaluator{e.name, withEstimator(e.cfg)})
 		}
 	}
-	return append(out, namedEvaluator{"oracle", scenario.EvaluateOracle})
+	return append(out, namedEvaluator{"oracle", oracle})
 }
 
 // sweepEstimator prints one estimator's rows of a sweep and returns its
@@ -300,12 +305,7 @@ func sinceRelease(w io.Writer, n int, plots string) error {
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	var series []scenario.Series
 	marks := []int{10, 25, 50, 100, 200, 399}
-	evals := make([]namedEvaluator, 0, len(estimators)+1)
-	for _, e := range estimators {
-		evals = append(evals, namedEvaluator{e.name, withEstimator(e.cfg)})
-	}
-	evals = append(evals, namedEvaluator{"oracle", oracleSinceRelease})
-	for _, e := range evals {
+	for _, e := range evaluators(func(string) bool { return true }, oracleSinceRelease) {
 		c := scenario.Default()
 		c.Periods, c.ReleaseAt, c.ReleaseFlows = 800, 0.5, 3
 		outs, err := batch(c, e.eval, 1, n)
