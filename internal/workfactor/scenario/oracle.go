@@ -1,6 +1,10 @@
 package scenario
 
-import "math"
+import (
+	"math"
+
+	"github.com/tierscope/tierscope/internal/workfactor"
+)
 
 // EvaluateOracle scores ordinary least squares that knows what no estimator
 // can: the true model (collinear groups combined, a background per machine)
@@ -191,4 +195,221 @@ func oracleWorst(run *Run, units []oracleUnit, cols []oracleColumn, coef []float
 		}
 	}
 	return worst
+}
+
+// EvaluateAveraging scores AveragingSinceRelease at the run's last period:
+// what the run's data tell an estimator that is told when the release was
+// but not which flows it changed.
+func EvaluateAveraging(c Config) (Outcome, error) {
+	since, err := AveragingSinceRelease(c)
+	if err != nil || since == nil {
+		return Outcome{Config: c}, err
+	}
+	o := Outcome{Config: c, Worst: since[len(since)-1]}
+	o.Pass = o.Worst <= Target
+	return o, nil
+}
+
+// AveragingSinceRelease is a reference between the default and the oracle,
+// read at every period from the release on, as OracleSinceRelease is: least
+// squares with the true model's columns over every period unaged, told the
+// release period but not which units changed, averaging over the subsets S of
+// changed units with the default's priors (workfactor's ChangeAveraging: a
+// flat prior on the work factors, increments δ_u ~ N(0, τ_u²) with τ_u =
+// ChangeScale times the larger of the unit's two work factors in the model
+// where every unit changed, and the beta-binomial prior over S). With β and
+// δ_S integrated out, S weighs
+//
+//	log p(S | y) = log p(S) − Σ_{u∈S} log τ_u − ½ log det H_S + ½ |S| log σ² + ½ θ̂_Sᵀ r_S / σ²,
+//
+// H_S the normal equations of S's columns plus σ²/τ_u² on each increment,
+// θ̂_S = H_S⁻¹ r_S, σ² the MSE of the model where every unit changed. A unit's
+// work factor after the release is the weighted mean of β̂_u + δ̂_u. Where the
+// default trails it, the default loses what knowing the release period gives;
+// where it trails the oracle, the data cannot tell which units changed.
+func AveragingSinceRelease(c Config) ([]float64, error) {
+	run, err := Generate(c)
+	if err != nil {
+		return nil, err
+	}
+	if run.Release <= 0 {
+		return nil, nil
+	}
+	units := trueUnits(run)
+	nu := len(units)
+	// Columns: each unit over the whole run, then its increment after the
+	// release (regime 2 is zero before it), then one background per machine.
+	var cols []oracleColumn
+	for u := range units {
+		cols = append(cols, oracleColumn{u, 0, -1})
+	}
+	for u := range units {
+		cols = append(cols, oracleColumn{u, 2, -1})
+	}
+	for m := range run.CapacityMHz {
+		cols = append(cols, oracleColumn{-1, 0, m})
+	}
+	scored := cols[:nu] // a unit's column, holding its work factor after the release
+	a, b := newNormal(len(cols))
+	yy, rows := 0.0, 0
+	to := int64(len(run.Periods))
+	var out []float64
+	for _, p := range run.Periods {
+		addOracleRows(run, units, cols, p, a, b)
+		for _, o := range p.Obs {
+			y := o.Utilization * o.CapacityMHz
+			yy += y * y
+			rows++
+		}
+		if p.Index >= run.Release {
+			out = append(out, oracleWorst(run, units, scored, averageUnits(a, b, yy, rows, nu), p, run.Release, to))
+		}
+	}
+	return out, nil
+}
+
+// averageUnits is AveragingSinceRelease's model average on the normal
+// equations a, b (columns: nu units, nu increments, the backgrounds) of rows
+// equations whose Σy² is yy: each unit's work factor after the release, NaN
+// when the data do not yet determine it.
+func averageUnits(a [][]float64, b []float64, yy float64, rows, nu int) []float64 {
+	n := len(b)
+	nan := func() []float64 {
+		out := make([]float64, nu)
+		for i := range out {
+			out[i] = math.NaN()
+		}
+		return out
+	}
+	full := make([]int, n)
+	for i := range full {
+		full[i] = i
+	}
+	h, r := subNormal(a, b, full, nil)
+	theta := solveNormal(h, r)
+	fit := 0.0
+	for i := range theta {
+		fit += theta[i] * r[i]
+	}
+	if rows <= n {
+		return nan()
+	}
+	sigma2 := (yy - fit) / float64(rows-n)
+	tau := make([]float64, nu)
+	for u := range tau {
+		tau[u] = workfactor.DefaultConfig().ChangeScale * max(math.Abs(theta[u]), math.Abs(theta[u]+theta[nu+u]))
+		if !(tau[u] > 0) || !(sigma2 > 0) {
+			return nan()
+		}
+	}
+	sum := make([]float64, nu)
+	total, top := 0.0, math.Inf(-1)
+	type subset struct {
+		logw float64
+		coef []float64
+	}
+	subsets := make([]subset, 0, 1<<nu)
+	for mask := 0; mask < 1<<nu; mask++ {
+		var idx []int
+		var prec []float64
+		for i := 0; i < n; i++ {
+			if i < nu || i >= 2*nu {
+				idx, prec = append(idx, i), append(prec, 0)
+			}
+		}
+		k, logw := 0, 0.0
+		for u := 0; u < nu; u++ {
+			if mask>>u&1 == 1 {
+				idx, prec = append(idx, nu+u), append(prec, sigma2/(tau[u]*tau[u]))
+				k++
+				logw -= math.Log(tau[u])
+			}
+		}
+		lk, _ := math.Lgamma(float64(k + 1))
+		lr, _ := math.Lgamma(float64(nu - k + 1))
+		lm, _ := math.Lgamma(float64(nu + 2))
+		logw += lk + lr - lm
+		h, r := subNormal(a, b, idx, prec)
+		ld, ok := logDetSPD(h)
+		if !ok {
+			continue
+		}
+		th := solveNormal(h, r)
+		q := 0.0
+		for i := range th {
+			q += th[i] * r[i]
+		}
+		logw += -0.5*ld + 0.5*float64(k)*math.Log(sigma2) + 0.5*q/sigma2
+		coef := make([]float64, nu)
+		for i, col := range idx {
+			switch {
+			case col < nu:
+				coef[col] += th[i]
+			case col < 2*nu:
+				coef[col-nu] += th[i]
+			}
+		}
+		subsets = append(subsets, subset{logw, coef})
+		top = max(top, logw)
+	}
+	for _, s := range subsets {
+		w := math.Exp(s.logw - top)
+		total += w
+		for u := range sum {
+			sum[u] += w * s.coef[u]
+		}
+	}
+	if !(total > 0) {
+		return nan()
+	}
+	for u := range sum {
+		sum[u] /= total
+	}
+	return sum
+}
+
+// subNormal is the normal equations of the columns idx, with prec added to
+// the diagonal (nil: none).
+func subNormal(a [][]float64, b []float64, idx []int, prec []float64) ([][]float64, []float64) {
+	h, r := newNormal(len(idx))
+	for i, ii := range idx {
+		r[i] = b[ii]
+		for j, jj := range idx {
+			h[i][j] = a[ii][jj]
+		}
+		if prec != nil {
+			h[i][i] += prec[i]
+		}
+	}
+	return h, r
+}
+
+// logDetSPD is the log determinant of a symmetric positive definite matrix
+// (Cholesky); false when it is not positive definite.
+func logDetSPD(a [][]float64) (float64, bool) {
+	n := len(a)
+	l := make([][]float64, n)
+	for i := range l {
+		l[i] = make([]float64, n)
+	}
+	ld := 0.0
+	for j := 0; j < n; j++ {
+		d := a[j][j]
+		for k := 0; k < j; k++ {
+			d -= l[j][k] * l[j][k]
+		}
+		if !(d > 0) {
+			return 0, false
+		}
+		l[j][j] = math.Sqrt(d)
+		ld += 2 * math.Log(l[j][j])
+		for i := j + 1; i < n; i++ {
+			s := a[i][j]
+			for k := 0; k < j; k++ {
+				s -= l[i][k] * l[j][k]
+			}
+			l[i][j] = s / l[j][j]
+		}
+	}
+	return ld, true
 }

@@ -607,3 +607,37 @@ func TestOracleSinceRelease(t *testing.T) {
 		t.Errorf("50 periods after the release the oracle reads %v, want ≤ %v", since[50], Target)
 	}
 }
+
+func TestAveragingSinceRelease(t *testing.T) {
+	c := Default()
+	c.Seed, c.ReleaseAt, c.ReleaseFlows, c.Noise = 3, 0.75, 3, 0.002
+	since, err := AveragingSinceRelease(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := EvaluateAveraging(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(since) != 100 || since[len(since)-1] != end.Worst {
+		t.Fatalf("%d readings, the last %v; want 100 (periods 301–400) and EvaluateAveraging's %v", len(since), since[len(since)-1], end.Worst)
+	}
+	if !(since[0] > Target) {
+		t.Errorf("at the release the averaging reads %v, want beyond %v (one period cannot tell)", since[0], Target)
+	}
+	// At low noise the data tell which units changed: the average ends where
+	// the oracle, which is told them, does.
+	oracle, err := EvaluateOracle(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("σ 0.2%%: averaging %.1f%%, oracle %.1f%% at the end", 100*end.Worst, 100*oracle.Worst)
+	if !(end.Worst <= 0.03) || math.Abs(end.Worst-oracle.Worst) > 0.01 {
+		t.Errorf("at σ 0.2%% the averaging ends %v off and the oracle %v; want both within 3%% and 1 point apart", end.Worst, oracle.Worst)
+	}
+	// Without a release there is nothing to average.
+	c.ReleaseAt = 0
+	if since, err := AveragingSinceRelease(c); err != nil || since != nil {
+		t.Errorf("no release: %v, %v; want nil", since, err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/tierscope/tierscope/internal/parallel"
 	"github.com/tierscope/tierscope/internal/workfactor"
@@ -134,8 +135,10 @@ func run(w io.Writer, n int, plots string) error {
 // mustShow prints the must-show table over seeds first … first+n−1: each
 // estimator, then two references: least squares with the true model on the
 // periods after the release alone (what forgetting everything at a release
-// allows), and the oracle (EvaluateOracle: the true model and the true
-// changed flows over every period, the limit of the data).
+// allows), model averaging told the release period (EvaluateAveraging: what
+// finding which flows changed allows), and the oracle (EvaluateOracle: the
+// true model and the true changed flows over every period, the limit of the
+// data).
 func mustShow(w io.Writer, first, n int) error {
 	fmt.Fprintln(w, "| estimator | stationary: passed | median | p90 | release at 75%: passed | median | p90 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
@@ -172,6 +175,11 @@ func mustShow(w io.Writer, first, n int) error {
 	if err != nil {
 		return err
 	}
+	avg, err := batch(withRelease(scenario.Default()), scenario.EvaluateAveraging, first, n)
+	if err != nil {
+		return err
+	}
+	row("reference: model averaging over which flows changed, told the release period, true model, every period", nil, avg)
 	row("oracle: least squares, true model and true changed flows, every period", ost, orel)
 	fmt.Fprintln(w)
 	return nil
@@ -232,6 +240,12 @@ func sweeps(w io.Writer, n int, plots string) error {
 		}
 	}
 	return nil
+}
+
+// averagingSinceRelease is AveragingSinceRelease as an evaluator.
+func averagingSinceRelease(c scenario.Config) (scenario.Outcome, error) {
+	since, err := scenario.AveragingSinceRelease(c)
+	return scenario.Outcome{Config: c, SinceRelease: since}, err
 }
 
 // oracleSinceRelease is the oracle read at every period after the release.
@@ -305,7 +319,9 @@ func sinceRelease(w io.Writer, n int, plots string) error {
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	var series []scenario.Series
 	marks := []int{10, 25, 50, 100, 200, 399}
-	for _, e := range evaluators(func(string) bool { return true }, oracleSinceRelease) {
+	refs := evaluators(func(string) bool { return true }, oracleSinceRelease)
+	refs = slices.Insert(refs, len(refs)-1, namedEvaluator{"model averaging told the release period", averagingSinceRelease})
+	for _, e := range refs {
 		c := scenario.Default()
 		c.Periods, c.ReleaseAt, c.ReleaseFlows = 800, 0.5, 3
 		outs, err := batch(c, e.eval, 1, n)
