@@ -34,6 +34,26 @@ func EvaluateOracle(c Config) (Outcome, error) {
 // Outcome.SinceRelease is (units significant over the whole time since the
 // release). A unit the periods so far cannot determine is off by +Inf.
 func OracleSinceRelease(c Config) ([]float64, error) {
+	return readSinceRelease(c, oracleColumns, func(_ []oracleUnit, cols []oracleColumn, sums *normalSums) ([]oracleColumn, []float64) {
+		return cols, solveNormal(sums.a, sums.b)
+	})
+}
+
+// normalSums are the normal equations XᵀX (a) and XᵀY (b) of the rows so far,
+// with YᵀY and the number of rows.
+type normalSums struct {
+	a    [][]float64
+	b    []float64
+	yy   float64
+	rows int
+}
+
+// readSinceRelease generates c's run, adds each period's equations on the
+// columns that columns lays out and, from the release on, scores the fit of
+// the periods so far at every period (the columns fit returns are scored
+// with its coefficients, as oracleWorst does). nil without a release.
+func readSinceRelease(c Config, columns func(*Run, []oracleUnit) []oracleColumn,
+	fit func([]oracleUnit, []oracleColumn, *normalSums) ([]oracleColumn, []float64)) ([]float64, error) {
 	run, err := Generate(c)
 	if err != nil {
 		return nil, err
@@ -42,14 +62,21 @@ func OracleSinceRelease(c Config) ([]float64, error) {
 		return nil, nil
 	}
 	units := trueUnits(run)
-	cols := oracleColumns(run, units)
-	a, b := newNormal(len(cols))
+	cols := columns(run, units)
+	sums := &normalSums{}
+	sums.a, sums.b = newNormal(len(cols))
 	to := int64(len(run.Periods))
 	var out []float64
 	for _, p := range run.Periods {
-		addOracleRows(run, units, cols, p, a, b)
+		addOracleRows(run, units, cols, p, sums.a, sums.b)
+		for _, o := range p.Obs {
+			y := o.Utilization * o.CapacityMHz
+			sums.yy += y * y
+			sums.rows++
+		}
 		if p.Index >= run.Release {
-			out = append(out, oracleWorst(run, units, cols, solveNormal(a, b), p, run.Release, to))
+			scored, coef := fit(units, cols, sums)
+			out = append(out, oracleWorst(run, units, scored, coef, p, run.Release, to))
 		}
 	}
 	return out, nil
@@ -228,17 +255,16 @@ func EvaluateAveraging(c Config) (Outcome, error) {
 // default trails it, the default loses what knowing the release period gives;
 // where it trails the oracle, the data cannot tell which units changed.
 func AveragingSinceRelease(c Config) ([]float64, error) {
-	run, err := Generate(c)
-	if err != nil {
-		return nil, err
-	}
-	if run.Release <= 0 {
-		return nil, nil
-	}
-	units := trueUnits(run)
-	nu := len(units)
-	// Columns: each unit over the whole run, then its increment after the
-	// release (regime 2 is zero before it), then one background per machine.
+	return readSinceRelease(c, averagingColumns, func(units []oracleUnit, cols []oracleColumn, sums *normalSums) ([]oracleColumn, []float64) {
+		// A unit's whole-run column holds its work factor after the release.
+		return cols[:len(units)], averageUnits(sums.a, sums.b, sums.yy, sums.rows, len(units))
+	})
+}
+
+// averagingColumns are AveragingSinceRelease's columns: each unit over the
+// whole run, then its increment after the release (regime 2 is zero before
+// it), then one background per machine.
+func averagingColumns(run *Run, units []oracleUnit) []oracleColumn {
 	var cols []oracleColumn
 	for u := range units {
 		cols = append(cols, oracleColumn{u, 0, -1})
@@ -249,23 +275,7 @@ func AveragingSinceRelease(c Config) ([]float64, error) {
 	for m := range run.CapacityMHz {
 		cols = append(cols, oracleColumn{-1, 0, m})
 	}
-	scored := cols[:nu] // a unit's column, holding its work factor after the release
-	a, b := newNormal(len(cols))
-	yy, rows := 0.0, 0
-	to := int64(len(run.Periods))
-	var out []float64
-	for _, p := range run.Periods {
-		addOracleRows(run, units, cols, p, a, b)
-		for _, o := range p.Obs {
-			y := o.Utilization * o.CapacityMHz
-			yy += y * y
-			rows++
-		}
-		if p.Index >= run.Release {
-			out = append(out, oracleWorst(run, units, scored, averageUnits(a, b, yy, rows, nu), p, run.Release, to))
-		}
-	}
-	return out, nil
+	return cols
 }
 
 // averageUnits is AveragingSinceRelease's model average on the normal
