@@ -138,29 +138,98 @@ func newNormal(n int) ([][]float64, []float64) {
 // XᵀY (b).
 func addOracleRows(run *Run, units []oracleUnit, cols []oracleColumn, p Period, a [][]float64, b []float64) {
 	x := make([]float64, len(cols))
-	for m, o := range p.Obs {
-		for ci, cl := range cols {
-			x[ci] = 0
-			switch {
-			case cl.unit < 0:
-				if cl.machine == m {
-					x[ci] = 1
-				}
-			case cl.regime == 1 && p.Index >= run.Release, cl.regime == 2 && p.Index < run.Release:
-			default:
-				for _, f := range units[cl.unit].flows {
-					x[ci] += o.Rates[f]
-				}
+	for m := range p.Obs {
+		addRow(a, b, x, oracleRow(run, units, cols, p, m, x))
+	}
+}
+
+// oracleRow fills x with machine m's equation of period p on cols and
+// returns its left side, the machine's CPU in MHz.
+func oracleRow(run *Run, units []oracleUnit, cols []oracleColumn, p Period, m int, x []float64) float64 {
+	o := p.Obs[m]
+	for ci, cl := range cols {
+		x[ci] = 0
+		switch {
+		case cl.unit < 0:
+			if cl.machine == m {
+				x[ci] = 1
 			}
-		}
-		y := o.Utilization * o.CapacityMHz
-		for i := range x {
-			b[i] += x[i] * y
-			for j := range x {
-				a[i][j] += x[i] * x[j]
+		case cl.regime == 1 && p.Index >= run.Release, cl.regime == 2 && p.Index < run.Release:
+		default:
+			for _, f := range units[cl.unit].flows {
+				x[ci] += o.Rates[f]
 			}
 		}
 	}
+	return o.Utilization * o.CapacityMHz
+}
+
+// addRow adds the equation y = xᵀβ to XᵀX (a) and XᵀY (b).
+func addRow(a [][]float64, b []float64, x []float64, y float64) {
+	for i := range x {
+		b[i] += x[i] * y
+		for j := range x {
+			a[i][j] += x[i] * x[j]
+		}
+	}
+}
+
+// EvaluateOraclePeriodBackground is the oracle of EvaluateOracle with a
+// background of its own in every period, in the run's true form (the same
+// share of every machine, or with Config.BackgroundSameMHz the same MHz), in
+// place of a constant one per machine: any background that moves in time is
+// taken out, at the cost of one equation per period. Each period's equations
+// are projected off the form's vector w (y − w·wᵀy/wᵀw, and so each column),
+// which gives the estimates of a column per period (Frisch and Waugh). On
+// one machine nothing is left: it reads +Inf.
+func EvaluateOraclePeriodBackground(c Config) (Outcome, error) {
+	run, err := Generate(c)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if c.Machines < 2 {
+		// One equation per period: a background of its own leaves nothing.
+		return Outcome{Config: c, Worst: math.Inf(1)}, nil
+	}
+	units := trueUnits(run)
+	var cols []oracleColumn
+	for _, cl := range oracleColumns(run, units) {
+		if cl.unit >= 0 {
+			cols = append(cols, cl)
+		}
+	}
+	a, b := newNormal(len(cols))
+	rows := make([][]float64, c.Machines)
+	ys, w := make([]float64, c.Machines), make([]float64, c.Machines)
+	wx := make([]float64, len(cols))
+	for _, p := range run.Periods {
+		clear(wx)
+		wy, ww := 0.0, 0.0
+		for m := range p.Obs {
+			if rows[m] == nil {
+				rows[m] = make([]float64, len(cols))
+			}
+			ys[m] = oracleRow(run, units, cols, p, m, rows[m])
+			w[m] = p.Obs[m].CapacityMHz
+			if c.BackgroundSameMHz {
+				w[m] = 1
+			}
+			wy, ww = wy+w[m]*ys[m], ww+w[m]*w[m]
+			for i, v := range rows[m] {
+				wx[i] += w[m] * v
+			}
+		}
+		for m := range p.Obs {
+			for i := range rows[m] {
+				rows[m][i] -= w[m] * wx[i] / ww
+			}
+			addRow(a, b, rows[m], ys[m]-w[m]*wy/ww)
+		}
+	}
+	last := run.Periods[len(run.Periods)-1]
+	o := Outcome{Config: c, Worst: oracleWorst(run, units, cols, solveNormal(a, b), last, int64(max(run.Release, 1)), last.Index)}
+	o.Pass = o.Worst <= Target
+	return o, nil
 }
 
 // solveNormal solves A x = b by Gaussian elimination with partial pivoting.

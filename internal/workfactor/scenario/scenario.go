@@ -1,10 +1,13 @@
 // Package scenario generates synthetic work-factor problems with known truth
 // and scores estimates against it: machines of known power serve flows of known
 // CPU demand (work factor) at varying request rates; the utilization reading is
-// the flows' CPU, plus a constant background, plus reading noise. It varies
-// what issue 37 names (number of flows, utilization noise, collinear groups,
-// background load, releases that change work factors) and is deterministic for
-// a seed. Evaluation only: no production code imports it.
+// the flows' CPU, plus a background (constant, or swinging), plus reading
+// noise. It varies what issue 37 names (number of flows, utilization noise,
+// collinear groups, background load, releases that change work factors) and
+// more (machines, run length, how the rates move, utilization, the
+// background's form and swing, the size of a release, flows that start
+// late), and is deterministic for a seed. Evaluation only: no production code
+// imports it.
 package scenario
 
 import (
@@ -29,6 +32,10 @@ type Config struct {
 	// the same MHz on every machine.
 	Background        float64
 	BackgroundSameMHz bool
+	// BackgroundSwing makes the background follow a slow wave of ±Swing of
+	// itself (0: constant; 1: between none and twice the mean), as
+	// monitoring, garbage collection and batch jobs do.
+	BackgroundSwing float64
 	// Collinear is the number of flow pairs whose rates move together: the second
 	// flow's rate is a fixed multiple of the first's, up to CollinearJitter.
 	Collinear int
@@ -38,6 +45,11 @@ type Config struct {
 	// factors of ReleaseFlows flows (0 = no release).
 	ReleaseAt    float64
 	ReleaseFlows int
+	// NewFlows flows (none of a collinear pair, none the release changes)
+	// carry no requests before the period at NewFlowsAt of the run: endpoints
+	// that a deployment adds.
+	NewFlows   int
+	NewFlowsAt float64
 	// ReleaseFactor is the largest factor a release multiplies (or divides)
 	// a changed work factor by; each factor is drawn from [1.25, ReleaseFactor]
 	// (from [ReleaseFactor, 1.25] when below 1.25).
@@ -73,6 +85,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scenario: release factor must exceed 1, not %v", c.ReleaseFactor)
 	case c.ReleaseAt < 0 || c.ReleaseAt >= 1 || c.ReleaseFlows < 0 || c.ReleaseFlows > c.Flows:
 		return fmt.Errorf("scenario: release at in [0, 1), release flows in [0, flows]")
+	case !(c.BackgroundSwing >= 0 && c.BackgroundSwing <= 1):
+		return fmt.Errorf("scenario: background swing in [0, 1], not %v", c.BackgroundSwing)
+	case c.NewFlows < 0 || c.NewFlows > 0 && (c.NewFlows+c.ReleaseFlows+2*c.Collinear > c.Flows || !(c.NewFlowsAt > 0 && c.NewFlowsAt < 1)):
+		return fmt.Errorf("scenario: new flows in [0, flows − release flows − 2·collinear pairs], starting at a fraction in (0, 1)")
 	}
 	return nil
 }
@@ -85,6 +101,8 @@ type Flow struct {
 	Alpha, AlphaAfter float64
 	// Group names the flow's collinear group ("" when alone).
 	Group string
+	// From is the first period with requests (1 unless Config.NewFlows).
+	From int64
 }
 
 // Period is one period's observations and truth.
@@ -93,6 +111,8 @@ type Period struct {
 	Obs   []workfactor.Observation
 	// Rates is each flow's total rate over the machines, requests per second.
 	Rates map[string]float64
+	// BackgroundMHz is the background over all machines.
+	BackgroundMHz float64
 }
 
 // Run is a generated scenario.
@@ -131,6 +151,9 @@ func Generate(c Config) (*Run, error) {
 	frac := placeFlows(rng, c, partner)
 	base := baseRates(run, share, frac)
 	drawRelease(rng, run)
+	// The axes added later draw from streams of their own, so that a
+	// scenario without them is the same as before they existed.
+	drawNewFlows(rand.New(rand.NewPCG(c.Seed, 0x38)), run, partner)
 	drawPeriods(rng, run, base, frac, partner)
 	return run, nil
 }
@@ -245,6 +268,28 @@ func drawRelease(rng *rand.Rand, run *Run) {
 	}
 }
 
+// drawNewFlows picks the Config.NewFlows flows that start late, among those
+// in no collinear pair and not changed by the release.
+func drawNewFlows(rng *rand.Rand, run *Run, partner []int) {
+	c := run.Config
+	for k := range run.Flows {
+		run.Flows[k].From = 1
+	}
+	from := int64(math.Round(c.NewFlowsAt*float64(c.Periods))) + 1
+	picked := 0
+	for _, k := range rng.Perm(c.Flows) {
+		f := &run.Flows[k]
+		if picked == c.NewFlows {
+			break
+		}
+		if f.Group != "" || partner[k] >= 0 || f.AlphaAfter != f.Alpha {
+			continue
+		}
+		f.From = from
+		picked++
+	}
+}
+
 // drawPeriods generates the periods. Each flow's rate is a log-normal AR(1)
 // (σ RateSpread, correlation RateMemory per period) times a daily-like wave with its
 // own period and phase; a collinear partner's is a fixed multiple of its
@@ -261,6 +306,8 @@ func drawPeriods(rng *rand.Rand, run *Run, base []float64, frac [][]float64, par
 		wave[k] = 60 + 200*rng.Float64()
 	}
 	rho, spread := c.RateMemory, c.RateSpread
+	bgRng := rand.New(rand.NewPCG(c.Seed, 0x39))
+	bgPhase, bgWave := 2*math.Pi*bgRng.Float64(), 60+200*bgRng.Float64()
 	for p := 1; p <= c.Periods; p++ {
 		per := Period{Index: int64(p), Rates: map[string]float64{}}
 		rate := make([]float64, c.Flows)
@@ -276,7 +323,13 @@ func drawPeriods(rng *rand.Rand, run *Run, base []float64, frac [][]float64, par
 				rate[k] = rate[q] * base[k] / base[q] * (1 + c.CollinearJitter*rng.NormFloat64())
 			}
 		}
-		per.Obs = observe(rng, run, rate, frac, int64(p))
+		for k, f := range run.Flows {
+			if int64(p) < f.From {
+				rate[k] = 0
+			}
+		}
+		swing := 1 + c.BackgroundSwing*math.Sin(2*math.Pi*float64(p)/bgWave+bgPhase)
+		per.Obs, per.BackgroundMHz = observe(rng, run, rate, frac, int64(p), swing)
 		for k, f := range run.Flows {
 			per.Rates[f.Name] = rate[k]
 		}
@@ -285,18 +338,19 @@ func drawPeriods(rng *rand.Rand, run *Run, base []float64, frac [][]float64, par
 }
 
 // observe returns each machine's observation of one period.
-func observe(rng *rand.Rand, run *Run, rate []float64, frac [][]float64, period int64) []workfactor.Observation {
+// swing scales the background.
+func observe(rng *rand.Rand, run *Run, rate []float64, frac [][]float64, period int64, swing float64) (obs []workfactor.Observation, background float64) {
 	c := run.Config
-	var obs []workfactor.Observation
 	meanCapacity := meanOf(run.CapacityMHz)
 	for m := 0; m < c.Machines; m++ {
 		o := workfactor.Observation{Machine: fmt.Sprintf("m%d", m+1), CapacityMHz: run.CapacityMHz[m], Rates: map[string]float64{}}
-		mhz := c.Background * run.CapacityMHz[m]
+		mhz := c.Background * swing * run.CapacityMHz[m]
 		if c.BackgroundSameMHz {
-			mhz = c.Background * meanCapacity
+			mhz = c.Background * swing * meanCapacity
 		}
+		background += mhz
 		for k, f := range run.Flows {
-			if frac[k][m] == 0 {
+			if frac[k][m] == 0 || period < f.From {
 				continue
 			}
 			x := rate[k] * frac[k][m]
@@ -310,7 +364,7 @@ func observe(rng *rand.Rand, run *Run, rate []float64, frac [][]float64, period 
 		o.Utilization = min(max(u, 0), 1)
 		obs = append(obs, o)
 	}
-	return obs
+	return obs, background
 }
 
 func meanOf(xs []float64) float64 {

@@ -641,3 +641,91 @@ func TestAveragingSinceRelease(t *testing.T) {
 		t.Errorf("no release: %v, %v; want nil", since, err)
 	}
 }
+
+func TestBackgroundSwing(t *testing.T) {
+	c := Default()
+	c.BackgroundSwing = 1
+	run, err := Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mean := 0.0
+	for _, capacity := range run.CapacityMHz {
+		mean += c.Background * capacity
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, p := range run.Periods {
+		lo, hi = min(lo, p.BackgroundMHz), max(hi, p.BackgroundMHz)
+	}
+	if !(lo < 0.1*mean && hi > 1.9*mean) {
+		t.Errorf("a full swing ran from %.1f to %.1f MHz; want from near 0 to near %.1f", lo, hi, 2*mean)
+	}
+	// Without the swing the background is the constant it always was.
+	c.BackgroundSwing = 0
+	still, err := Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range still.Periods {
+		if math.Abs(p.BackgroundMHz-mean) > 1e-9*mean {
+			t.Fatalf("period %d: background %v MHz, want %v", p.Index, p.BackgroundMHz, mean)
+		}
+	}
+}
+
+func TestNewFlows(t *testing.T) {
+	c := Default()
+	c.ReleaseAt, c.ReleaseFlows, c.NewFlows, c.NewFlowsAt = 0.75, 3, 2, 0.75
+	run, err := Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var late []Flow
+	for _, f := range run.Flows {
+		if f.From > 1 {
+			late = append(late, f)
+			if f.From != run.Release || f.Group != "" || f.AlphaAfter != f.Alpha {
+				t.Errorf("%s starts at %d (release %d), group %q, work factor %v → %v; want a flow of its own, unchanged, starting with the release", f.Name, f.From, run.Release, f.Group, f.Alpha, f.AlphaAfter)
+			}
+		}
+	}
+	if len(late) != 2 {
+		t.Fatalf("%d flows start late, want 2", len(late))
+	}
+	for _, p := range run.Periods {
+		for _, f := range late {
+			inObs := false
+			for _, o := range p.Obs {
+				_, has := o.Rates[f.Name]
+				inObs = inObs || has
+			}
+			if before := p.Index < f.From; before && (inObs || p.Rates[f.Name] != 0) || !before && p.Rates[f.Name] <= 0 {
+				t.Fatalf("period %d, %s (from %d): reported %v, rate %v", p.Index, f.Name, f.From, inObs, p.Rates[f.Name])
+			}
+		}
+	}
+	bad := c
+	bad.NewFlows = 6
+	if _, err := Generate(bad); err == nil {
+		t.Error("6 new flows beside 3 changed ones and a pair among 7 flows: no error")
+	}
+}
+
+// A background that swings is taken out exactly by a background per period:
+// without noise (nor jitter in the collinear pair) that oracle is exact, while
+// the constant background's is not.
+func TestOraclePeriodBackground(t *testing.T) {
+	c := Default()
+	c.Noise, c.BackgroundSwing, c.Machines, c.CollinearJitter = 0, 1, 6, 0
+	per, err := EvaluateOraclePeriodBackground(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	constant, err := EvaluateOracle(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(per.Worst < 1e-6) || !(constant.Worst > 0.01) {
+		t.Errorf("no noise, a full swing: a background per period is %v off, a constant one %v; want < 1e-6 and > 1%%", per.Worst, constant.Worst)
+	}
+}

@@ -36,9 +36,7 @@ func flowPower(run *Run, from, to int64) (power map[string]float64, total float6
 			power[f.Name] += w
 			total += w
 		}
-		for _, c := range run.CapacityMHz {
-			total += run.Config.Background * c
-		}
+		total += p.BackgroundMHz
 	}
 	truth = map[string]Flow{}
 	for _, f := range run.Flows {

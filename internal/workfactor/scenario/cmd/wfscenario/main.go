@@ -195,23 +195,31 @@ type sweep struct {
 	// unnamed marks the axes issue 37 does not name: the data the estimator
 	// was not built on. They compare the default with the oracle only.
 	unnamed bool
+	// refs are further references shown on this axis, after the oracle.
+	refs []namedEvaluator
 }
+
+// periodBackground is the oracle with a background per period, for the axes
+// where a moving background or the number of machines matters.
+var periodBackground = []namedEvaluator{{"oracle with a background per period", scenario.EvaluateOraclePeriodBackground}}
 
 func sweepAxes() []sweep {
 	pct := func(x float64) string { return fmt.Sprintf("%g%%", 100*x) }
 	num := func(x float64) string { return fmt.Sprintf("%g", x) }
 	return []sweep{
-		{"utilization noise", "error-vs-noise.svg", "utilization noise σ (% of the machine)", []float64{0.005, 0.01, 0.02, 0.03}, func(c *scenario.Config, x float64) { c.Noise = x }, pct, false},
-		{"number of flows", "error-vs-flows.svg", "flows", []float64{3, 7, 12, 20}, func(c *scenario.Config, x float64) { c.Flows = int(x) }, num, false},
-		{"collinear pairs", "error-vs-collinear.svg", "collinear pairs", []float64{0, 1, 2}, func(c *scenario.Config, x float64) { c.Collinear = int(x) }, num, false},
-		{"background load", "error-vs-background.svg", "background (% of the machine)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background = x }, pct, false},
-		{"background, the same MHz on every machine", "error-vs-background-mhz.svg", "background (% of the mean machine, the same MHz on each)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background, c.BackgroundSameMHz = x, true }, pct, true},
-		{"size of the release", "error-vs-release-size.svg", "largest factor a release changes a work factor by (drawn from 1.25 to it)", []float64{1.1, 1.5, 2, 4}, func(c *scenario.Config, x float64) { c.ReleaseFactor = x }, num, true},
-		{"number of machines", "error-vs-machines.svg", "machines", []float64{1, 2, 3, 6, 10}, func(c *scenario.Config, x float64) { c.Machines = int(x) }, num, true},
-		{"length of the run", "error-vs-periods.svg", "periods (release at 75%)", []float64{200, 400, 1000, 2000}, func(c *scenario.Config, x float64) { c.Periods = int(x) }, num, true},
-		{"spread of the rates", "error-vs-rate-spread.svg", "σ of each flow's log rate", []float64{0.05, 0.1, 0.2, 0.3, 0.5}, func(c *scenario.Config, x float64) { c.RateSpread = x }, num, true},
-		{"memory of the rates", "error-vs-rate-memory.svg", "correlation of a flow's log rate between periods", []float64{0, 0.5, 0.8, 0.95, 0.99}, func(c *scenario.Config, x float64) { c.RateMemory = x }, num, true},
-		{"utilization", "error-vs-utilization.svg", "mean utilization of a machine from the flows (%; the busiest capped at 50%)", []float64{0.1, 0.2, 0.35, 0.5}, func(c *scenario.Config, x float64) { c.Utilization = x }, pct, true},
+		{"utilization noise", "error-vs-noise.svg", "utilization noise σ (% of the machine)", []float64{0.005, 0.01, 0.02, 0.03}, func(c *scenario.Config, x float64) { c.Noise = x }, pct, false, nil},
+		{"number of flows", "error-vs-flows.svg", "flows", []float64{3, 7, 12, 20}, func(c *scenario.Config, x float64) { c.Flows = int(x) }, num, false, nil},
+		{"collinear pairs", "error-vs-collinear.svg", "collinear pairs", []float64{0, 1, 2}, func(c *scenario.Config, x float64) { c.Collinear = int(x) }, num, false, nil},
+		{"background load", "error-vs-background.svg", "background (% of the machine)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background = x }, pct, false, nil},
+		{"background, the same MHz on every machine", "error-vs-background-mhz.svg", "background (% of the mean machine, the same MHz on each)", []float64{0, 0.01, 0.03}, func(c *scenario.Config, x float64) { c.Background, c.BackgroundSameMHz = x, true }, pct, true, nil},
+		{"size of the release", "error-vs-release-size.svg", "largest factor a release changes a work factor by (drawn from 1.25 to it)", []float64{1.1, 1.5, 2, 4}, func(c *scenario.Config, x float64) { c.ReleaseFactor = x }, num, true, nil},
+		{"number of machines", "error-vs-machines.svg", "machines", []float64{1, 2, 3, 6, 10}, func(c *scenario.Config, x float64) { c.Machines = int(x) }, num, true, periodBackground},
+		{"length of the run", "error-vs-periods.svg", "periods (release at 75%)", []float64{200, 400, 1000, 2000}, func(c *scenario.Config, x float64) { c.Periods = int(x) }, num, true, nil},
+		{"spread of the rates", "error-vs-rate-spread.svg", "σ of each flow's log rate", []float64{0.05, 0.1, 0.2, 0.3, 0.5}, func(c *scenario.Config, x float64) { c.RateSpread = x }, num, true, nil},
+		{"memory of the rates", "error-vs-rate-memory.svg", "correlation of a flow's log rate between periods", []float64{0, 0.5, 0.8, 0.95, 0.99}, func(c *scenario.Config, x float64) { c.RateMemory = x }, num, true, nil},
+		{"a background that swings", "error-vs-background-swing.svg", "background swing (± share of its 1% mean, a slow wave)", []float64{0, 0.5, 1}, func(c *scenario.Config, x float64) { c.BackgroundSwing = x }, pct, true, periodBackground},
+		{"flows that start late", "error-vs-new-flows.svg", "flows that start at 75% of the run (with the release, when there is one)", []float64{0, 1, 2}, func(c *scenario.Config, x float64) { c.NewFlows, c.NewFlowsAt = int(x), 0.75 }, num, true, nil},
+		{"utilization", "error-vs-utilization.svg", "mean utilization of a machine from the flows (%; the busiest capped at 50%)", []float64{0.1, 0.2, 0.35, 0.5}, func(c *scenario.Config, x float64) { c.Utilization = x }, pct, true, nil},
 	}
 }
 
@@ -263,7 +271,7 @@ type namedEvaluator struct {
 // sweepEvaluators are the rows of a sweep: every estimator on the axes the
 // issue names, the default alone on the others; then the oracle.
 func sweepEvaluators(s sweep) []namedEvaluator {
-	return evaluators(func(name string) bool { return !s.unnamed || name == "default" }, scenario.EvaluateOracle)
+	return append(evaluators(func(name string) bool { return !s.unnamed || name == "default" }, scenario.EvaluateOracle), s.refs...)
 }
 
 // evaluators are the estimators keep accepts, then oracle.
