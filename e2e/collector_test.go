@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"gopkg.in/yaml.v3"
+
+	"github.com/tierscope/tierscope/internal/freeport"
 )
 
 // collectorBinary is the distribution under test: $TIERSCOPE_OTELCOL, else the
@@ -59,15 +61,15 @@ func requireComponent(t *testing.T, bin, kind, typ string) {
 		"(builder-config.yaml lists it)", bin, strings.TrimSuffix(kind, "s"), typ)
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that no other call returned.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.TCP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // Processor is one entry of the traces pipeline: its component ID and config.

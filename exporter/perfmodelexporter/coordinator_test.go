@@ -33,6 +33,7 @@ import (
 	"github.com/tierscope/tierscope/exporter/perfmodelexporter/internal/metadata"
 	"github.com/tierscope/tierscope/injector"
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/freeport"
 	"github.com/tierscope/tierscope/internal/gradient"
 	"github.com/tierscope/tierscope/internal/model"
 )
@@ -138,10 +139,8 @@ func udpEcho(t *testing.T) uint16 {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.TCP()
 	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
 	return port
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/grafana/grafana-plugin-sdk-go/backend"
 
 	"github.com/tierscope/tierscope/internal/api"
+	"github.com/tierscope/tierscope/internal/freeport"
 )
 
 // repoRoot is the Tierscope repository this module sits in.
@@ -25,12 +26,11 @@ const repoRoot = "../../.."
 
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.TCP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // freeTCPRange returns a port p such that p … p+n−1 are all free and none of

@@ -30,7 +30,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -46,6 +45,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tierscope/tierscope/internal/freeport"
 )
 
 // EnvDSN names the variable that points the tests at an existing server.
@@ -403,14 +404,7 @@ func startPostmaster(ctx context.Context, bin binaries, dir, data string, port i
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.TCP() }
 
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)
