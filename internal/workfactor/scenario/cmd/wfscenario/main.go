@@ -193,7 +193,7 @@ type sweep struct {
 	set                 func(*scenario.Config, float64)
 	xfmt                func(float64) string
 	// unnamed marks the axes issue 37 does not name: the data the estimator
-	// was not built on. They compare the default with the oracle only.
+	// was not built on. They compare the default with the references only.
 	unnamed bool
 	// refs are further references shown on this axis, after the oracle.
 	refs []namedEvaluator
@@ -269,7 +269,8 @@ type namedEvaluator struct {
 }
 
 // sweepEvaluators are the rows of a sweep: every estimator on the axes the
-// issue names, the default alone on the others; then the oracle.
+// issue names, the default alone on the others; then the oracle and the
+// axis's own references.
 func sweepEvaluators(s sweep) []namedEvaluator {
 	return append(evaluators(func(name string) bool { return !s.unnamed || name == "default" }, scenario.EvaluateOracle), s.refs...)
 }
