@@ -85,6 +85,10 @@ func (s *spanStitcher) learnSkew() {
 			}
 			k := [2]int32{s.procIndex[p], s.procIndex[c]}
 			samples[k] = append(samples[k], theta)
+			if s.procService == nil {
+				s.procService = make(map[int32]int32)
+			}
+			s.procService[k[0]], s.procService[k[1]] = ps.Service, cs.Service
 		}
 	}
 	var measured []pairOffset
@@ -124,6 +128,11 @@ func (s *spanStitcher) learnSkew() {
 			s.skewTied[m.pair] = true
 		}
 		s.preSkew[m.pair] = m.theta
+		if s.skewedSide == nil {
+			s.skewedSide = make(map[[3]int32]bool)
+		}
+		s.skewedSide[skewSide(0, s.procService[m.pair[0]], m.pair[1])] = true
+		s.skewedSide[skewSide(1, m.pair[0], s.procService[m.pair[1]])] = true
 		s.skewAhead, s.skewBehind = max(s.skewAhead, m.theta), max(s.skewBehind, -m.theta)
 	}
 	// The clocks give the pairs no sample measured an offset too, where some
@@ -329,16 +338,45 @@ func secondPeak(v []int64, theta, b int64) int {
 // skewConfidence caps at ½ the parents written across a pair of processes
 // whose offset learnSkew found tied with another (skewTied): either offset
 // matches the callee with a caller of its own, and the one taken decided
-// which.
+// which. It caps too the parents across a pair whose offset nothing measured
+// (no sample of its own, its clocks in no measured set together) when either
+// process's clock was measured beyond the window from a third's: the pair's
+// window then rests on the prior that its clocks agree, which the third
+// pair shows false for one of them, and a true caller outside the window
+// leaves another request's call to be written.
 func (s *spanStitcher) skewConfidence() {
-	if s.skewTied == nil {
+	if s.preSkew == nil {
 		return
 	}
 	for c, p := range s.parent {
-		if p >= 0 && !s.known[c] && s.isRemote(p, int32(c)) && s.skewTied[[2]int32{s.procIndex[p], s.procIndex[c]}] {
+		if p < 0 || s.known[c] || !s.isRemote(p, int32(c)) {
+			continue
+		}
+		k := [2]int32{s.procIndex[p], s.procIndex[c]}
+		if s.skewTied[k] || s.unmeasuredBesideSkew(k, s.spans[p].Service, s.spans[c].Service) {
 			s.conf[c] = min(s.conf[c], 0.5)
 		}
 	}
+}
+
+// skewSide keys skewedSide: side 0 a caller service and a callee process,
+// side 1 a caller process and a callee service.
+func skewSide(side, a, b int32) [3]int32 { return [3]int32{side, a, b} }
+
+// unmeasuredBesideSkew reports whether pair k's offset was neither measured
+// nor given by the fitted clocks while another instance of the caller's
+// service was measured beyond the skew window from the callee's process, or
+// the caller's process from another instance of the callee's service.
+func (s *spanStitcher) unmeasuredBesideSkew(k [2]int32, callerService, calleeService int32) bool {
+	if !s.skewedSide[skewSide(0, callerService, k[1])] && !s.skewedSide[skewSide(1, k[0], calleeService)] {
+		return false
+	}
+	if _, ok := s.preSkew[k]; ok {
+		return false
+	}
+	a, oka := s.clockSet[k[0]]
+	b, okb := s.clockSet[k[1]]
+	return !oka || !okb || a != b
 }
 
 // densestWindow is the median of the sorted values in the window of width b

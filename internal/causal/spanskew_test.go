@@ -45,3 +45,31 @@ func TestConsistentOffsets(t *testing.T) {
 		t.Errorf("derived 0 → 3: %d ns off the truth", d)
 	}
 }
+
+// A pair no sample measured is doubted only beside a measured skew on one of
+// its sides (another instance of the caller's service far from the callee's
+// process, or the caller's process far from another instance of the callee's
+// service), and not when the pair was measured or the clocks connect it.
+func TestUnmeasuredBesideSkew(t *testing.T) {
+	s := &spanStitcher{
+		skewedSide: map[[3]int32]bool{skewSide(0, 7, 2): true}, // service 7's other instance, far from process 2
+		preSkew:    map[[2]int32]int64{{0, 2}: 5e6},
+		clockSet:   map[int32]int32{3: 3, 2: 3},
+	}
+	for _, c := range []struct {
+		pair           [2]int32
+		caller, callee int32
+		want           bool
+		why            string
+	}{
+		{[2]int32{1, 2}, 7, 9, true, "unmeasured, beside a sibling measured far from the callee"},
+		{[2]int32{0, 2}, 7, 9, false, "measured itself"},
+		{[2]int32{3, 2}, 7, 9, false, "its clocks connect it"},
+		{[2]int32{1, 4}, 7, 9, false, "no skew measured on either side"},
+		{[2]int32{1, 2}, 8, 9, false, "another caller service"},
+	} {
+		if got := s.unmeasuredBesideSkew(c.pair, c.caller, c.callee); got != c.want {
+			t.Errorf("%v (%s): %v, want %v", c.pair, c.why, got, c.want)
+		}
+	}
+}

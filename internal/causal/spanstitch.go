@@ -64,6 +64,13 @@ type spanStitcher struct {
 	// skewTied marks the pairs whose measured offset another offset ties
 	// with (secondPeak).
 	skewTied map[[2]int32]bool
+	// skewedSide marks, for each pair learnSkew measured beyond the skew
+	// window, the callee's process with the caller's service and the
+	// caller's process with the callee's service (skewSide keys).
+	skewedSide map[[3]int32]bool
+	// procService is each process's service, for the processes learnSkew
+	// sampled.
+	procService map[int32]int32
 	// clock is each process's clock fitted to the measured offsets
 	// (consistentOffsets), clockSet the anchor of the processes they connect.
 	clock                 map[int32]int64
@@ -194,7 +201,8 @@ func (s *spanStitcher) run() *StitchResult {
 //   - orderConfidence: a local parent out of order with its child on their
 //     common clock;
 //   - skewConfidence: a caller across a pair of processes whose clock offset
-//     another offset ties with.
+//     another offset ties with, or that nothing measured while a sibling
+//     instance was measured beyond the skew window.
 //
 // unsettledConfidence, applied after the last round, is the eighth: a parent
 // the last refit still changed.
