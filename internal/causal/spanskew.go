@@ -128,11 +128,16 @@ func (s *spanStitcher) learnSkew() {
 			s.skewTied[m.pair] = true
 		}
 		s.preSkew[m.pair] = m.theta
-		if s.skewedSide == nil {
-			s.skewedSide = make(map[[3]int32]bool)
+		// A far offset counts as a clock's only where the fitted clocks
+		// confirm it: the delays' own asymmetry, on calls of hundreds of
+		// milliseconds, measures pairs far too.
+		if ra, ok := reached[m.pair[0]]; ok && reached[m.pair[1]] == ra {
+			if s.skewedSide == nil {
+				s.skewedSide = make(map[[3]int32]bool)
+			}
+			s.skewedSide[skewSide(0, s.procService[m.pair[0]], m.pair[1])] = true
+			s.skewedSide[skewSide(1, m.pair[0], s.procService[m.pair[1]])] = true
 		}
-		s.skewedSide[skewSide(0, s.procService[m.pair[0]], m.pair[1])] = true
-		s.skewedSide[skewSide(1, m.pair[0], s.procService[m.pair[1]])] = true
 		s.skewAhead, s.skewBehind = max(s.skewAhead, m.theta), max(s.skewBehind, -m.theta)
 	}
 	// The clocks give the pairs no sample measured an offset too, where some
@@ -339,9 +344,11 @@ func secondPeak(v []int64, theta, b int64) int {
 // whose offset learnSkew found tied with another (skewTied): either offset
 // matches the callee with a caller of its own, and the one taken decided
 // which. It caps too the parents across a pair whose offset nothing measured
-// (no sample of its own, its clocks in no measured set together) when either
-// process's clock was measured beyond the window from a third's: the pair's
-// window then rests on the prior that its clocks agree, which the third
+// (no sample of its own, its clocks in no measured set together) when
+// another instance of the caller's service was measured beyond the window
+// from the callee's process, or the caller's process from another instance
+// of the callee's service, and the fitted clocks confirm it: the pair's
+// window then rests on the prior that its clocks agree, which the sibling
 // pair shows false for one of them, and a true caller outside the window
 // leaves another request's call to be written.
 func (s *spanStitcher) skewConfidence() {

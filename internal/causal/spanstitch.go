@@ -65,8 +65,9 @@ type spanStitcher struct {
 	// with (secondPeak).
 	skewTied map[[2]int32]bool
 	// skewedSide marks, for each pair learnSkew measured beyond the skew
-	// window, the callee's process with the caller's service and the
-	// caller's process with the callee's service (skewSide keys).
+	// window and the fitted clocks confirm, the callee's process with the
+	// caller's service and the caller's process with the callee's service
+	// (skewSide keys).
 	skewedSide map[[3]int32]bool
 	// procService is each process's service, for the processes learnSkew
 	// sampled.
