@@ -57,6 +57,7 @@ func (s *spanStitcher) learnSkew() {
 	// A systematic sample of each callee process's orphan SERVER spans.
 	perProc := make(map[int32]int)
 	samples := make(map[[2]int32][]int64)
+	services := make(map[[2]int32][2]int32) // each sampled pair's caller and callee services
 	for c := range s.spans {
 		cs := &s.spans[c]
 		if cs.Kind != span.KindServer || !cs.Orphan || s.known[c] {
@@ -84,11 +85,10 @@ func (s *spanStitcher) learnSkew() {
 				continue
 			}
 			k := [2]int32{s.procIndex[p], s.procIndex[c]}
-			samples[k] = append(samples[k], theta)
-			if s.procService == nil {
-				s.procService = make(map[int32]int32)
+			if _, ok := samples[k]; !ok {
+				services[k] = [2]int32{ps.Service, cs.Service}
 			}
-			s.procService[k[0]], s.procService[k[1]] = ps.Service, cs.Service
+			samples[k] = append(samples[k], theta)
 		}
 	}
 	var measured []pairOffset
@@ -135,8 +135,9 @@ func (s *spanStitcher) learnSkew() {
 			if s.skewedSide == nil {
 				s.skewedSide = make(map[[3]int32]bool)
 			}
-			s.skewedSide[skewSide(0, s.procService[m.pair[0]], m.pair[1])] = true
-			s.skewedSide[skewSide(1, m.pair[0], s.procService[m.pair[1]])] = true
+			sv := services[m.pair]
+			s.skewedSide[skewSide(0, sv[0], m.pair[1])] = true
+			s.skewedSide[skewSide(1, m.pair[0], sv[1])] = true
 		}
 		s.skewAhead, s.skewBehind = max(s.skewAhead, m.theta), max(s.skewBehind, -m.theta)
 	}

@@ -69,9 +69,6 @@ type spanStitcher struct {
 	// caller's service and the caller's process with the callee's service
 	// (skewSide keys).
 	skewedSide map[[3]int32]bool
-	// procService is each process's service, for the processes learnSkew
-	// sampled.
-	procService map[int32]int32
 	// clock is each process's clock fitted to the measured offsets
 	// (consistentOffsets), clockSet the anchor of the processes they connect.
 	clock                 map[int32]int64

@@ -226,10 +226,11 @@ type changeMixture struct {
 	mean, cov, inclusion []float64
 }
 
-// logSubsetPrior is log p(S) for a subset of k of m candidates: independent
+// LogSubsetPrior is log p(S) for a subset of k of m candidates (Config.ChangePrior,
+// exported for the scenarios' averaging reference): independent
 // inclusions with probability prior, or the beta-binomial 1/((m+1)·C(m, k))
 // when prior is 0.
-func logSubsetPrior(k, m int, prior float64) float64 {
+func LogSubsetPrior(k, m int, prior float64) float64 {
 	if prior > 0 {
 		return float64(k)*math.Log(prior) + float64(m-k)*math.Log1p(-prior)
 	}
@@ -258,7 +259,7 @@ func (s *changeSchur) average(cand []int, tau []float64, sigma2, prior float64) 
 		k := len(idx)
 		mm := make([]float64, k*k)
 		rhs := make([]float64, k)
-		logw := logSubsetPrior(k, m, prior)
+		logw := LogSubsetPrior(k, m, prior)
 		for r, i := range idx {
 			rhs[r] = s.b[i]
 			for c, j := range idx {

@@ -79,7 +79,7 @@ func TestAverageChangesMatchesMarginal(t *testing.T) {
 					quad += b[i] * inv[i*q+j] * b[j]
 				}
 			}
-			w[mask] = math.Exp(logSubsetPrior(k, q, prior) - 0.5*math.Log(det) - 0.5*quad)
+			w[mask] = math.Exp(LogSubsetPrior(k, q, prior) - 0.5*math.Log(det) - 0.5*quad)
 			total += w[mask]
 		}
 		for s := 0; s < q; s++ {

@@ -313,7 +313,7 @@ func EvaluateAveraging(c Config) (Outcome, error) {
 // changed units with the default's priors (workfactor's ChangeAveraging: a
 // flat prior on the work factors, increments δ_u ~ N(0, τ_u²) with τ_u =
 // ChangeScale times the larger of the unit's two work factors in the model
-// where every unit changed, and the beta-binomial prior over S). With β and
+// where every unit changed, and its prior over S, workfactor.LogSubsetPrior). With β and
 // δ_S integrated out, S weighs
 //
 //	log p(S | y) = log p(S) − Σ_{u∈S} log τ_u − ½ log det H_S + ½ |S| log σ² + ½ θ̂_Sᵀ r_S / σ²,
@@ -353,32 +353,25 @@ func averagingColumns(run *Run, units []oracleUnit) []oracleColumn {
 // when the data do not yet determine it.
 func averageUnits(a [][]float64, b []float64, yy float64, rows, nu int) []float64 {
 	n := len(b)
-	nan := func() []float64 {
-		out := make([]float64, nu)
-		for i := range out {
-			out[i] = math.NaN()
-		}
-		return out
-	}
-	full := make([]int, n)
-	for i := range full {
-		full[i] = i
-	}
-	h, r := subNormal(a, b, full, nil)
-	theta := solveNormal(h, r)
-	fit := 0.0
-	for i := range theta {
-		fit += theta[i] * r[i]
+	undetermined := make([]float64, nu)
+	for i := range undetermined {
+		undetermined[i] = math.NaN()
 	}
 	if rows <= n {
-		return nan()
+		return undetermined
+	}
+	theta := solveNormal(a, b)
+	fit := 0.0
+	for i := range theta {
+		fit += theta[i] * b[i]
 	}
 	sigma2 := (yy - fit) / float64(rows-n)
+	prior := workfactor.DefaultConfig()
 	tau := make([]float64, nu)
 	for u := range tau {
-		tau[u] = workfactor.DefaultConfig().ChangeScale * max(math.Abs(theta[u]), math.Abs(theta[u]+theta[nu+u]))
+		tau[u] = prior.ChangeScale * max(math.Abs(theta[u]), math.Abs(theta[u]+theta[nu+u]))
 		if !(tau[u] > 0) || !(sigma2 > 0) {
-			return nan()
+			return undetermined
 		}
 	}
 	sum := make([]float64, nu)
@@ -404,10 +397,7 @@ func averageUnits(a [][]float64, b []float64, yy float64, rows, nu int) []float6
 				logw -= math.Log(tau[u])
 			}
 		}
-		lk, _ := math.Lgamma(float64(k + 1))
-		lr, _ := math.Lgamma(float64(nu - k + 1))
-		lm, _ := math.Lgamma(float64(nu + 2))
-		logw += lk + lr - lm
+		logw += workfactor.LogSubsetPrior(k, nu, prior.ChangePrior)
 		h, r := subNormal(a, b, idx, prec)
 		ld, ok := logDetSPD(h)
 		if !ok {
@@ -439,7 +429,7 @@ func averageUnits(a [][]float64, b []float64, yy float64, rows, nu int) []float6
 		}
 	}
 	if !(total > 0) {
-		return nan()
+		return undetermined
 	}
 	for u := range sum {
 		sum[u] /= total

@@ -250,16 +250,13 @@ func sweeps(w io.Writer, n int, plots string) error {
 	return nil
 }
 
-// averagingSinceRelease is AveragingSinceRelease as an evaluator.
-func averagingSinceRelease(c scenario.Config) (scenario.Outcome, error) {
-	since, err := scenario.AveragingSinceRelease(c)
-	return scenario.Outcome{Config: c, SinceRelease: since}, err
-}
-
-// oracleSinceRelease is the oracle read at every period after the release.
-func oracleSinceRelease(c scenario.Config) (scenario.Outcome, error) {
-	since, err := scenario.OracleSinceRelease(c)
-	return scenario.Outcome{Config: c, SinceRelease: since}, err
+// readEvery turns a reference read at every period after the release
+// (OracleSinceRelease, AveragingSinceRelease) into an evaluator.
+func readEvery(read func(scenario.Config) ([]float64, error)) evaluator {
+	return func(c scenario.Config) (scenario.Outcome, error) {
+		since, err := read(c)
+		return scenario.Outcome{Config: c, SinceRelease: since}, err
+	}
 }
 
 // namedEvaluator is an estimator, or the oracle, in a sweep.
@@ -328,8 +325,8 @@ func sinceRelease(w io.Writer, n int, plots string) error {
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	var series []scenario.Series
 	marks := []int{10, 25, 50, 100, 200, 399}
-	refs := evaluators(func(string) bool { return true }, oracleSinceRelease)
-	refs = slices.Insert(refs, len(refs)-1, namedEvaluator{"model averaging told the release period", averagingSinceRelease})
+	refs := evaluators(func(string) bool { return true }, readEvery(scenario.OracleSinceRelease))
+	refs = slices.Insert(refs, len(refs)-1, namedEvaluator{"model averaging told the release period", readEvery(scenario.AveragingSinceRelease)})
 	for _, e := range refs {
 		c := scenario.Default()
 		c.Periods, c.ReleaseAt, c.ReleaseFlows = 800, 0.5, 3
